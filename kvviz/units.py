@@ -1,0 +1,47 @@
+"""Units and number formatting, kept in one place so every figure is labelled the same way.
+
+GiB means 2^30 bytes and GB means 10^9 bytes; the two are never shown under each other's name.
+"""
+
+from __future__ import annotations
+
+GIB = 2**30
+GB = 10**9
+MIB = 2**20
+
+
+def to_gib(n_bytes: float) -> float:
+    """Bytes to gibibytes (2^30 bytes)."""
+    return n_bytes / GIB
+
+
+def to_gb(n_bytes: float) -> float:
+    """Bytes to gigabytes (10^9 bytes), as accelerator vendors count."""
+    return n_bytes / GB
+
+
+def fmt_int(n: float) -> str:
+    """An integer with thousands separators: 34359738368 -> '34,359,738,368'."""
+    return f"{int(round(n)):,}"
+
+
+def fmt_bytes(n_bytes: float) -> str:
+    """Bytes in the three labelled units: '34,359,738,368 B = 32.00 GiB = 34.36 GB'."""
+    return f"{fmt_int(n_bytes)} B = {to_gib(n_bytes):,.2f} GiB = {to_gb(n_bytes):,.2f} GB"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """A duration in the unit that reads best: s, ms or µs."""
+    if seconds >= 1:
+        return f"{seconds:,.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:,.3f} ms"
+    return f"{seconds * 1e6:,.3f} µs"
+
+
+def fmt_si(value: float, unit: str) -> str:
+    """A large rate or count with an SI prefix: fmt_si(9.89e14, 'FLOP/s') -> '989.00 TFLOP/s'."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:,.2f} {prefix}{unit}"
+    return f"{value:,.2f} {unit}"
