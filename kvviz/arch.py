@@ -180,9 +180,9 @@ def _first(raw: dict, keys: tuple[str, ...]) -> Any:
 
 def _positive_int(value: Any, key: str) -> int:
     """value as an int > 0, or ConfigError naming the key."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and (
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and (
         not math.isfinite(value) or value != int(value)
-    ):
+    )):
         raise ConfigError(f"config key {key!r} must be a positive integer, got {value!r}")
     if int(value) <= 0:
         raise ConfigError(f"config key {key!r} must be a positive integer, got {value!r}")
@@ -207,7 +207,8 @@ def _normalised(raw: dict) -> Any:
     try:
         return AutoConfig.for_model(model_type, **fields)
     except Exception as exc:  # transformers raises many kinds for a malformed config
-        raise ConfigError(f"transformers rejects this {model_type} config: {exc}") from exc
+        reason = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        raise ConfigError(f"transformers rejects this {model_type} config: {reason[-1]}") from exc
     finally:
         quiet.setLevel(level)
 
@@ -253,10 +254,13 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
         missing = next(k for k in _MLA_KEYS if raw.get(k) is None)
         raise ConfigError(f"config has multi-head latent attention keys but is missing {missing!r}")
 
-    cfg = _normalised(raw)
     layers = values["num_hidden_layers"]
     heads = values["num_attention_heads"]
     hidden = values["hidden_size"]
+    if raw.get("head_dim") is None and not mla_present and hidden % heads:
+        raise ConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) "
+                          "and the config gives no head_dim")
+    cfg = _normalised(raw)
     kv_heads = _positive_int(getattr(cfg, "num_key_value_heads", None) or heads, "num_key_value_heads")
     if heads % kv_heads:
         raise ConfigError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvviz.units import fmt_int, fmt_seconds, fmt_si, to_gb, to_gib
+from kvviz.units import fmt_int, fmt_scaled, fmt_seconds, fmt_si, to_gb, to_gib
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ class Formula:
         if self.unit == "B":
             return [
                 f"{fmt_int(self.value)} bytes",
-                f"{to_gib(self.value):,.3f} GiB (2^30 bytes)",
-                f"{to_gb(self.value):,.3f} GB (10^9 bytes)",
+                f"{fmt_scaled(to_gib(self.value))} GiB (2^30 bytes)",
+                f"{fmt_scaled(to_gb(self.value))} GB (10^9 bytes)",
             ]
         if self.unit == "s":
             return [fmt_seconds(self.value)]

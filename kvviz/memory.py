@@ -215,26 +215,31 @@ class PagedAllocation:
     formula: Formula
 
 
-def paged_allocation(arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16) -> PagedAllocation:
+def paged_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16) -> int:
+    """Bytes a block allocator holds: each layer's kept tokens rounded up to whole blocks of block_size."""
+    slots = sum(math.ceil(cached_tokens(seq_len, g.window) / block_size) * block_size * g.count
+                for g in layer_groups(arch))
+    return batch * slots * token_layer_bytes(arch, dtype)
+
+
+def paged_allocation(
+    arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16
+) -> PagedAllocation:
     """How a vLLM-style block allocator stores the cache, and how much of its last blocks stands empty."""
     if block_size < 1:
         raise ValueError("block_size must be at least 1")
     per = token_layer_bytes(arch, dtype)
-    slots = 0  # token slots one sequence occupies, summed over layers
-    for g in layer_groups(arch):
-        slots += math.ceil(cached_tokens(seq_len, g.window) / block_size) * block_size * g.count
-    allocated = batch * slots * per
+    allocated = paged_bytes(arch, batch, seq_len, dtype, block_size)
     exact = kv_cache_bytes(arch, batch, seq_len, dtype) - arch.num_layers * dtype.tensor_overhead_bytes
-    blocks = math.ceil(seq_len / block_size)
     formula = Formula(
-        "Paged KV cache (blocks rounded up)",
+        "Paged KV cache (each layer's tokens rounded up to whole blocks)",
         "batch × Σ_layers ⌈tokens_kept / block_size⌉ × block_size × bytes_per_token_per_layer",
-        f"{batch} × {slots // block_size} blocks × {block_size} × {per}",
+        f"{batch} × {allocated // (batch * per * block_size)} (layer-blocks per sequence) × {block_size} × {per}",
         allocated,
     )
     return PagedAllocation(
         block_size=block_size,
-        blocks_per_seq=blocks,
+        blocks_per_seq=math.ceil(seq_len / block_size),
         block_bytes=block_size * bytes_per_token(arch, dtype),
         allocated_bytes=allocated,
         exact_bytes=exact,

@@ -6,7 +6,7 @@ never know more than a real config would. This module only finds and names them.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from kvviz.arch import Architecture, ConfigError, architecture_from_source
@@ -42,7 +42,7 @@ def preset_names() -> list[str]:
     return [name for name in HUB_IDS if name in shipped] + sorted(shipped - set(HUB_IDS))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_preset(name: str) -> Architecture:
     """The Architecture of preset `name`; ConfigError listing the presets if there is none."""
     key = str(name).strip().lower()

@@ -22,12 +22,19 @@ def to_gb(n_bytes: float) -> float:
 
 def fmt_int(n: float) -> str:
     """An integer with thousands separators: 34359738368 -> '34,359,738,368'."""
-    return f"{int(round(n)):,}"
+    return f"{round(n):,}"
+
+
+def fmt_scaled(x: float) -> str:
+    """A GiB or GB figure with three decimals, or three significant digits when it is below 1."""
+    if x == 0 or abs(x) >= 1:
+        return f"{x:,.3f}"
+    return f"{x:.3g}"
 
 
 def fmt_bytes(n_bytes: float) -> str:
-    """Bytes in the three labelled units: '34,359,738,368 B = 32.00 GiB = 34.36 GB'."""
-    return f"{fmt_int(n_bytes)} B = {to_gib(n_bytes):,.2f} GiB = {to_gb(n_bytes):,.2f} GB"
+    """Bytes in the three labelled units: '34,359,738,368 B = 32.000 GiB = 34.360 GB'."""
+    return f"{fmt_int(n_bytes)} B = {fmt_scaled(to_gib(n_bytes))} GiB = {fmt_scaled(to_gb(n_bytes))} GB"
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -1,0 +1,119 @@
+"""Command line: `python -m kvviz memory|presets`.
+
+The CLI parses arguments, calls the same core the app calls, and prints a table or JSON. Any bad
+input ends in one line on stderr naming the problem and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from kvviz.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
+from kvviz.dtypes import KV_DTYPES, WEIGHT_DTYPES
+from kvviz.hardware import DEFAULT_ACCELERATOR, accelerator_names
+from kvviz.params import count_params
+from kvviz.presets import HUB_IDS, load_preset, preset_names
+from kvviz.report import MemoryQuery, as_dict, describe, memory_report, render_text
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line: reported in one line with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print the whole usage block first
+        raise UsageError(message)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m kvviz", description="See how LLM inference really behaves.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    mem = sub.add_parser("memory", help="KV-cache memory, weights, capacity and roofline for one model")
+    src = mem.add_argument_group("model (one of)")
+    src.add_argument("--preset", help="a preset name (see `python -m kvviz presets`)")
+    src.add_argument("--config", help="a config.json path, a model folder, or a hub id")
+    src.add_argument("--layers", type=int, help="raw dimensions: number of layers")
+    src.add_argument("--kv-heads", type=int, help="raw dimensions: KV heads per layer")
+    src.add_argument("--head-dim", type=int, help="raw dimensions: width of one head")
+    src.add_argument("--heads", type=int, help="raw dimensions: query heads (default: = kv heads)")
+    src.add_argument("--sliding-window", type=int, help="raw dimensions: window of the sliding layers")
+    src.add_argument("--sliding-layers", type=int, default=0, help="raw dimensions: how many layers slide")
+    mem.add_argument("--batch", type=int, default=1, help="sequences held at once (default 1)")
+    mem.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence, prompt + output (default 4096)")
+    mem.add_argument("--kv-dtype", choices=list(KV_DTYPES), help="KV-cache format (default: the GPU's 16-bit format)")
+    mem.add_argument("--weight-dtype", choices=list(WEIGHT_DTYPES), help="weight format (default as --kv-dtype)")
+    mem.add_argument("--block-size", type=int, default=16, help="paged-allocation block size in tokens (default 16)")
+    mem.add_argument("--gpu", default=DEFAULT_ACCELERATOR, choices=accelerator_names(),
+                     help=f"accelerator preset, or cpu to measure this machine (default {DEFAULT_ACCELERATOR})")
+    mem.add_argument("--mem-util", type=float, default=0.9, help="fraction of device memory to use (default 0.9)")
+    mem.add_argument("--reserve-gib", type=float, default=1.0,
+                     help="runtime reserve for activations and workspace, GiB (default 1)")
+    mem.add_argument("--json", action="store_true", help="print one JSON object")
+
+    pre = sub.add_parser("presets", help="list the architecture presets")
+    pre.add_argument("--json", action="store_true", help="print a JSON list")
+    return parser
+
+
+def _architecture(args: argparse.Namespace) -> Architecture:
+    dims = {"--layers": args.layers, "--kv-heads": args.kv_heads, "--head-dim": args.head_dim}
+    given = [bool(args.preset), bool(args.config), any(v is not None for v in dims.values())]
+    if sum(given) != 1:
+        raise UsageError("give exactly one of --preset NAME, --config PATH_OR_HUB_ID, or "
+                         "--layers/--kv-heads/--head-dim")
+    if args.preset:
+        return load_preset(args.preset)
+    if args.config:
+        return architecture_from_source(args.config)
+    missing = [flag for flag, v in dims.items() if v is None]
+    if missing:
+        raise UsageError(f"raw dimensions need {', '.join(missing)} as well")
+    return architecture_from_dims(args.layers, args.kv_heads, args.head_dim, heads=args.heads,
+                                  sliding_window=args.sliding_window, sliding_layers=args.sliding_layers)
+
+
+def _memory(args: argparse.Namespace) -> str:
+    arch = _architecture(args)
+    query = MemoryQuery(batch=args.batch, seq_len=args.seq_len, kv_dtype=args.kv_dtype, block_size=args.block_size,
+                        accelerator=args.gpu, mem_util=args.mem_util, weight_dtype=args.weight_dtype,
+                        reserve_gib=args.reserve_gib)
+    report = memory_report(arch, query)
+    return json.dumps(as_dict(report), indent=2, allow_nan=False) if args.json else render_text(report)
+
+
+def _presets(args: argparse.Namespace) -> str:
+    rows = []
+    for name in preset_names():
+        a = load_preset(name)
+        rows.append({"name": name, "hub_id": HUB_IDS.get(name), "model_type": a.model_type,
+                     "attention": a.attention_kind, "layers": a.num_layers, "heads": a.num_heads,
+                     "kv_heads": a.num_kv_heads, "head_dim": a.head_dim, "sliding_window": a.sliding_window,
+                     "sliding_layers": a.n_sliding, "params": count_params(a).total, "summary": describe(a)})
+    if args.json:
+        return json.dumps(rows, indent=2)
+    width = max(len(r["name"]) for r in rows)
+    return "\n".join(f"{r['name']:<{width}}  {r['params'] / 1e9:7.2f} B params  {r['summary']}" for r in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return USAGE_ERROR
+        output = {"memory": _memory, "presets": _presets}[args.command](args)
+    except (UsageError, ConfigError, ValueError) as exc:
+        print(f"kvviz: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        return 130
+    print(output)
+    return 0

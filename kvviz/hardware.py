@@ -1,0 +1,110 @@
+"""Accelerators: the published figures of common GPUs, and a measurement of the CPU kvviz runs on.
+
+A GPU preset is a vendor's data-sheet figure (memory in GB = 10^9 bytes, bandwidth, dense 16-bit
+tensor FLOP/s). A CPU has no data sheet worth trusting, so it is measured on request: memory
+bandwidth with a large matrix-vector product, compute with a large matmul, and the result says
+it was measured. This module knows nothing of models.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What bounds inference on a device: memory size, memory bandwidth and peak matmul rate."""
+
+    key: str
+    name: str
+    memory_bytes: int
+    bandwidth: float  # bytes per second
+    peak_flops: float  # FLOP per second, dense, in peak_dtype
+    peak_dtype: str
+    default_dtype: str  # the 16-bit format the device runs best (fp16 where there is no bf16)
+    note: str = ""
+    measured: bool = False
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte above which a kernel is compute-bound on this device (peak / bandwidth)."""
+        return self.peak_flops / self.bandwidth
+
+
+def _gpu(key: str, name: str, mem_gb: float, bw_tbs: float, tflops: float, note: str = "",
+         dtype: str = "bf16") -> Accelerator:
+    return Accelerator(key, name, int(mem_gb * 1e9), bw_tbs * 1e12, tflops * 1e12, dtype, dtype, note)
+
+
+ACCELERATORS: dict[str, Accelerator] = {
+    a.key: a
+    for a in (
+        _gpu("h100-sxm", "H100 SXM", 80, 3.35, 989),
+        _gpu("h100-pcie", "H100 PCIe", 80, 2.0, 756),
+        _gpu("h200", "H200", 141, 4.8, 989),
+        _gpu("a100-80gb-sxm", "A100 80GB SXM", 80, 2.039, 312),
+        _gpu("a100-80gb-pcie", "A100 80GB PCIe", 80, 1.935, 312),
+        _gpu("a100-40gb", "A100 40GB", 40, 1.555, 312),
+        _gpu("l4", "L4", 24, 0.300, 121),
+        _gpu("rtx-4090", "RTX 4090", 24, 1.008, 165, "165 TFLOP/s is the fp32-accumulate figure"),
+        _gpu("a10g", "A10G", 24, 0.600, 70, "about 70 TFLOP/s; the AWS g5 part"),
+        _gpu("t4", "T4", 16, 0.320, 65, "no bf16: fp16 tensor cores, 65 TFLOP/s", dtype="fp16"),
+        _gpu("mi300x", "MI300X", 192, 5.3, 1307),
+    )
+}
+DEFAULT_ACCELERATOR = "h100-sxm"
+
+
+def accelerator_names() -> list[str]:
+    """Keys accepted by get_accelerator: the GPU presets, then 'cpu' (measured)."""
+    return [*ACCELERATORS, "cpu"]
+
+
+def get_accelerator(key: str) -> Accelerator:
+    """The preset called `key`, or this machine's CPU measured now when key is 'cpu'."""
+    name = str(key).strip().lower()
+    if name == "cpu":
+        return measure_cpu()
+    if name not in ACCELERATORS:
+        raise ValueError(f"unknown accelerator {key!r}; choose one of {', '.join(accelerator_names())}")
+    return ACCELERATORS[name]
+
+
+def _physical_memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _best_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up: first touch of the pages, thread-pool start
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure_cpu(matvec_mib: int = 256, matmul_n: int = 2048, repeats: int = 5) -> Accelerator:
+    """Measure this CPU in fp32 with torch: bandwidth = matrix bytes / matvec time, compute = 2n^3 / matmul time.
+
+    The matrix-vector product reads every byte of a `matvec_mib` MiB matrix once and does almost no
+    arithmetic per byte, so its speed is the memory bandwidth a decode step can reach.
+    """
+    import torch
+
+    rows = matvec_mib * 2**20 // (4 * 4096)
+    a = torch.randn(rows, 4096)
+    x = torch.randn(4096)
+    bandwidth = a.numel() * 4 / _best_seconds(lambda: torch.mv(a, x), repeats)
+    m = torch.randn(matmul_n, matmul_n)
+    flops = 2 * matmul_n**3 / _best_seconds(lambda: torch.mm(m, m), repeats)
+    threads = torch.get_num_threads()
+    return Accelerator(
+        "cpu", f"this CPU, {os.cpu_count()} cores", _physical_memory_bytes(),
+        bandwidth, flops, "fp32", "fp32",
+        note=f"measured now with {threads} torch threads: fp32 matvec over {matvec_mib} MiB and a "
+             f"{matmul_n}x{matmul_n} matmul, best of {repeats}",
+        measured=True,
+    )

@@ -1,0 +1,126 @@
+"""The command line, end to end: answers for every preset and for a config by path, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kvviz.cli import main
+from kvviz.presets import PRESET_DIR, preset_names
+
+from .conftest import REPO
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "kvviz", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_memory_json_end_to_end():
+    """`python -m kvviz memory --json` prints one JSON object with the lesson's 32 GiB."""
+    proc = run_cli("memory", "--preset", "llama-2-7b", "--batch", "16", "--seq-len", "4096", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["kv_cache_bytes"] == 34_359_738_368
+    assert out["kv_cache_gib"] == 32.0
+    for key in ("kv_bytes_per_token", "kv_cache_bytes_no_window", "kv_cache_bytes_mla_expanded", "paged",
+                "capacity", "weights", "roofline", "formulas"):
+        assert key in out, key
+    assert out["roofline"]["decode"]["is_lower_bound"] is True
+
+
+def test_memory_text_shows_the_formula():
+    """The default table shows the formula with the numbers substituted, in bytes, GiB and GB."""
+    proc = run_cli("memory", "--preset", "llama-2-7b", "--batch", "16", "--seq-len", "4096")
+    assert proc.returncode == 0, proc.stderr
+    assert "= 16 × 4096 × 32 × 2 × 32 × 128 × 2" in proc.stdout
+    assert "32.000 GiB (2^30 bytes)" in proc.stdout and "34.360 GB (10^9 bytes)" in proc.stdout
+
+
+def test_presets_lists_every_preset(capsys):
+    """`presets` names them all; --json gives their dimensions."""
+    assert main(["presets", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == preset_names()
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_memory_answers_for_every_preset(name, capsys):
+    """Every preset gives a positive cache that equals batch × seq_len × per-token bytes where no window caps it."""
+    assert main(["memory", "--preset", name, "--batch", "2", "--seq-len", "1000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kv_cache_bytes"] == 2 * 1000 * out["kv_bytes_per_token"]  # 1000 < every window
+    assert out["model"]["name"] == name
+
+
+def test_config_by_path_and_folder_equal_preset(capsys, tmp_path):
+    """A config.json given by path (file or folder) answers like the preset it copies."""
+    answers = []
+    folder = tmp_path / "gemma"
+    folder.mkdir()
+    (folder / "config.json").write_text((PRESET_DIR / "gemma-2-9b.json").read_text())
+    for source in (["--preset", "gemma-2-9b"], ["--config", str(folder)], ["--config", str(folder / "config.json")]):
+        assert main(["memory", *source, "--seq-len", "8192", "--json"]) == 0
+        answers.append(json.loads(capsys.readouterr().out)["kv_cache_bytes"])
+    assert answers == [(4096 * 21 + 8192 * 21) * 2 * 8 * 256 * 2] * 3
+
+
+def test_raw_dimensions(capsys):
+    """--layers --kv-heads --head-dim alone give the cache; weights are reported unknown."""
+    assert main(["memory", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--seq-len", "8192",
+                 "--kv-dtype", "fp16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kv_cache_bytes"] == 2**30
+    assert out["weights"] is None and out["roofline"]["decode"] is None
+
+
+@pytest.mark.parametrize("args,message", [
+    (["memory", "--preset", "nope"], "unknown preset"),
+    (["memory", "--preset", "gpt2", "--batch", "0"], "batch"),
+    (["memory", "--preset", "gpt2", "--batch", "-4"], "batch"),
+    (["memory", "--preset", "gpt2", "--batch", "1.5"], "invalid int"),
+    (["memory", "--preset", "gpt2", "--seq-len", "0"], "seq_len"),
+    (["memory", "--preset", "gpt2", "--seq-len", "x"], "invalid int"),
+    (["memory", "--preset", "gpt2", "--mem-util", "1.5"], "mem_util"),
+    (["memory", "--preset", "gpt2", "--mem-util", "nan"], "mem_util"),
+    (["memory", "--preset", "gpt2", "--block-size", "0"], "block_size"),
+    (["memory", "--preset", "gpt2", "--reserve-gib", "-1"], "reserve"),
+    (["memory", "--preset", "gpt2", "--kv-dtype", "int3"], "invalid choice"),
+    (["memory", "--preset", "gpt2", "--gpu", "tpu"], "invalid choice"),
+    (["memory"], "exactly one of"),
+    (["memory", "--preset", "gpt2", "--config", "x"], "exactly one of"),
+    (["memory", "--layers", "4", "--kv-heads", "2"], "--head-dim"),
+    (["memory", "--layers", "0", "--kv-heads", "2", "--head-dim", "64"], "layers"),
+    (["memory", "--config", "/no/such/config.json"], "no such file"),
+    (["memory", "--config", "org/uncached-model"], "HF_HUB_OFFLINE"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_one_line_exit_2(args, message, capsys, monkeypatch):
+    """Bad input prints one line naming the problem, exit status 2, no traceback."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kvviz: error: "), err
+    assert message in err
+
+
+def test_config_missing_a_key(capsys, tmp_path):
+    """A config.json without num_attention_heads is named in the error."""
+    cfg = json.loads((PRESET_DIR / "llama-3-8b.json").read_text())
+    del cfg["num_attention_heads"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["memory", "--config", str(path)]) == 2
+    assert "num_attention_heads" in capsys.readouterr().err
+
+
+def test_bad_input_in_a_real_process_has_no_traceback():
+    """The installed entry point also exits 2 with one line, no traceback, for a broken config."""
+    proc = run_cli("memory", "--preset", "gpt2", "--seq-len", "-1")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0

@@ -1,0 +1,28 @@
+"""kvviz's core stays free of the UI libraries, so it runs where gradio and plotly are not installed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .conftest import REPO
+
+CHECK = """
+import importlib, pkgutil, sys
+import kvviz
+skip = ('kvviz.ui', 'kvviz.__main__')  # the UI may import gradio; __main__ runs the CLI
+core = [m.name for m in pkgutil.iter_modules(kvviz.__path__, 'kvviz.') if not m.name.startswith(skip)]
+for name in core:
+    importlib.import_module(name)
+loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('gradio', 'plotly'))
+print(len(core), loaded)
+"""
+
+
+def test_core_imports_neither_gradio_nor_plotly():
+    """Importing every core module loads no gradio or plotly module."""
+    proc = subprocess.run([sys.executable, "-c", CHECK], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    count, loaded = proc.stdout.split(" ", 1)
+    assert int(count) >= 10, "the check must actually import the core modules"
+    assert loaded.strip() == "[]", f"core imported UI libraries: {loaded}"
