@@ -76,35 +76,70 @@ def _physical_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _best_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: first touch of the pages, thread-pool start
+def _best_seconds(fn, repeats: int, sync) -> float:
+    fn()  # warm-up: first touch of the pages, thread-pool start, kernel selection
+    sync()
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
+        sync()
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def measure_cpu(matvec_mib: int = 256, matmul_n: int = 2048, repeats: int = 5) -> Accelerator:
-    """Measure this CPU in fp32 with torch: bandwidth = matrix bytes / matvec time, compute = 2n^3 / matmul time.
+def measure_device(device: str = "cpu", matvec_mib: int = 256, matmul_n: int = 2048, repeats: int = 5) -> Accelerator:
+    """Measure a device with torch: bandwidth = matrix bytes / matvec time, compute = 2n^3 / matmul time.
 
     The matrix-vector product reads every byte of a `matvec_mib` MiB matrix once and does almost no
-    arithmetic per byte, so its speed is the memory bandwidth a decode step can reach.
+    arithmetic per byte, so its speed is the memory bandwidth a decode step can reach. The CPU is
+    measured in fp32 (what kvviz runs there); a GPU in bf16.
     """
     import torch
 
-    rows = matvec_mib * 2**20 // (4 * 4096)
-    a = torch.randn(rows, 4096)
-    x = torch.randn(4096)
-    bandwidth = a.numel() * 4 / _best_seconds(lambda: torch.mv(a, x), repeats)
-    m = torch.randn(matmul_n, matmul_n)
-    flops = 2 * matmul_n**3 / _best_seconds(lambda: torch.mm(m, m), repeats)
-    threads = torch.get_num_threads()
-    return Accelerator(
-        "cpu", f"this CPU, {os.cpu_count()} cores", _physical_memory_bytes(),
-        bandwidth, flops, "fp32", "fp32",
-        note=f"measured now with {threads} torch threads: fp32 matvec over {matvec_mib} MiB and a "
-             f"{matmul_n}x{matmul_n} matmul, best of {repeats}",
-        measured=True,
-    )
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
+    cols = 4096
+    rows = matvec_mib * 2**20 // (torch.finfo(dtype).bits // 8 * cols)
+    a = torch.randn(rows, cols, device=dev, dtype=dtype)
+    x = torch.randn(cols, device=dev, dtype=dtype)
+    bandwidth = a.numel() * a.element_size() / _best_seconds(lambda: torch.mv(a, x), repeats, sync)
+    m = torch.randn(matmul_n, matmul_n, device=dev, dtype=dtype)
+    flops = 2 * matmul_n**3 / _best_seconds(lambda: torch.mm(m, m), repeats, sync)
+    dtype_name = "bf16" if cuda else "fp32"
+    if cuda:
+        name, memory = torch.cuda.get_device_name(dev), torch.cuda.get_device_properties(dev).total_memory
+        how = f"{dtype_name} matvec over {matvec_mib} MiB and a {matmul_n}x{matmul_n} matmul, best of {repeats}"
+    else:
+        name, memory = f"this CPU, {os.cpu_count()} cores", _physical_memory_bytes()
+        how = (f"{torch.get_num_threads()} torch threads: {dtype_name} matvec over {matvec_mib} MiB and a "
+               f"{matmul_n}x{matmul_n} matmul, best of {repeats}")
+    return Accelerator(dev.type, name, memory, bandwidth, flops, dtype_name, dtype_name,
+                       note=f"measured now with {how}", measured=True)
+
+
+def measure_cpu(matvec_mib: int = 256, matmul_n: int = 2048, repeats: int = 5) -> Accelerator:
+    """This machine's CPU, measured now (see measure_device)."""
+    return measure_device("cpu", matvec_mib, matmul_n, repeats)
+
+
+_MEASURED: dict[str, Accelerator] = {}
+
+
+def device_accelerator(device: str) -> Accelerator:
+    """The roofline figures for a torch device: a GPU preset when its name matches one, else measured once."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev).lower()
+        for accel in ACCELERATORS.values():
+            words = accel.name.lower().replace("gb", " gb").split()
+            if all(w in name for w in words if w not in ("gb",)):
+                return accel
+    key = str(dev)
+    if key not in _MEASURED:
+        _MEASURED[key] = measure_device(key, matvec_mib=128, matmul_n=1024, repeats=3)
+    return _MEASURED[key]

@@ -76,6 +76,19 @@ def cached_tokens(seq_len: int, window: int | None) -> int:
     return seq_len if window is None else min(seq_len, window)
 
 
+def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> int:
+    """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens.
+
+    It differs from an engine's cache in two labelled ways: a sliding layer keeps the last
+    window - 1 tokens (the next token brings the span back to `window`), and an MLA model keeps the
+    expanded per-head keys and values rather than the latent.
+    """
+    per = token_layer_bytes(arch, dtype, EXPANDED)
+    tokens = sum(cached_tokens(seq_len, None if g.window is None else g.window - 1) * g.count
+                 for g in layer_groups(arch))
+    return batch * tokens * per
+
+
 def token_layer_bytes(arch: Architecture, dtype: DType, mla_mode: str = LATENT) -> int:
     """Bytes one token leaves in one layer's cache: keys and values of every KV head, or MLA's vector."""
     if arch.mla is not None and mla_mode == LATENT:

@@ -1,0 +1,266 @@
+"""Loading causal language models: from a hub id, a local folder, or as a random-weight twin of a preset.
+
+A loaded model is kept once per (model, device, dtype) and handed out again. Twins (`random:<preset>`)
+build a preset's architecture with random weights and download nothing: their timing and memory
+are real, their text is noise. This module knows torch and transformers; it does not generate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from kvviz.arch import Architecture, ConfigError, architecture_from_dict
+from kvviz.hub import HubUnreachable, from_hub, looks_like_hub_id
+from kvviz.presets import PRESET_DIR, load_preset, preset_names
+
+TWIN_PREFIX = "random:"
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
+Progress = Callable[[float, str], None]
+
+
+class LoadError(RuntimeError):
+    """A model that cannot be loaded here: the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to run, with what kvviz needs to know about it."""
+
+    spec: str
+    model: torch.nn.Module
+    tokenizer: object  # a transformers PreTrainedTokenizerBase
+    arch: Architecture
+    device: torch.device
+    dtype: torch.dtype
+    random_weights: bool
+    tokenizer_note: str
+    load_seconds: float
+
+    @property
+    def dtype_name(self) -> str:
+        return DTYPE_NAMES[self.dtype]
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the parameters as they sit on the device (tied tensors counted once)."""
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    @property
+    def context_length(self) -> int | None:
+        return self.arch.max_position_embeddings
+
+
+def resolve_device(requested: str | None = None) -> torch.device:
+    """cuda, then mps, then cpu when nothing is asked; the asked device if it exists here."""
+    name = (requested or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise LoadError(f"unknown device {requested!r}; use auto, cpu, cuda or mps") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise LoadError("device cuda was asked for but no CUDA GPU is available here")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise LoadError("device mps was asked for but it is not available here")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise LoadError(f"unsupported device {requested!r}; use auto, cpu, cuda or mps")
+    return device
+
+
+def resolve_dtype(requested: str | None, device: torch.device) -> torch.dtype:
+    """bf16 on CUDA, fp32 elsewhere (bf16 on a CPU makes cached and uncached runs part), unless asked."""
+    if requested in (None, "", "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    key = str(requested).strip().lower()
+    if key not in TORCH_DTYPES:
+        raise LoadError(f"unknown dtype {requested!r}; use auto, {', '.join(TORCH_DTYPES)}")
+    return TORCH_DTYPES[key]
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from bytes to printable characters, which byte-level BPE vocabularies use."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def twin_tokenizer(vocab_size: int):
+    """A byte-level tokenizer as large as the model's vocabulary, built offline in a fraction of a second.
+
+    Ids 0-255 are the 256 bytes, so any text in any language encodes (one token per UTF-8 byte); the
+    last id is <|endoftext|>; every other id decodes to a visible placeholder "<id>", so the noise a
+    random model emits reads as what it is.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    to_char = _bytes_to_unicode()
+    vocab = {to_char[b]: b for b in range(256)}
+    for token_id in range(256, vocab_size - 1):
+        vocab["".join(to_char[b] for b in f"<{token_id}>".encode())] = token_id
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.add_special_tokens({"eos_token": "<|endoftext|>"})  # lands on id vocab_size - 1
+    return fast
+
+
+def _fill_random(model: torch.nn.Module, seed: int = 0) -> None:
+    """Give every parameter random values fast: a seeded pool of normal values tiled over each tensor.
+
+    Drawing fresh normals for half a billion weights takes seconds on a small CPU; copying a pool is
+    bound by memory bandwidth. Norm weights become 1 and biases 0, as a fresh model would have.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    pool = torch.randn(1_000_003, generator=gen) * 0.02  # prime length: rows do not repeat in step
+    with torch.no_grad():
+        for index, (name, p) in enumerate(model.named_parameters()):
+            if p.ndim == 1:
+                p.fill_(1.0 if "norm" in name or "ln_" in name else 0.0)
+                continue
+            flat = p.view(-1)
+            src = pool.roll(index * 7919).to(device=p.device, dtype=p.dtype)
+            whole = flat.numel() // src.numel()
+            if whole:
+                flat[: whole * src.numel()].view(whole, -1).copy_(src.expand(whole, -1))
+            rest = flat.numel() - whole * src.numel()
+            flat[flat.numel() - rest:].copy_(src[:rest])
+
+
+def _free_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress: Progress) -> tuple:
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    from kvviz.arch import load_config_dict
+    from kvviz.params import count_params
+
+    if preset not in preset_names():
+        raise LoadError(f"unknown preset {preset!r} for a random twin; run 'python -m kvviz presets'")
+    arch = load_preset(preset)
+    need = count_params(arch).total * torch.finfo(dtype).bits // 8
+    free = _free_bytes(device)
+    if need > 0.9 * free:
+        raise LoadError(f"a twin of {preset} needs {need / 1e9:,.1f} GB of weights in {DTYPE_NAMES[dtype]}; "
+                        f"{device.type} has {free / 1e9:,.1f} GB free")
+    raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
+    raw = dict(raw)
+    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    progress(0.2, f"building {preset} with random weights")
+    with no_init_weights(), torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    _fill_random(model)
+    progress(0.8, "building the byte-level twin tokenizer")
+    tokenizer = twin_tokenizer(arch.vocab_size)
+    note = ("random weights: timing and memory are real, the text is noise; tokenizer: kvviz's byte-level "
+            "twin tokenizer (one token per UTF-8 byte, other ids shown as <id>)")
+    return model, tokenizer, arch, note
+
+
+def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progress: Progress) -> tuple:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(spec).expanduser()
+    local = path.is_dir()
+    if not local and (not looks_like_hub_id(spec) or spec.startswith((".", "/", "~"))):
+        raise LoadError(f"no such model folder, preset twin or hub id: {spec}")
+    source = str(path) if local else spec
+
+    def load(local_files_only: bool) -> tuple:
+        progress(0.1, f"loading tokenizer of {spec}")
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_files_only)
+        progress(0.3, f"loading weights of {spec}")
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=False,
+                                                     local_files_only=local_files_only)
+        return tokenizer, model
+
+    try:
+        tokenizer, model = load(True) if local else from_hub(load, spec, "model")
+    except HubUnreachable as exc:
+        raise LoadError(str(exc)) from exc
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise LoadError(f"cannot load {spec}: {reason}") from exc
+    try:
+        arch = architecture_from_dict(model.config.to_dict(), name=spec, source=source)
+    except ConfigError as exc:
+        raise LoadError(f"{spec}: {exc}") from exc
+    progress(0.8, f"moving {spec} to {device}")
+    return model.to(device), tokenizer, arch, f"tokenizer: {type(tokenizer).__name__} from {source}"
+
+
+_LOADED: dict[tuple[str, str, torch.dtype], LoadedModel] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def load_model(spec: str, device: str | None = None, dtype: str | None = None,
+               progress: Progress | None = None) -> LoadedModel:
+    """Load (or return the already loaded) model `spec` on `device` in `dtype`.
+
+    spec: a hub id, a local folder, or random:<preset>. progress(fraction, message) is called as
+    loading advances. Raises LoadError with a one-line reason.
+    """
+    spec = str(spec).strip()
+    if not spec:
+        raise LoadError("no model given")
+    progress = progress or (lambda fraction, message: None)
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    key = (spec, str(dev), dt)
+    with _LOAD_LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        start = time.perf_counter()
+        quiet = logging.getLogger("transformers")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            if spec.startswith(TWIN_PREFIX):
+                model, tokenizer, arch, note = _build_twin(spec[len(TWIN_PREFIX):].strip().lower(), dev, dt, progress)
+            else:
+                model, tokenizer, arch, note = _load_pretrained(spec, dev, dt, progress)
+        finally:
+            quiet.setLevel(level)
+        model.eval()
+        loaded = LoadedModel(spec, model, tokenizer, arch, dev, dt, spec.startswith(TWIN_PREFIX), note,
+                             time.perf_counter() - start)
+        _LOADED[key] = loaded
+        progress(1.0, f"{spec} ready on {dev} in {DTYPE_NAMES[dt]}")
+        return loaded
+
+
+def unload_all() -> None:
+    """Forget every loaded model (tests use it to free memory)."""
+    with _LOAD_LOCK:
+        _LOADED.clear()
+
+
+__all__ = ["LoadError", "LoadedModel", "load_model", "partial", "resolve_device", "resolve_dtype"]

@@ -1,0 +1,92 @@
+"""Run summaries: the latency and throughput metrics serving benchmarks use, from one run's timestamps.
+
+Definitions follow ../reference/metrics.md: t0 is the moment the request was received (before it
+waited for the device); TTFT = first token - t0; ITL = gaps between tokens after the first;
+E2E = last token - t0; TPOT = (E2E - TTFT) / (n - 1). The lesson's own keys (prompt_tokens,
+new_tokens, ttft_s, tpot_s, tokens_per_s) keep their meaning. This module only does arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100) with linear interpolation, as numpy's default; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one generation measured. Times in seconds, rates per second, bytes in bytes."""
+
+    model: str
+    device: str
+    dtype: str
+    mode: str  # "cached" or "uncached"
+    finish_reason: str
+    prompt_tokens: int
+    new_tokens: int
+    ttft_s: float | None
+    tpot_s: float | None
+    tokens_per_s: float | None
+    queue_s: float
+    tokenize_s: float
+    prefill_s: float | None
+    prefill_tokens_per_s: float | None
+    e2e_s: float | None
+    decode_tokens_per_s: float | None
+    itl_s: list[float] = field(default_factory=list)
+    itl_p50_s: float | None = None
+    itl_p90_s: float | None = None
+    itl_p99_s: float | None = None
+    bytes_per_decode_step: float | None = None
+    bandwidth_achieved: float | None = None  # bytes/s
+    bandwidth_bound: float | None = None  # the device's bytes/s
+    bandwidth_utilisation: float | None = None
+    bandwidth_source: str = ""
+
+    def lesson(self) -> dict:
+        """The lesson script's five keys, with its meanings."""
+        return {k: getattr(self, k) for k in ("prompt_tokens", "new_tokens", "ttft_s", "tpot_s", "tokens_per_s")}
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(*, model: str, device: str, dtype: str, mode: str, finish_reason: str, prompt_tokens: int,
+              token_times: list[float], queue_s: float, tokenize_s: float, prefill_s: float | None,
+              weight_bytes: int, kv_bytes_read: list[int], bandwidth_bound: float | None,
+              bandwidth_source: str) -> RunSummary:
+    """Build the summary from token timestamps (seconds since t0, first token first).
+
+    kv_bytes_read: KV bytes each decode step read (the cache as it stood when the step began).
+    Bandwidth achieved = (weights + mean KV read per step) × decode tokens/s, as gpt-fast reports it.
+    """
+    n = len(token_times)
+    ttft = token_times[0] if n else None
+    e2e = token_times[-1] if n else None
+    itl = [b - a for a, b in zip(token_times, token_times[1:], strict=False)]
+    decode_s = (e2e - ttft) if n > 1 else None
+    decode_rate = (n - 1) / decode_s if decode_s else None
+    step_bytes = weight_bytes + sum(kv_bytes_read) / len(kv_bytes_read) if kv_bytes_read else None
+    achieved = step_bytes * decode_rate if step_bytes and decode_rate else None
+    return RunSummary(
+        model=model, device=device, dtype=dtype, mode=mode, finish_reason=finish_reason,
+        prompt_tokens=prompt_tokens, new_tokens=n, ttft_s=ttft,
+        tpot_s=(e2e - ttft) / max(n - 1, 1) if n else None,
+        tokens_per_s=n / e2e if n and e2e else None,
+        queue_s=queue_s, tokenize_s=tokenize_s, prefill_s=prefill_s,
+        prefill_tokens_per_s=prompt_tokens / prefill_s if prefill_s else None,
+        e2e_s=e2e, decode_tokens_per_s=decode_rate, itl_s=itl,
+        itl_p50_s=percentile(itl, 50), itl_p90_s=percentile(itl, 90), itl_p99_s=percentile(itl, 99),
+        bytes_per_decode_step=step_bytes, bandwidth_achieved=achieved, bandwidth_bound=bandwidth_bound,
+        bandwidth_utilisation=achieved / bandwidth_bound if achieved and bandwidth_bound else None,
+        bandwidth_source=bandwidth_source,
+    )
