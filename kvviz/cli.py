@@ -1,4 +1,4 @@
-"""Command line: `python -m kvviz memory|presets`.
+"""Command line: `python -m kvviz memory|presets|generate|compare`.
 
 The CLI parses arguments, calls the same core the app calls, and prints a table or JSON. Any bad
 input ends in one line on stderr naming the problem and exit status 2, never a traceback.
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from kvviz.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
 from kvviz.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from kvviz.hardware import DEFAULT_ACCELERATOR, accelerator_names
+from kvviz.loading import LoadError
 from kvviz.params import count_params
 from kvviz.presets import HUB_IDS, load_preset, preset_names
 from kvviz.report import MemoryQuery, as_dict, describe, memory_report, render_text
@@ -58,7 +59,27 @@ def _build_parser() -> argparse.ArgumentParser:
 
     pre = sub.add_parser("presets", help="list the architecture presets")
     pre.add_argument("--json", action="store_true", help="print a JSON list")
+
+    gen = sub.add_parser("generate", help="generate text, streaming it, then print the run's metrics")
+    _generation_args(gen)
+    gen.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
+    cmp_ = sub.add_parser("compare", help="run the same generation with and without the KV cache")
+    _generation_args(cmp_)
     return parser
+
+
+def _generation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="hub id, local folder, or random:<preset> (random weights)")
+    p.add_argument("--prompt", required=True, help="the prompt text")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most (default 64)")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 for greedy (default), else sampling")
+    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set reaching this probability")
+    p.add_argument("--seed", type=int, default=None, help="seed for sampling")
+    p.add_argument("--no-chat-template", action="store_true", help="feed the raw prompt, no chat template")
+    p.add_argument("--json", action="store_true", help="print one JSON object at the end, nothing while streaming")
 
 
 def _architecture(args: argparse.Namespace) -> Architecture:
@@ -101,6 +122,88 @@ def _presets(args: argparse.Namespace) -> str:
     return "\n".join(f"{r['name']:<{width}}  {r['params'] / 1e9:7.2f} B params  {r['summary']}" for r in rows)
 
 
+class RunFailed(Exception):
+    """The generation started but failed on the device: exit status 1."""
+
+
+def _request(args: argparse.Namespace, use_cache: bool = True):
+    from kvviz.engine import GenerationRequest, validate_request
+
+    return validate_request(GenerationRequest(
+        prompt=args.prompt, max_new_tokens=args.max_new_tokens, use_cache=use_cache, temperature=args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.seed, chat_template=not args.no_chat_template))
+
+
+def _load(args: argparse.Namespace):
+    from kvviz.loading import load_model
+
+    def progress(fraction: float, message: str) -> None:
+        if not args.json:
+            print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+    lm = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
+    if lm.random_weights and not args.json:
+        print(f"note: {lm.tokenizer_note}", file=sys.stderr, flush=True)
+    return lm
+
+
+def _summary_text(summary) -> str:
+    lines = [json.dumps(summary.lesson(), ensure_ascii=False)]
+    rest = {k: v for k, v in summary.as_dict().items() if k not in summary.lesson() and k != "itl_s"}
+    width = max(map(len, rest))
+    lines += [f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rest.items()]
+    return "\n".join(lines)
+
+
+def _generate(args: argparse.Namespace) -> str:
+    from kvviz.compare import token_frame
+    from kvviz.engine import Finished, TokenEvent, generate
+
+    req = _request(args, use_cache=not args.no_cache)
+    lm = _load(args)
+    tokens, finished = [], None
+    for event in generate(lm, req):
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+            if not args.json:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+        elif isinstance(event, Finished):
+            finished = event
+    if finished.error:
+        raise (ValueError if finished.bad_input else RunFailed)(finished.error)
+    if args.json:
+        return json.dumps({"model": lm.spec, "random_weights": lm.random_weights, "tokenizer": lm.tokenizer_note,
+                           "text": finished.text, "lesson": finished.summary.lesson(),
+                           "summary": finished.summary.as_dict(),
+                           "tokens": token_frame(tokens, req.mode).to_dict(orient="records")},
+                          ensure_ascii=False, indent=2)
+    return "\n\n" + _summary_text(finished.summary)
+
+
+def _compare(args: argparse.Namespace) -> str:
+    from kvviz.compare import CompareError, compare
+
+    req = _request(args)
+    lm = _load(args)
+    try:
+        result = compare(lm, req)
+    except CompareError as exc:
+        raise RunFailed(str(exc)) from exc
+    if args.json:
+        return json.dumps({"model": lm.spec, "random_weights": lm.random_weights, **result.as_dict()},
+                          ensure_ascii=False, indent=2)
+    parted = ("identical" if result.tokens_identical else
+              f"part at token {result.first_divergence}" if result.first_divergence is not None else
+              "agree where both ran, but one run is longer")
+    return "\n".join([
+        "cached:", result.cached_text, "", "uncached:", result.uncached_text, "",
+        f"speedup (uncached time / cached time): {result.speedup:.2f}x"
+        + (f"; per decode token: {result.decode_speedup:.2f}x" if result.decode_speedup else ""),
+        f"tokens: {parted} over {result.compared_tokens} compared",
+        "", "cached run:", _summary_text(result.cached), "", "uncached run:", _summary_text(result.uncached)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     parser = _build_parser()
@@ -109,8 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return USAGE_ERROR
-        output = {"memory": _memory, "presets": _presets}[args.command](args)
-    except (UsageError, ConfigError, ValueError) as exc:
+        output = {"memory": _memory, "presets": _presets, "generate": _generate, "compare": _compare}[
+            args.command](args)
+    except RunFailed as exc:
+        print(f"kvviz: error: {exc}", file=sys.stderr)
+        return 1
+    except (UsageError, ConfigError, ValueError, LoadError) as exc:
         print(f"kvviz: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:

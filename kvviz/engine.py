@@ -22,7 +22,7 @@ import torch
 
 from kvviz.dtypes import kv_dtype
 from kvviz.hardware import device_accelerator
-from kvviz.loading import LoadedModel
+from kvviz.loading import LoadedModel, transformers_keeps_mla_latent
 from kvviz.memory import transformers_cache_bytes
 from kvviz.metrics import RunSummary, summarize
 from kvviz.streaming import TextStream
@@ -258,6 +258,7 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
         return
 
     kvd = kv_dtype(lm.dtype_name)
+    mla_latent = transformers_keeps_mla_latent()
     cuda = device.type == "cuda"
     base_alloc = torch.cuda.memory_allocated(device) if cuda else 0
     gen = torch.Generator(device=device).manual_seed(req.seed) if req.seed is not None else None
@@ -298,7 +299,7 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
                 sequence = torch.cat([sequence, next_id], dim=1)
                 step_input = next_id if req.use_cache else sequence
                 kv_now = cache_nbytes(cache) if cache is not None else 0
-                predicted = transformers_cache_bytes(lm.arch, 1, seq_len, kvd) if cache is not None else 0
+                predicted = transformers_cache_bytes(lm.arch, 1, seq_len, kvd, mla_latent) if cache is not None else 0
                 delta = stream.put(token)
                 text_parts.append(delta)
                 yield TokenEvent(index, token, delta, "prefill" if index == 0 else "decode",

@@ -23,6 +23,7 @@ from kvviz.hub import HubUnreachable, from_hub, looks_like_hub_id
 from kvviz.presets import PRESET_DIR, load_preset, preset_names
 
 TWIN_PREFIX = "random:"
+MLA_LATENT_SINCE = "5.15.0"  # transformers caches DeepSeek's latent, not per-head K/V, from this release on
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 Progress = Callable[[float, str], None]
@@ -58,6 +59,14 @@ class LoadedModel:
     @property
     def context_length(self) -> int | None:
         return self.arch.max_position_embeddings
+
+
+def transformers_keeps_mla_latent() -> bool:
+    """Whether the installed transformers caches MLA's latent vector (5.15 and later) or expanded K/V."""
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version(MLA_LATENT_SINCE)
 
 
 def resolve_device(requested: str | None = None) -> torch.device:
@@ -177,6 +186,7 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
     progress(0.2, f"building {preset} with random weights")
     with no_init_weights(), torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.tie_weights()  # some transformers releases leave tied embeddings untied when init is skipped
     _fill_random(model)
     progress(0.8, "building the byte-level twin tokenizer")
     tokenizer = twin_tokenizer(arch.vocab_size)
@@ -206,7 +216,7 @@ def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progre
         tokenizer, model = load(True) if local else from_hub(load, spec, "model")
     except HubUnreachable as exc:
         raise LoadError(str(exc)) from exc
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except Exception as exc:  # a foreign folder can fail in any library below us (safetensors, tokenizers...)
         reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise LoadError(f"cannot load {spec}: {reason}") from exc
     try:

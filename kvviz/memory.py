@@ -4,7 +4,8 @@ The lesson's estimate, batch × seq_len × layers × 2 × kv_heads × head_dim �
 exact for plain attention. Real models bend it three ways and this module follows each:
 grouped-query attention (kv_heads < heads), sliding-window layers (a layer keeps at most `window`
 tokens), and DeepSeek's latent attention (one compressed vector per token and layer in a serving
-engine, expanded per-head keys and values in a plain transformers run). Quantised formats add
+engine and in transformers since 5.15, expanded per-head keys and values in a naive implementation).
+Quantised formats add
 their scales (dtypes.py). Paged allocation rounds each sequence up to whole blocks, as vLLM does.
 This module knows architectures and formats, not devices or weights.
 """
@@ -19,7 +20,7 @@ from kvviz.dtypes import DType
 from kvviz.formula import Factor, Formula, product, total
 
 LATENT = "latent"  # what an engine implementing MLA keeps (vLLM, SGLang)
-EXPANDED = "expanded"  # what a plain transformers run of an MLA model keeps
+EXPANDED = "expanded"  # per-head K/V of an MLA model, as a naive implementation (transformers < 5.15) keeps
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class KVBreakdown:
 
     bytes: what an engine that supports the architecture keeps (windows applied, MLA latent).
     no_window_bytes: what an engine that ignores the sliding window would allocate (None without windows).
-    mla_expanded_bytes: the per-head keys and values a plain transformers run keeps (None without MLA).
+    mla_expanded_bytes: the expanded per-head keys and values a naive implementation keeps, as transformers
+        did before 5.15 (None without MLA).
     """
 
     batch: int
@@ -76,14 +78,15 @@ def cached_tokens(seq_len: int, window: int | None) -> int:
     return seq_len if window is None else min(seq_len, window)
 
 
-def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> int:
+def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType,
+                             mla_latent: bool = True) -> int:
     """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens.
 
-    It differs from an engine's cache in two labelled ways: a sliding layer keeps the last
-    window - 1 tokens (the next token brings the span back to `window`), and an MLA model keeps the
-    expanded per-head keys and values rather than the latent.
+    A sliding layer keeps the last window - 1 tokens there (the next token brings the span back to
+    `window`). An MLA model keeps the latent since transformers 5.15 and the expanded per-head keys
+    and values before it: mla_latent says which.
     """
-    per = token_layer_bytes(arch, dtype, EXPANDED)
+    per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
     tokens = sum(cached_tokens(seq_len, None if g.window is None else g.window - 1) * g.count
                  for g in layer_groups(arch))
     return batch * tokens * per
@@ -180,7 +183,7 @@ def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> 
         raise ValueError("batch must be at least 1 and seq_len at least 0")
     kept_label = "KV cache (window applied)" if arch.n_sliding else "KV cache"
     if arch.mla is not None:
-        kept_label = "KV cache, MLA latent (what vLLM/SGLang keep)"
+        kept_label = "KV cache, MLA latent (what vLLM, SGLang and transformers >= 5.15 keep)"
     formula = _kv_formula(arch, batch, seq_len, dtype, kept_label, apply_window=True, mla_mode=LATENT)
     per_token = product(Factor("layers", str(arch.num_layers)), *_per_token_layer(arch, dtype, LATENT))
     per_token_formula = Formula("KV bytes per token (all layers, one sequence)", *per_token,
@@ -193,7 +196,8 @@ def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> 
     expanded = None
     if arch.mla is not None:
         expanded = _kv_formula(arch, batch, seq_len, dtype,
-                               "KV cache, MLA expanded per-head K/V (what a plain transformers run keeps)",
+                               "KV cache, MLA expanded per-head K/V (a naive implementation; transformers "
+                               "before 5.15 kept this)",
                                apply_window=True, mla_mode=EXPANDED)
     per_layer = token_layer_bytes(arch, dtype)
     groups = tuple(

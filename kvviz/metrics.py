@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -72,7 +73,7 @@ def summarize(*, model: str, device: str, dtype: str, mode: str, finish_reason: 
     n = len(token_times)
     ttft = token_times[0] if n else None
     e2e = token_times[-1] if n else None
-    itl = [b - a for a, b in zip(token_times, token_times[1:], strict=False)]
+    itl = [b - a for a, b in pairwise(token_times)]
     decode_s = (e2e - ttft) if n > 1 else None
     decode_rate = (n - 1) / decode_s if decode_s else None
     step_bytes = weight_bytes + sum(kv_bytes_read) / len(kv_bytes_read) if kv_bytes_read else None

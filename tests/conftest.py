@@ -25,3 +25,22 @@ def write_config(tmp_path: Path):
         return folder
 
     return write
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """Folders of tiny saved models, one per attention family, sharing one trained tokenizer."""
+    from .tiny import FAMILIES, build_model, train_tokenizer
+
+    root = tmp_path_factory.mktemp("tiny")
+    tokenizer = train_tokenizer(root / "tokenizer")
+    return {family: build_model(root / family, family, tokenizer) for family in FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def short_context_model(tmp_path_factory) -> Path:
+    """A tiny Qwen2 whose context is 32 tokens, for prompts that do not fit."""
+    from .tiny import build_model, train_tokenizer
+
+    root = tmp_path_factory.mktemp("short")
+    return build_model(root / "model", "qwen2", train_tokenizer(root / "tokenizer"), max_position_embeddings=32)
