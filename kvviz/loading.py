@@ -127,8 +127,8 @@ def twin_tokenizer(vocab_size: int):
 
     to_char = _bytes_to_unicode()
     vocab = {to_char[b]: b for b in range(256)}
-    for token_id in range(256, vocab_size - 1):
-        vocab["".join(to_char[b] for b in f"<{token_id}>".encode())] = token_id
+    # "<", ">" and digits are printable ASCII, which the byte-level alphabet writes as themselves
+    vocab.update({f"<{token_id}>": token_id for token_id in range(256, vocab_size - 1)})
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()

@@ -1,0 +1,213 @@
+"""Benchmarks of kvviz's own figures: `python -m kvviz.bench overhead [--quick]`.
+
+overhead: kvviz's instrumented cached loop against `model.generate` (greedy) and against the
+lesson's plain loop (prefill, then one token at a time with the cache, nothing else), on the same
+model, prompt and number of new tokens, interleaved, after a warm-up; median tokens/s and ratios.
+Results go to a folder as CSV and JSON. This module imports only torch, transformers, pandas and
+kvviz's core, so it runs on a GPU machine with nothing else installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from kvviz.engine import Finished, GenerationRequest, TokenEvent, encode_prompt, generate
+from kvviz.loading import LoadedModel, load_model
+
+LESSON_PROMPT = "用三句话解释 LLM 推理中的 KV Cache。"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_kvviz(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
+    """kvviz's instrumented loop, consumed whole: (tokens, seconds from call to last token)."""
+    _sync(lm.device)
+    start = time.perf_counter()
+    n = 0
+    for event in generate(lm, GenerationRequest(prompt, max_new_tokens=new_tokens)):
+        if isinstance(event, TokenEvent):
+            n += 1
+        elif isinstance(event, Finished) and event.error:
+            raise RuntimeError(event.error)
+    return n, time.perf_counter() - start
+
+
+def run_generate(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
+    """transformers' model.generate, greedy, forced to the same number of tokens."""
+    _sync(lm.device)
+    start = time.perf_counter()
+    ids, _ = encode_prompt(lm, prompt, chat_template=True)
+    input_ids = torch.tensor([ids], device=lm.device)
+    with torch.inference_mode():
+        out = lm.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                                max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                pad_token_id=lm.tokenizer.eos_token_id)
+    _sync(lm.device)
+    return out.shape[1] - input_ids.shape[1], time.perf_counter() - start
+
+
+def run_plain(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
+    """The lesson's loop: prefill, then feed one token at a time with the cache, nothing else."""
+    from transformers import DynamicCache
+
+    from kvviz.engine import _cache_kwarg
+
+    _sync(lm.device)
+    start = time.perf_counter()
+    ids, _ = encode_prompt(lm, prompt, chat_template=True)
+    generated = torch.tensor([ids], device=lm.device)
+    cache = DynamicCache(config=lm.model.config)
+    kw = {_cache_kwarg(lm.model): cache}
+    with torch.inference_mode():
+        for step in range(new_tokens):
+            cur = generated if step == 0 else generated[:, -1:]
+            out = lm.model(input_ids=cur, use_cache=True, **kw)
+            next_token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            generated = torch.cat([generated, next_token], dim=-1)
+    _sync(lm.device)
+    return new_tokens, time.perf_counter() - start
+
+
+VARIANTS: dict[str, Callable[[LoadedModel, str, int], tuple[int, float]]] = {
+    "kvviz": run_kvviz, "generate": run_generate, "plain": run_plain,
+}
+
+
+def overhead(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int) -> pd.DataFrame:
+    """Interleaved timed runs of every variant (the order rotates each repetition), after one warm-up each."""
+    names = list(VARIANTS)
+    for name in names:
+        VARIANTS[name](lm, prompt, min(new_tokens, 4))
+    rows = []
+    for rep in range(repeats):
+        for name in names[rep % len(names):] + names[: rep % len(names)]:
+            n, seconds = VARIANTS[name](lm, prompt, new_tokens)
+            rows.append({"model": lm.spec, "device": str(lm.device), "dtype": lm.dtype_name, "variant": name,
+                         "repeat": rep, "new_tokens": n, "seconds": seconds, "tokens_per_s": n / seconds})
+    return pd.DataFrame(rows)
+
+
+def summarize_overhead(frame: pd.DataFrame) -> dict:
+    """Median tokens/s per variant and kvviz's ratio to each alternative."""
+    med = frame.groupby("variant")["tokens_per_s"].median().to_dict()
+    return {"median_tokens_per_s": med, "kvviz_vs_generate": med["kvviz"] / med["generate"],
+            "kvviz_vs_plain": med["kvviz"] / med["plain"], "repeats": int(frame["repeat"].nunique()),
+            "new_tokens": int(frame["new_tokens"].iloc[0])}
+
+
+_TWIN_PROBE = """
+import json, sys, time
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+from kvviz.loading import load_model
+from kvviz.arch import load_config_dict
+from kvviz.presets import PRESET_DIR
+preset, mode = sys.argv[1], sys.argv[2]
+raw, _ = load_config_dict(PRESET_DIR / (preset + ".json"))
+raw = dict(raw)
+config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+# Import the family's modeling code first: a one-off cost of any process, not of building weights.
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+import transformers.initialization
+MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+start = time.perf_counter()
+if mode == "twin":
+    load_model("random:" + preset)
+else:  # transformers' default weight initialisation, the slow path twins avoid
+    AutoModelForCausalLM.from_config(config)
+print(json.dumps({"seconds": time.perf_counter() - start}))
+"""
+
+
+def twin_build(preset: str, repeats: int) -> pd.DataFrame:
+    """Seconds to build a twin against transformers' default initialisation, each in a fresh process
+    with the libraries already imported (imports are a one-off cost of any process)."""
+    import subprocess
+
+    rows = []
+    for rep in range(repeats):
+        for mode in ("twin", "default_init"):
+            proc = subprocess.run([sys.executable, "-c", _TWIN_PROBE, preset, mode], capture_output=True,  # noqa: S603
+                                  text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+            rows.append({"preset": preset, "mode": mode, "repeat": rep,
+                         "seconds": json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]})
+    return pd.DataFrame(rows)
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    info = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+            "cpu_threads": torch.get_num_threads()}
+    import transformers
+
+    info["transformers"] = transformers.__version__
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvviz.bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="part", required=True)
+    ov = sub.add_parser("overhead", help="kvviz's loop against model.generate and the lesson's plain loop")
+    ov.add_argument("--models", nargs="+", default=["random:qwen2.5-0.5b"],
+                    help="models as MODEL or MODEL@DTYPE (default random:qwen2.5-0.5b)")
+    ov.add_argument("--new-tokens", type=int, default=64)
+    ov.add_argument("--repeats", type=int, default=5)
+    ov.add_argument("--prompt", default=LESSON_PROMPT)
+    ov.add_argument("--device", default="auto")
+    ov.add_argument("--quick", action="store_true", help="seconds, not minutes: a small twin, 8 tokens, 2 repeats")
+    ov.add_argument("--out", type=Path, default=Path("results"), help="folder for CSV and JSON (default results/)")
+    tw = sub.add_parser("twin", help="time to build a random-weight twin against default initialisation")
+    tw.add_argument("--preset", default="qwen2.5-0.5b")
+    tw.add_argument("--repeats", type=int, default=3)
+    tw.add_argument("--out", type=Path, default=Path("results"))
+    args = parser.parse_args(argv)
+    if args.part == "twin":
+        return _twin_main(args, argv)
+    if args.quick:
+        args.models, args.new_tokens, args.repeats = ["random:smollm2-135m"], 8, 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    frames, summaries = [], {}
+    for spec in args.models:
+        model, _, dtype = spec.partition("@")
+        lm = load_model(model, device=args.device, dtype=dtype or None)
+        frame = overhead(lm, args.prompt, args.new_tokens, args.repeats)
+        frames.append(frame)
+        summaries[f"{model}@{lm.dtype_name}"] = summarize_overhead(frame)
+        print(json.dumps({spec: summaries[f"{model}@{lm.dtype_name}"]}, indent=2), flush=True)
+    tag = "overhead-quick" if args.quick else "overhead"
+    pd.concat(frames).to_csv(args.out / f"{tag}.csv", index=False)
+    (args.out / f"{tag}.json").write_text(json.dumps(
+        {"machine": machine(), "command": "python -m kvviz.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+         "results": summaries}, indent=2))
+    return 0
+
+
+def _twin_main(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    frame = twin_build(args.preset, args.repeats)
+    med = frame.groupby("mode")["seconds"].median().to_dict()
+    summary = {"preset": args.preset, "median_seconds": med, "repeats": args.repeats}
+    print(json.dumps(summary, indent=2))
+    frame.to_csv(args.out / "twin.csv", index=False)
+    (args.out / "twin.json").write_text(json.dumps(
+        {"machine": machine(), "command": "python -m kvviz.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+         "results": summary}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
