@@ -36,7 +36,7 @@ def run_kvviz(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float
     _sync(lm.device)
     start = time.perf_counter()
     n = 0
-    for event in generate(lm, GenerationRequest(prompt, max_new_tokens=new_tokens)):
+    for event in generate(lm, GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True)):
         if isinstance(event, TokenEvent):
             n += 1
         elif isinstance(event, Finished) and event.error:
@@ -107,42 +107,46 @@ def summarize_overhead(frame: pd.DataFrame) -> dict:
             "new_tokens": int(frame["new_tokens"].iloc[0])}
 
 
-_TWIN_PROBE = """
+_LOAD_PROBE = """
 import json, sys, time
-import torch
 from transformers import AutoConfig, AutoModelForCausalLM
-from kvviz.loading import load_model
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+import transformers.initialization
+from kvviz.loading import BUNDLED, TWIN_PREFIX, load_model
 from kvviz.arch import load_config_dict
 from kvviz.presets import PRESET_DIR
-preset, mode = sys.argv[1], sys.argv[2]
-raw, _ = load_config_dict(PRESET_DIR / (preset + ".json"))
+spec, mode = sys.argv[1], sys.argv[2]
+if spec.startswith(TWIN_PREFIX):
+    raw, _ = load_config_dict(PRESET_DIR / (spec[len(TWIN_PREFIX):] + ".json"))
+else:
+    raw, _ = load_config_dict(BUNDLED.get(spec, spec))
 raw = dict(raw)
 config = AutoConfig.for_model(raw.pop("model_type"), **raw)
 # Import the family's modeling code first: a one-off cost of any process, not of building weights.
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
-import transformers.initialization
 MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
 start = time.perf_counter()
-if mode == "twin":
-    load_model("random:" + preset)
+if mode == "load":
+    load_model(spec)
 else:  # transformers' default weight initialisation, the slow path twins avoid
     AutoModelForCausalLM.from_config(config)
 print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 
-def twin_build(preset: str, repeats: int) -> pd.DataFrame:
-    """Seconds to build a twin against transformers' default initialisation, each in a fresh process
-    with the libraries already imported (imports are a one-off cost of any process)."""
+def load_times(specs: list[str], repeats: int) -> pd.DataFrame:
+    """Seconds to load each model with kvviz, each in a fresh process with the libraries already imported
+    (imports are a one-off cost of any process); for twins also transformers' default initialisation."""
     import subprocess
 
     rows = []
     for rep in range(repeats):
-        for mode in ("twin", "default_init"):
-            proc = subprocess.run([sys.executable, "-c", _TWIN_PROBE, preset, mode], capture_output=True,  # noqa: S603
-                                  text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
-            rows.append({"preset": preset, "mode": mode, "repeat": rep,
-                         "seconds": json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]})
+        for spec in specs:
+            for mode in ("load", "default_init") if spec.startswith("random:") else ("load",):
+                proc = subprocess.run([sys.executable, "-c", _LOAD_PROBE, spec, mode],  # noqa: S603
+                                      capture_output=True, text=True, check=True,
+                                      cwd=Path(__file__).resolve().parent.parent)
+                rows.append({"model": spec, "mode": mode, "repeat": rep,
+                             "seconds": json.loads(proc.stdout.strip().splitlines()[-1])["seconds"]})
     return pd.DataFrame(rows)
 
 
@@ -170,13 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ov.add_argument("--device", default="auto")
     ov.add_argument("--quick", action="store_true", help="seconds, not minutes: a small twin, 8 tokens, 2 repeats")
     ov.add_argument("--out", type=Path, default=Path("results"), help="folder for CSV and JSON (default results/)")
-    tw = sub.add_parser("twin", help="time to build a random-weight twin against default initialisation")
-    tw.add_argument("--preset", default="qwen2.5-0.5b")
-    tw.add_argument("--repeats", type=int, default=3)
-    tw.add_argument("--out", type=Path, default=Path("results"))
+    ld = sub.add_parser("load", help="time to load models (twins: against default weight initialisation)")
+    ld.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
+    ld.add_argument("--repeats", type=int, default=3)
+    ld.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
-    if args.part == "twin":
-        return _twin_main(args, argv)
+    if args.part == "load":
+        return _load_main(args, argv)
     if args.quick:
         args.models, args.new_tokens, args.repeats = ["random:smollm2-135m"], 8, 2
     args.out.mkdir(parents=True, exist_ok=True)
@@ -196,14 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _twin_main(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+def _load_main(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
-    frame = twin_build(args.preset, args.repeats)
-    med = frame.groupby("mode")["seconds"].median().to_dict()
-    summary = {"preset": args.preset, "median_seconds": med, "repeats": args.repeats}
+    frame = load_times(args.models, args.repeats)
+    med = frame.groupby(["model", "mode"])["seconds"].median()
+    summary = {"median_seconds": {f"{m} ({mode})": v for (m, mode), v in med.items()}, "repeats": args.repeats}
     print(json.dumps(summary, indent=2))
-    frame.to_csv(args.out / "twin.csv", index=False)
-    (args.out / "twin.json").write_text(json.dumps(
+    frame.to_csv(args.out / "load.csv", index=False)
+    (args.out / "load.json").write_text(json.dumps(
         {"machine": machine(), "command": "python -m kvviz.bench " + " ".join(sys.argv[1:] if argv is None else argv),
          "results": summary}, indent=2))
     return 0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from kvviz.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
 from kvviz.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from kvviz.hardware import DEFAULT_ACCELERATOR, accelerator_names
-from kvviz.loading import LoadError
+from kvviz.loading import DEFAULT_MODEL, LoadError
 from kvviz.params import count_params
 from kvviz.presets import HUB_IDS, load_preset, preset_names
 from kvviz.report import MemoryQuery, as_dict, describe, memory_report, render_text
@@ -69,7 +69,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _generation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="hub id, local folder, or random:<preset> (random weights)")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"{DEFAULT_MODEL} (the bundled model, default), a hub id, a local folder, "
+                        "or random:<preset> (random weights)")
     p.add_argument("--prompt", required=True, help="the prompt text")
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most (default 64)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")

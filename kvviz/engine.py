@@ -43,6 +43,7 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int | None = None
     chat_template: bool = True
+    ignore_eos: bool = False  # run to max_new_tokens whatever the model emits (benchmarks do this)
 
     @property
     def mode(self) -> str:
@@ -306,7 +307,7 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
                                  t - (token_times[-1] if token_times else 0.0), t, seq_len, kv_now, predicted,
                                  torch.cuda.memory_allocated(device) - base_alloc if cuda else None)
                 token_times.append(t)
-                if token in eos:
+                if token in eos and not req.ignore_eos:
                     reason = "eos"
                     break
             else:

@@ -23,6 +23,9 @@ from kvviz.hub import HubUnreachable, from_hub, looks_like_hub_id
 from kvviz.presets import PRESET_DIR, load_preset, preset_names
 
 TWIN_PREFIX = "random:"
+# Models shipped in the repository, under short names; they load through the same path as a hub folder.
+BUNDLED = {"tiny": PRESET_DIR.parent / "tiny"}
+DEFAULT_MODEL = "tiny"
 MLA_LATENT_SINCE = "5.15.0"  # transformers caches DeepSeek's latent, not per-head K/V, from this release on
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
@@ -198,7 +201,7 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
 def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progress: Progress) -> tuple:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(spec).expanduser()
+    path = BUNDLED.get(spec) or Path(spec).expanduser()
     local = path.is_dir()
     if not local and (not looks_like_hub_id(spec) or spec.startswith((".", "/", "~"))):
         raise LoadError(f"no such model folder, preset twin or hub id: {spec}")
@@ -235,7 +238,8 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
                progress: Progress | None = None) -> LoadedModel:
     """Load (or return the already loaded) model `spec` on `device` in `dtype`.
 
-    spec: a hub id, a local folder, or random:<preset>. progress(fraction, message) is called as
+    spec: a bundled model's short name ("tiny"), a hub id, a local folder, or random:<preset>.
+    progress(fraction, message) is called as
     loading advances. Raises LoadError with a one-line reason.
     """
     spec = str(spec).strip()
