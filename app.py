@@ -1,0 +1,31 @@
+"""Start kvviz's web app: `python app.py [--host H] [--port P] [--share] [--model M]`.
+
+This file only reads the command line and launches; the app is built in kvviz.ui.app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kvviz: see how LLM inference really behaves")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to listen on (0.0.0.0 to serve a network; default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    parser.add_argument("--share", action="store_true", help="ask Gradio for a public share link")
+    args = parser.parse_args(argv)
+    from kvviz.ui.app import build_app
+
+    demo = build_app()
+    demo.queue(default_concurrency_limit=1)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

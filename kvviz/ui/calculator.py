@@ -1,0 +1,178 @@
+"""The KV-cache calculator tab: pure handler first, then its layout and wiring.
+
+`calculate` answers one slider position: it resolves the architecture (a preset, a config path or
+hub id, and the layers / KV heads / head_dim sliders applied on top), runs kvviz's memory report and
+sweeps, and returns the text and figure specs the tab shows. It raises ValueError with a sentence for
+bad input; the tab turns that into a message in the page.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from kvviz.arch import Architecture, ConfigError, architecture_from_source
+from kvviz.curves import attention_variants, kv_vs_seq_len, window_effect
+from kvviz.dtypes import KV_DTYPES, kv_dtype
+from kvviz.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
+from kvviz.presets import load_preset, preset_names
+from kvviz.report import MemoryQuery, as_dict, describe, memory_report
+from kvviz.ui import figures
+from kvviz.units import GIB, fmt_bytes, fmt_int
+
+DEFAULT_PRESET = "llama-3-8b"
+CURVE_BATCHES = (1, 4, 16, 64)
+
+
+@dataclass(frozen=True)
+class CalcResult:
+    summary: str  # markdown
+    formula: str  # plain text, the formulas with numbers substituted
+    memory_fig: dict
+    curves_fig: dict
+    attention_fig: dict
+    window_fig: dict
+    roofline_fig: dict
+    details: dict  # the whole report as JSON (what `python -m kvviz memory --json` prints)
+
+
+@lru_cache(maxsize=32)
+def _from_source(source: str) -> Architecture:
+    return architecture_from_source(source)
+
+
+def preset_dims(preset: str) -> tuple[int, int, int]:
+    """(layers, kv_heads, head_dim) of a preset, for the sliders it sets."""
+    a = load_preset(preset)
+    return a.num_layers, a.num_kv_heads, a.head_dim
+
+
+def _whole(value: object, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or float(value) != int(value):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low:,} and {high:,}, got {int(value):,}")
+    return int(value)
+
+
+def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> Architecture:
+    """The architecture with the sliders' layers, KV heads and head_dim; unchanged where they agree.
+
+    More layers repeat the model's pattern of full and sliding layers. An MLA model's cache shape is
+    set by its latent, so its KV-head and head_dim sliders do not apply.
+    """
+    layers = _whole(layers, "layers", 1, 1024)
+    kv_heads = _whole(kv_heads, "kv_heads", 1, 1024)
+    head_dim = _whole(head_dim, "head_dim", 1, 4096)
+    changes: dict = {}
+    if layers != arch.num_layers:
+        changes["num_layers"] = layers
+        changes["layer_types"] = tuple(arch.layer_types[i % arch.num_layers] for i in range(layers))
+    if arch.mla is None and kv_heads != arch.num_kv_heads:
+        if arch.num_heads % kv_heads:
+            raise ValueError(f"kv_heads must divide the model's {arch.num_heads} query heads; {kv_heads} does not")
+        changes["num_kv_heads"] = kv_heads
+    if arch.mla is None and head_dim != arch.head_dim:
+        changes["head_dim"] = changes["v_head_dim"] = head_dim
+    if not changes:
+        return arch
+    what = ", ".join(f"{k.replace('num_', '')}={v}" for k, v in changes.items() if k in
+                     ("num_layers", "num_kv_heads", "head_dim"))
+    return replace(arch, name=f"{arch.name} (modified: {what})", **changes)
+
+
+def resolve(preset: str, source: str, layers: int, kv_heads: int, head_dim: int) -> Architecture:
+    """The architecture the calculator shows: the config box wins over the preset, sliders on top."""
+    source = (source or "").strip()
+    try:
+        if source:
+            if len(source) > 512:
+                raise ValueError("the config path or hub id is longer than 512 characters")
+            arch = _from_source(source)
+        else:
+            if preset not in preset_names():
+                raise ValueError(f"unknown preset {preset!r}")
+            arch = load_preset(preset)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+    return customise(arch, layers, kv_heads, head_dim)
+
+
+def calculate(preset: str, source: str, batch: float, seq_len: float, layers: float, kv_heads: float,
+              head_dim: float, kv_dtype_name: str, accelerator: str, mem_util: float, block_size: float) -> CalcResult:
+    """Everything the calculator tab shows for one position of its controls."""
+    if kv_dtype_name not in KV_DTYPES:
+        raise ValueError(f"unknown KV dtype {kv_dtype_name!r}; choose one of {', '.join(KV_DTYPES)}")
+    if accelerator not in ACCELERATORS and accelerator != "cpu":
+        raise ValueError(f"unknown accelerator {accelerator!r}")
+    arch = resolve(preset, source, layers, kv_heads, head_dim)
+    query = MemoryQuery(batch=batch, seq_len=seq_len, kv_dtype=kv_dtype_name, block_size=block_size,
+                        accelerator=accelerator, mem_util=mem_util, weight_dtype=None)
+    accel = device_accelerator("cpu") if accelerator == "cpu" else ACCELERATORS[accelerator]
+    report = memory_report(arch, query, accel)
+    kvd = kv_dtype(kv_dtype_name)
+    top = max(report.query.seq_len, 1024)
+    curves = kv_vs_seq_len(arch, kvd, list(CURVE_BATCHES), top)
+    window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * arch.sliding_window)),
+                                    arch.sliding_window) if arch.n_sliding else
+              figures.empty("no sliding-window layers in this model: every layer keeps every token"))
+    return CalcResult(
+        summary=_summary(report),
+        formula=_formulas(report),
+        memory_fig=figures.memory_bar(report),
+        curves_fig=figures.kv_curves(curves, report.capacity.kv_budget_bytes),
+        attention_fig=figures.attention_bars(attention_variants(arch, kvd, report.query.batch, report.query.seq_len)),
+        window_fig=window,
+        roofline_fig=figures.roofline(report) if report.prefill else
+        figures.empty("weights unknown for raw dimensions: no roofline"),
+        details=json.loads(json.dumps(as_dict(report))),
+    )
+
+
+def _summary(r) -> str:
+    kv, cap, q = r.kv, r.capacity, r.query
+    lines = [
+        f"**{r.arch.name}** — {describe(r.arch)}",
+        "",
+        f"### KV cache: {kv.bytes / GIB:,.3f} GiB = {kv.bytes / 1e9:,.3f} GB",
+        f"batch {q.batch:,} × seq_len {q.seq_len:,} in {r.kv_dtype.name}; "
+        f"{fmt_int(kv.bytes_per_token)} bytes per token across all layers",
+    ]
+    if kv.no_window_bytes is not None:
+        lines.append(f"- an engine that ignores the sliding window would allocate {fmt_bytes(kv.no_window_bytes)}")
+    if kv.mla_expanded_bytes is not None:
+        lines.append(f"- expanded per-head K/V (a naive implementation) would take {fmt_bytes(kv.mla_expanded_bytes)}")
+    lines += [
+        f"- paged in blocks of {q.block_size}: {fmt_bytes(r.paged.allocated_bytes)}, "
+        f"{fmt_bytes(r.paged.wasted_bytes_per_seq)} wasted per sequence",
+        "",
+        f"**On {r.accelerator.name}** ({r.accelerator.memory_bytes / 1e9:,.0f} GB, mem_util {cap.mem_util:g}): "
+        f"weights {fmt_bytes(r.weights_bytes or 0)}; KV budget {cap.kv_budget_bytes / GIB:,.2f} GiB",
+        f"- largest batch at seq_len {q.seq_len:,}: **{fmt_int(cap.max_batch)}**; "
+        f"token slots: **{fmt_int(cap.token_slots)}**",
+        f"- longest seq_len at batch {q.batch:,}: **{fmt_int(cap.max_seq_len)}**"
+        + (" (the model's context limit)" if cap.seq_len_capped else ""),
+        f"- this batch × seq_len {'fits' if cap.fits else '**does not fit**'}",
+    ]
+    if r.decode is not None:
+        lines.append(f"- decode step ≥ {r.decode.lower_bound_s * 1e3:,.2f} ms ({r.decode.bound}-bound), so at most "
+                     f"{q.batch / r.decode.lower_bound_s:,.0f} tokens/s; prefill ≥ {r.prefill.lower_bound_s:,.3f} s "
+                     f"({r.prefill.bound}-bound). Lower bounds.")
+    lines += [f"- note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+def _formulas(r) -> str:
+    kv = r.kv
+    parts = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula, r.paged.formula,
+             r.capacity.formula]
+    if r.decode is not None:
+        parts += [*r.prefill.formulas, *r.decode.formulas]
+    return "\n\n".join(f.text() for f in parts if f is not None)
+
+
+INPUT_DEFAULTS = {"preset": DEFAULT_PRESET, "source": "", "batch": 8, "seq_len": 8192,
+                  "kv_dtype": "bf16", "accelerator": DEFAULT_ACCELERATOR, "mem_util": 0.9, "block_size": 16}

@@ -1,0 +1,142 @@
+"""Figures: plain functions from data (a DataFrame or a report) to a plotly figure specification.
+
+A figure here is the JSON-ready dict plotly.js draws ({"data": [...], "layout": {...}}), built
+without plotly's Python validation: the calculator redraws five of them on every slider move and
+must answer within tens of milliseconds. `to_plotly` turns a spec into a plotly Figure (for export
+and for tests, which validate every spec that way). Figures have axis titles with units and a
+transparent background with mid-grey text, so they read in light and dark themes alike. Nothing here
+computes the numbers it draws.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from kvviz.report import MemoryReport
+from kvviz.units import GIB, fmt_seconds
+
+INK = "#8a8f98"  # mid grey: legible on white and on near-black
+GRID = "rgba(138, 143, 152, 0.25)"
+COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
+
+Figure = dict
+
+
+def _layout(title: str, x: str, y: str, height: int = 360, **extra) -> dict:
+    axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True}
+    return {
+        "title": {"text": title, "font": {"size": 15}}, "height": height,
+        "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": INK},
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
+        "xaxis": {**axis, "title": {"text": x}}, "yaxis": {**axis, "title": {"text": y}}, **extra,
+    }
+
+
+def _vline(x: float, text: str, dash: str = "dash", top: bool = True) -> tuple[dict, dict]:
+    """A vertical rule across the plot at data x, and its label at the top or bottom (linear axes only)."""
+    shape = {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+             "line": {"color": INK, "dash": dash, "width": 1}}
+    note = {"x": x, "xref": "x", "y": 1 if top else 0, "yref": "paper", "text": text, "showarrow": False,
+            "xanchor": "right" if top else "left", "yanchor": "top" if top else "bottom",
+            "font": {"color": INK, "size": 11}}
+    return shape, note
+
+
+def _hline(y: float, text: str) -> tuple[dict, dict]:
+    shape = {"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": y, "y1": y,
+             "line": {"color": INK, "dash": "dash", "width": 1}}
+    note = {"x": 0, "xref": "paper", "y": y, "yref": "y", "text": text, "showarrow": False,
+            "xanchor": "left", "yanchor": "bottom", "font": {"color": INK, "size": 11}}
+    return shape, note
+
+
+def memory_bar(report: MemoryReport) -> Figure:
+    """Weights + KV cache + reserve stacked against the accelerator's memory and its usable share."""
+    acc, cap = report.accelerator, report.capacity
+    parts = [("weights", report.weights_bytes or 0), ("KV cache", report.kv.bytes),
+             ("runtime reserve", cap.reserve_bytes)]
+    data = [{"type": "bar", "orientation": "h", "y": [acc.name], "x": [value / GIB], "name": name,
+             "marker": {"color": color}, "hovertemplate": f"{name}: %{{x:,.2f}} GiB<extra></extra>"}
+            for (name, value), color in zip(parts, COLORS, strict=False)]
+    usable = _vline(cap.usable_bytes / GIB, f"usable ({cap.mem_util:g} × memory) ", top=False)
+    device = _vline(acc.memory_bytes / GIB, "device memory ", dash="solid")
+    layout = _layout("What fits on the device", "GiB (2^30 bytes)", "", height=230, barmode="stack",
+                     shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
+    return {"data": data, "layout": layout}
+
+
+def kv_curves(frame: pd.DataFrame, budget_bytes: int | None) -> Figure:
+    """KV cache against seq_len, one line per batch size, with the KV budget as a ceiling."""
+    data = [{"type": "scatter", "mode": "lines", "x": group["seq_len"].tolist(), "y": group["kv_gib"].tolist(),
+             "name": f"batch {batch}", "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"}
+            for batch, group in frame.groupby("batch")]
+    extra = {}
+    if budget_bytes:
+        shape, note = _hline(budget_bytes / GIB, "KV budget on this device")
+        extra = {"shapes": [shape], "annotations": [note]}
+    return {"data": data, "layout": _layout("KV cache grows linearly with sequence length and batch",
+                                            "seq_len (tokens)", "KV cache (GiB)", **extra)}
+
+
+def attention_bars(frame: pd.DataFrame) -> Figure:
+    """The same model's cache under each attention shape."""
+    bar = {"type": "bar", "x": frame["attention"].tolist(), "y": frame["kv_gib"].tolist(),
+           "marker": {"color": COLORS[: len(frame)]}, "textposition": "outside", "cliponaxis": False,
+           "text": [f"{g:,.2f} GiB ({r:.1%} of MHA)" for g, r in zip(frame["kv_gib"], frame["vs_mha"], strict=True)],
+           "hovertemplate": "%{x}: %{y:,.3f} GiB<extra></extra>"}
+    return {"data": [bar], "layout": _layout("Same model, other attention shapes", "attention", "KV cache (GiB)")}
+
+
+def window_curves(frame: pd.DataFrame, window: int) -> Figure:
+    """KV cache with the sliding window applied, against an engine that ignores it."""
+    data = [{"type": "scatter", "mode": "lines", "x": g["seq_len"].tolist(), "y": g["kv_gib"].tolist(),
+             "name": variant} for variant, g in frame.groupby("variant", sort=False)]
+    shape, note = _vline(window, f"window {window:,}", dash="dot")
+    return {"data": data, "layout": _layout("Sliding-window layers stop growing at the window", "seq_len (tokens)",
+                                            "KV cache (GiB)", shapes=[shape], annotations=[note])}
+
+
+def roofline(report: MemoryReport) -> Figure:
+    """Attainable FLOP/s against arithmetic intensity (log-log), with prefill and decode placed on it."""
+    acc = report.accelerator
+    phases = [p for p in (report.prefill, report.decode) if p is not None]
+    lo = min([0.1, *[p.intensity / 4 for p in phases]])
+    hi = max([acc.ridge_point * 20, *[p.intensity * 4 for p in phases]])
+    xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+    roof = [min(acc.peak_flops, acc.bandwidth * x) for x in xs]
+    data = [{"type": "scatter", "mode": "lines", "x": xs, "y": roof, "name": f"{acc.name} roof",
+             "line": {"color": INK}, "hovertemplate": "%{x:,.1f} FLOP/B → %{y:.3g} FLOP/s<extra></extra>"},
+            {"type": "scatter", "mode": "lines", "x": [acc.ridge_point] * 2, "y": [min(roof), acc.peak_flops],
+             "name": f"ridge {acc.ridge_point:,.0f} FLOP/B", "line": {"color": INK, "dash": "dot", "width": 1}}]
+    for p, color in zip(phases, COLORS, strict=False):
+        right_half = p.intensity > math.sqrt(lo * hi)
+        data.append({"type": "scatter", "mode": "markers+text", "x": [p.intensity], "y": [p.flops / p.lower_bound_s],
+                     "name": p.phase, "marker": {"size": 12, "color": color},
+                     "textposition": "bottom left" if right_half else "bottom right",
+                     "text": [f"{p.phase} ≥ {fmt_seconds(p.lower_bound_s)} ({p.bound}-bound)"],
+                     "hovertemplate": f"{p.phase}: %{{x:,.1f}} FLOP/B, %{{y:.3g}} FLOP/s<extra></extra>"})
+    layout = _layout("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
+                     "attainable FLOP/s")
+    layout["xaxis"] |= {"type": "log"}
+    layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5]}
+    return {"data": data, "layout": layout}
+
+
+def empty(message: str) -> Figure:
+    """A blank figure that says why it is blank."""
+    layout = _layout("", "", "", height=200, annotations=[{"text": message, "showarrow": False, "x": 0.5, "y": 0.5,
+                                                              "xref": "paper", "yref": "paper",
+                                                              "font": {"color": INK, "size": 14}}])
+    layout["xaxis"] |= {"visible": False}
+    layout["yaxis"] |= {"visible": False}
+    return {"data": [], "layout": layout}
+
+
+def to_plotly(fig: Figure):
+    """The spec as a validated plotly Figure (raises on any property plotly does not know)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(fig)
