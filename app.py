@@ -18,10 +18,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="address to listen on (0.0.0.0 to serve a network; default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public share link")
+    parser.add_argument("--model", default="tiny",
+                        help="model the generation tabs start with (default tiny, the bundled model)")
     args = parser.parse_args(argv)
     from kvviz.ui.app import build_app
 
-    demo = build_app()
+    demo = build_app(default_model=args.model)
     demo.queue(default_concurrency_limit=1)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share)
     return 0

@@ -150,6 +150,80 @@ def load_times(specs: list[str], repeats: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def calculator_latency(repeats: int) -> pd.DataFrame:
+    """Seconds the calculator's handler takes, all figures built and serialised, for every preset."""
+    from kvviz.presets import preset_names
+    from kvviz.ui.calculator import calculate, preset_dims
+
+    rows = []
+    for preset in preset_names():
+        layers, kv_heads, head_dim = preset_dims(preset)
+        args = (preset, "", 8, 8192, layers, kv_heads, head_dim, "bf16", "h100-sxm", 0.9, 16)
+        calculate(*args)  # warm the caches a real session warms on its first move
+        for rep in range(repeats):
+            start = time.perf_counter()
+            r = calculate(*args)
+            for fig in (r.memory_fig, r.curves_fig, r.attention_fig, r.window_fig, r.roofline_fig):
+                json.dumps(fig)
+            rows.append({"preset": preset, "repeat": rep, "seconds": time.perf_counter() - start})
+    return pd.DataFrame(rows)
+
+
+def app_against_cli(model: str, prompt: str, new_tokens: int, repeats: int) -> pd.DataFrame:
+    """Decode speed of the same generation shown in the running app (through gradio_client) and from the
+    CLI, interleaved. The app is started here on a free loopback port and stopped at the end."""
+    import os
+    import socket
+    import subprocess
+
+    from gradio_client import Client
+
+    root = Path(__file__).resolve().parent.parent
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"}
+    app = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=root, env=env,  # noqa: S603
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        rows = []
+        for rep in range(repeats + 1):  # the first round warms both up and is dropped
+            job = client.submit(model, prompt, new_tokens, 0, 0, 1, 0, True, True, api_name="/generate")
+            for _ in job:
+                pass
+            app_summary = job.outputs()[-1][-1]["summary"]
+            cli = subprocess.run([sys.executable, "-m", "kvviz", "generate", "--model", model, "--prompt", prompt,  # noqa: S603
+                                  "--max-new-tokens", str(new_tokens), "--json"], cwd=root, env=env,
+                                 capture_output=True, text=True, check=True)
+            cli_summary = json.loads(cli.stdout)["summary"]
+            if rep:
+                for where, summ in (("app", app_summary), ("cli", cli_summary)):
+                    rows.append({"where": where, "repeat": rep, "new_tokens": summ["new_tokens"],
+                                 "tpot_s": summ["tpot_s"], "decode_tokens_per_s": summ["decode_tokens_per_s"]})
+        return pd.DataFrame(rows)
+    finally:
+        app.terminate()
+        app.wait(30)
+
+
+def _write(out: Path, tag: str, frame: pd.DataFrame, summary: dict, argv: Sequence[str] | None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / f"{tag}.csv", index=False)
+    (out / f"{tag}.json").write_text(json.dumps(
+        {"machine": machine(), "command": "python -m kvviz.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+         "results": summary}, indent=2))
+    print(json.dumps(summary, indent=2))
+
+
 def machine() -> dict:
     """What the figures were measured on."""
     info = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
@@ -178,9 +252,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     ld.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
     ld.add_argument("--repeats", type=int, default=3)
     ld.add_argument("--out", type=Path, default=Path("results"))
+    ca = sub.add_parser("calculator", help="latency of the calculator's handler, every preset")
+    ca.add_argument("--repeats", type=int, default=20)
+    ca.add_argument("--out", type=Path, default=Path("results"))
+    ap = sub.add_parser("app", help="decode speed in the app against the CLI, same generation")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--prompt", default="What is a package?")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
     if args.part == "load":
         return _load_main(args, argv)
+    if args.part == "calculator":
+        frame = calculator_latency(args.repeats)
+        ms = frame["seconds"] * 1e3
+        _write(args.out, "calculator", frame, {"p50_ms": ms.quantile(0.5), "p95_ms": ms.quantile(0.95),
+                                               "max_ms": ms.max(), "calls": len(frame)}, argv)
+        return 0
+    if args.part == "app":
+        frame = app_against_cli(args.model, args.prompt, args.new_tokens, args.repeats)
+        med = frame.groupby("where")["tpot_s"].median()
+        _write(args.out, "app", frame, {"median_tpot_ms": (med * 1e3).to_dict(),
+                                        "app_tpot_over_cli": med["app"] / med["cli"], "repeats": args.repeats,
+                                        "model": args.model}, argv)
+        return 0
     if args.quick:
         args.models, args.new_tokens, args.repeats = ["random:smollm2-135m"], 8, 2
     args.out.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 from gradio.components.plot import PlotData
@@ -113,16 +114,286 @@ def calculator_tab() -> CalculatorTab:
     return CalculatorTab(inputs, outputs)
 
 
-def build_app() -> gr.Blocks:
-    """The whole app. Loads nothing heavy at build time: models load on first use."""
+GENERATION_INTRO = """
+A request's life: it arrives, waits for the device, is tokenized, then **prefill** reads the whole
+prompt in one forward pass (many tokens at once: bound by compute) and samples the first token. Then
+**decode** feeds one token at a time, reading every weight and the whole KV cache for each (bound by
+memory bandwidth). **TTFT** (time to first token) is queue + tokenization + prefill; **TPOT** (time per
+output token) is the mean gap after it; **tokens/s** is new tokens over the whole request. Batching
+more requests raises throughput but lengthens each one's TPOT; a long prompt lengthens TTFT.
+"""
+
+COMPARE_INTRO = """
+Without the cache every step re-reads the whole sequence: step *n* costs a prefill of *n* tokens, so
+per-token time grows with position and total time grows quadratically. With the cache a step feeds
+one token and reads the stored keys and values: per-token time stays nearly flat and total time
+grows linearly. Both runs use the same prompt, settings and device, after a warm-up. In fp32 the
+tokens are identical; in bf16/fp16 they may part, because the two modes multiply matrices of
+different shapes, and the first position where they do is reported.
+"""
+
+LIFECYCLE_INTRO = """
+The latest run from the live-generation tab, on one time axis. A slow first token points at its
+cause: a long **queue** (the device was busy), a long **prefill** (a long prompt, or a cold model), or
+tokenization. Decode ticks that spread apart mean each step is getting slower (no cache, or a growing one).
+"""
+
+MODEL_CHOICES = ["tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:qwen3-0.6b", "random:gpt2",
+                 "random:tinyllama-1.1b", "Qwen/Qwen2.5-0.5B-Instruct"]
+EXAMPLE_PROMPTS = ["用三句话解释 LLM 推理中的 KV Cache。", "What is a package?", "The kernel",
+                   "Explain what the kernel does."]
+DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
+_ACTIVE: dict[str, object] = {}  # session -> its BackgroundRun, so Stop can reach it
+_LAST: dict[str, object] = {}  # session -> its finished RunRecord, for the tabs drawn after a run
+TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
+PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the end
+
+
+def _error(exc: Exception) -> gr.Error:
+    return gr.Error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, print_exception=False)
+
+
+def _load(spec: str, progress: gr.Progress):
+    from kvviz.loading import LoadError, load_model
+
+    try:
+        return load_model(spec, progress=lambda fraction, message: progress(fraction, desc=message))
+    except LoadError as exc:
+        raise _error(exc) from exc
+
+
+def _request(prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache):
+    from kvviz.engine import GenerationRequest
+
+    def whole(value, name):
+        if value is None or isinstance(value, bool) or float(value) != int(value):
+            raise gr.Error(f"{name} must be a whole number, got {value!r}", print_exception=False)
+        return int(value)
+
+    seed = None if seed in (None, "", -1) else whole(seed, "seed")
+    return GenerationRequest(prompt=prompt or "", max_new_tokens=whole(max_new_tokens, "max_new_tokens"),
+                             use_cache=bool(use_cache), temperature=float(temperature or 0.0),
+                             top_k=whole(top_k or 0, "top_k"), top_p=float(1.0 if top_p is None else top_p),
+                             seed=seed, chat_template=bool(chat_template))
+
+
+def _metrics_markdown(record) -> str:
+    s = record.summary
+    if s is None:
+        return f"**{record.finish.reason}**: {record.finish.error}" if record.finish else "running…"
+    bw = (f"{s.bandwidth_achieved / 1e9:,.2f} GB/s, {s.bandwidth_utilisation:.0%} of {s.bandwidth_bound / 1e9:,.1f}"
+          if s.bandwidth_achieved else "n/a")
+
+    def ms(x):
+        return "n/a" if x is None else f"{x * 1e3:,.2f} ms"
+
+    lines = [
+        "| TTFT | TPOT | tokens/s | decode tokens/s | ITL p50 / p90 / p99 | queue | prefill | bandwidth |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {ms(s.ttft_s)} | {ms(s.tpot_s)} | {s.tokens_per_s or 0:,.1f} | {s.decode_tokens_per_s or 0:,.1f} | "
+        f"{ms(s.itl_p50_s)} / {ms(s.itl_p90_s)} / {ms(s.itl_p99_s)} | {ms(s.queue_s)} | {ms(s.prefill_s)} | {bw} |",
+        "",
+        f"run {record.run_id}: {s.model} on {s.device} in {s.dtype}, {s.mode}; {s.prompt_tokens} prompt tokens, "
+        f"{s.new_tokens} new, finished by {s.finish_reason}.",
+    ]
+    if record.random_weights:
+        lines.append("*Random weights: the timing and memory are real, the text is noise.*")
+    return "\n".join(lines)
+
+
+def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot, ttft_fig: gr.Plot,
+                   history_table: gr.DataFrame, run_picker: gr.Dropdown) -> None:
+    """Model picker, prompt, sampling settings, streaming text and live plots, Stop."""
+    from kvviz.ui import figures
+    from kvviz.ui.live import BackgroundRun, RunRecord, Throttle
+
+    gr.Markdown(GENERATION_INTRO)
+    with gr.Row():
+        with gr.Column(scale=1, min_width=300):
+            model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True,
+                                label="model (bundled tiny, random:<preset> twins, a hub id or a local folder)")
+            prompt = gr.Textbox(label="prompt", lines=3, value=EXAMPLE_PROMPTS[0])
+            gr.Examples([[p] for p in EXAMPLE_PROMPTS], [prompt], label="examples")
+            max_new = gr.Slider(1, 1024, value=128, step=1, label="max new tokens")
+            use_cache = gr.Checkbox(True, label="use the KV cache")
+            chat = gr.Checkbox(True, label="apply the chat template (when the tokenizer has one)")
+            with gr.Accordion("sampling", open=False):
+                temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
+                top_k = gr.Slider(0, 200, value=0, step=1, label="top-k (0 = off)")
+                top_p = gr.Slider(0.01, 1, value=1, step=0.01, label="top-p")
+                seed = gr.Number(value=0, precision=0, label="seed")
+            with gr.Row():
+                go = gr.Button("Generate", variant="primary", elem_id="generate-btn")
+                stop = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+        with gr.Column(scale=2):
+            text = gr.Textbox(label="output (streams as it is generated)", lines=8, elem_id="gen-text")
+            metrics = gr.Markdown(elem_id="gen-metrics")
+            latency = gr.Plot(show_label=False, elem_id="latency-plot")
+            kv = gr.Plot(show_label=False)
+    with gr.Accordion("this run as JSON (summary with the lesson's keys)", open=False):
+        details = gr.JSON(label="run")
+
+    def run(spec, prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache, request: gr.Request,
+            progress=gr.Progress()):
+        req = _request(prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache)
+        lm = _load(spec, progress)
+        try:
+            background = BackgroundRun(lm, req)
+        except ValueError as exc:
+            raise _error(exc) from exc
+        session = _session(request)
+        _ACTIVE[session] = background
+        record = RunRecord(model=lm.spec, mode=req.mode, prompt=req.prompt, random_weights=lm.random_weights)
+        plots = Throttle(PLOT_INTERVAL_S)
+        latest = (None, None)
+        try:
+            while not background.done:
+                for event in background.drain(TEXT_INTERVAL_S):
+                    record.add(event)
+                if background.done or plots.due():
+                    frame = record.frame
+                    latest = (_plot(figures.token_latency(frame)), _plot(figures.kv_growth(frame)))
+                # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
+                # which costs more than the model's own step on a small model.
+                yield record.text, _metrics_markdown(record), *latest, None
+        finally:
+            background.stop()  # Stop pressed, tab closed or error: free the device within a token
+            _ACTIVE.pop(session, None)
+        _LAST[session] = record
+        if record.finish and record.finish.error and record.summary is None:
+            raise gr.Error(record.finish.error, print_exception=False)
+        yield (record.text, _metrics_markdown(record), *latest,
+               {"lesson": record.summary.lesson(), "summary": record.summary.as_dict(), "text": record.text})
+
+    def publish(state, request: gr.Request):
+        """After a run: the life-cycle tab, the history table and the overlay picker."""
+        record = _LAST.pop(_session(request), None)
+        if record is None or record.summary is None:
+            return gr.skip(), gr.skip(), state, gr.skip(), gr.skip()
+        frame = record.frame
+        state = {"rows": {**state.get("rows", {}), record.run_id: frame.to_dict(orient="list")},
+                 "history": [*state.get("history", []), record.history_row()]}
+        runs = [str(r) for r in state["rows"]]
+        return (_plot(figures.lifecycle(record.phases, frame)), _plot(figures.ttft_parts(record.phases, frame)),
+                state, _history_frame(state), gr.update(choices=runs, value=runs[-2:]))
+
+    def halt(request: gr.Request):
+        background = _ACTIVE.get(_session(request))
+        if background is not None:
+            background.stop()
+
+    go.click(run, [model, prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache],
+             [text, metrics, latency, kv, details], api_name="generate", concurrency_id=DEVICE,
+             concurrency_limit=1).then(publish, history, [lifecycle_fig, ttft_fig, history, history_table, run_picker],
+                                       api_visibility="private", concurrency_limit=None)
+    stop.click(halt, None, None, api_name="stop", concurrency_limit=None, queue=False)
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "api"
+
+
+def _history_frame(state: dict):
+    import pandas as pd
+
+    return pd.DataFrame(state.get("history", []))
+
+
+def compare_tab(default_model: str) -> None:
+    """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
+    from kvviz.compare import CompareError, compare
+    from kvviz.ui import figures
+
+    gr.Markdown(COMPARE_INTRO)
+    with gr.Row():
+        model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True, label="model", scale=2)
+        prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[0], scale=3)
+        max_new = gr.Slider(1, 512, value=64, step=1, label="max new tokens", scale=2)
+        go = gr.Button("Compare", variant="primary", elem_id="compare-btn", scale=1)
+    verdict = gr.Markdown(elem_id="compare-verdict")
+    with gr.Row():
+        cached_text = gr.Textbox(label="with the KV cache", lines=6)
+        uncached_text = gr.Textbox(label="without the cache", lines=6)
+    with gr.Row():
+        latency = gr.Plot(show_label=False)
+        cumulative = gr.Plot(show_label=False)
+    work = gr.Plot(show_label=False)
+
+    def run(spec, prompt, max_new, progress=gr.Progress()):
+        req = _request(prompt, max_new, 0.0, 0, 1.0, None, True, True)
+        lm = _load(spec, progress)
+        progress(0.5, desc="running both modes (after a warm-up)")
+        try:
+            result = compare(lm, req)
+        except (ValueError, CompareError) as exc:
+            raise _error(exc) from exc
+        parted = ("The tokens are identical." if result.tokens_identical else
+                  f"The tokens part at position {result.first_divergence}." if result.first_divergence is not None
+                  else "The tokens agree where both ran; one run stopped earlier.")
+        c, u = result.cached, result.uncached
+        md = (f"### {result.speedup:.2f}× faster with the cache"
+              + (f" ({result.decode_speedup:.2f}× per decode token)" if result.decode_speedup else "")
+              + f"\n{parted} Cached: TPOT {c.tpot_s * 1e3:,.2f} ms, {c.tokens_per_s:,.1f} tokens/s. "
+              f"Uncached: TPOT {u.tpot_s * 1e3:,.2f} ms, {u.tokens_per_s:,.1f} tokens/s. "
+              f"{lm.spec} on {lm.device} in {lm.dtype_name}."
+              + ("\n\n*Random weights: the timing is real, the text is noise.*" if lm.random_weights else ""))
+        return (md, result.cached_text, result.uncached_text,
+                _plot(figures.token_latency(result.rows, "Per-token latency, cached against uncached")),
+                _plot(figures.cumulative_time(result.rows, result.prediction)),
+                _plot(figures.step_work(result.prediction)))
+
+    go.click(run, [model, prompt, max_new], [verdict, cached_text, uncached_text, latency, cumulative, work],
+             api_name="compare", concurrency_id=DEVICE, concurrency_limit=1)
+
+
+def build_app(default_model: str = "tiny") -> gr.Blocks:
+    """The whole app. Nothing heavy happens at build time: models load on first use."""
+    from kvviz.ui import figures
+
     with gr.Blocks(title="kvviz: how LLM inference really behaves") as demo:
         gr.Markdown("# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT.")
+        history = gr.State({"rows": {}, "history": []})
         with gr.Tab("KV-cache calculator"):
             calc = calculator_tab()
+        with gr.Tab("Live generation"):
+            gen_slot = gr.Column()
+        with gr.Tab("Cached vs uncached"):
+            compare_tab(default_model)
+        with gr.Tab("Request lifecycle"):
+            gr.Markdown(LIFECYCLE_INTRO)
+            lifecycle_fig = gr.Plot(show_label=False, elem_id="lifecycle-plot")
+            ttft_fig = gr.Plot(show_label=False)
+        with gr.Tab("History"):
+            gr.Markdown("Every run of this session. Download it as CSV, or overlay runs' per-token latency.")
+            history_table = gr.DataFrame(label="runs", interactive=False)
+            with gr.Row():
+                download = gr.DownloadButton("Download CSV")
+                run_picker = gr.Dropdown([], multiselect=True, label="runs to overlay")
+            overlay = gr.Plot(show_label=False)
+        with gen_slot:
+            generation_tab(default_model, history, lifecycle_fig, ttft_fig, history_table, run_picker)
+
+        def to_csv(state):
+            import tempfile
+
+            path = Path(tempfile.mkdtemp()) / "kvviz-history.csv"
+            _history_frame(state).to_csv(path, index=False)
+            return str(path)
+
+        def overlay_runs(state, picked):
+            import pandas as pd
+
+            frames = [pd.DataFrame(state["rows"][int(r)]) for r in picked or [] if int(r) in state.get("rows", {})]
+            if not frames:
+                return _plot(figures.empty("pick runs to overlay"))
+            return _plot(figures.token_latency(pd.concat(frames), "Per-token latency of the chosen runs"))
+
+        history_table.change(to_csv, history, download, api_visibility="private", concurrency_limit=None)
+        run_picker.change(overlay_runs, [history, run_picker], overlay, api_visibility="private",
+                          concurrency_limit=None)
         demo.load(lambda *v: calc_outputs(*v), calc.inputs, calc.outputs, api_visibility="private",
                   show_progress="hidden")
     return demo
-
 
 def calc_outputs(*values):
     r = calculate(*values)

@@ -140,3 +140,115 @@ def to_plotly(fig: Figure):
     import plotly.graph_objects as go
 
     return go.Figure(fig)
+
+
+def token_latency(frame: pd.DataFrame, title: str = "Per-token latency") -> Figure:
+    """Time from the previous token (ms) for each output token, prefill (the first token) apart from decode.
+
+    frame: per-token rows (kvviz.engine.TokenEvent fields) with a `mode` or `run` column to group by.
+    The y axis is logarithmic because the first token waits for the whole prompt.
+    """
+    data = []
+    key = "run" if "run" in frame and frame["run"].nunique() > 1 else "mode"
+    for i, (name, group) in enumerate(frame.groupby(key, sort=False) if len(frame) else []):
+        color = COLORS[i % len(COLORS)]
+        label = f"run {name}" if key == "run" else str(name)
+        decode = group[group["phase"] == "decode"]
+        first = group[group["phase"] == "prefill"]
+        data.append({"type": "scatter", "mode": "lines+markers", "x": decode["index"].tolist(),
+                     "y": (decode["dt_s"] * 1e3).tolist(), "name": f"{label}: decode", "marker": {"size": 4},
+                     "line": {"color": color, "width": 1.5},
+                     "hovertemplate": "token %{x}: %{y:,.2f} ms<extra></extra>"})
+        if len(first):
+            data.append({"type": "scatter", "mode": "markers", "x": first["index"].tolist(),
+                         "y": (first["dt_s"] * 1e3).tolist(), "name": f"{label}: first token (TTFT)",
+                         "marker": {"size": 12, "symbol": "diamond", "color": color},
+                         "hovertemplate": "first token after %{y:,.2f} ms (queue + prefill)<extra></extra>"})
+    layout = _layout(title, "output token index", "ms since the previous token (log)")
+    layout["yaxis"] |= {"type": "log"}
+    return {"data": data, "layout": layout}
+
+
+def kv_growth(frame: pd.DataFrame) -> Figure:
+    """KV-cache bytes measured from the cache tensors against the memory model's prediction, per step."""
+    mib = 2**20
+    data = [{"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
+             "y": (frame["kv_bytes"] / mib).tolist(), "name": "measured (cache tensors)",
+             "line": {"color": COLORS[0], "width": 3}},
+            {"type": "scatter", "mode": "markers", "x": frame["seq_len"].tolist(),
+             "y": (frame["kv_bytes_predicted"] / mib).tolist(), "name": "predicted (memory model)",
+             "marker": {"color": COLORS[1], "size": 5, "symbol": "x"}}]
+    if "cuda_allocated_bytes" in frame and frame["cuda_allocated_bytes"].notna().any():
+        data.append({"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
+                     "y": (frame["cuda_allocated_bytes"] / mib).tolist(), "name": "CUDA allocator (whole run)",
+                     "line": {"color": COLORS[2], "dash": "dot"}})
+    return {"data": data, "layout": _layout("KV cache per step: measured and predicted", "sequence length (tokens)",
+                                            "KV cache (MiB, 2^20 bytes)")}
+
+
+def cumulative_time(frame: pd.DataFrame, prediction: pd.DataFrame | None = None) -> Figure:
+    """Seconds since the request against tokens generated, one line per mode; with the cache it is a
+    straight line, without it a parabola. The roofline prediction (lower bound) is dashed beside it."""
+    data = []
+    for i, (mode, group) in enumerate(frame.groupby("mode", sort=False)):
+        data.append({"type": "scatter", "mode": "lines", "x": (group["index"] + 1).tolist(),
+                     "y": group["t_s"].tolist(), "name": f"{mode}: measured", "line": {"color": COLORS[i]}})
+        if prediction is not None and len(prediction):
+            column = f"{mode}_lower_bound_s"
+            data.append({"type": "scatter", "mode": "lines", "x": (prediction["index"] + 1).tolist(),
+                         "y": prediction[column].cumsum().tolist(), "name": f"{mode}: roofline lower bound",
+                         "line": {"color": COLORS[i], "dash": "dash"}})
+    return {"data": data, "layout": _layout("Total time: linear with the cache, quadratic without",
+                                            "tokens generated", "seconds since the request")}
+
+
+def step_work(prediction: pd.DataFrame) -> Figure:
+    """The memory model's FLOPs per step in both modes: flat with the cache, growing without."""
+    data = [{"type": "scatter", "mode": "lines", "x": prediction["seq_len"].tolist(),
+             "y": (prediction[f"{m}_flops"] / 1e9).tolist(), "name": f"{m} (predicted)",
+             "line": {"color": COLORS[i]}} for i, m in enumerate(("cached", "uncached"))]
+    return {"data": data, "layout": _layout("Work per step (predicted)", "sequence length (tokens)", "GFLOP per step")}
+
+
+PHASE_COLORS = {"queued": "#b279a2", "tokenize": "#72b7b2", "prefill": "#f58518", "decode": "#4c78a8"}
+
+
+def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
+    """The request's life on one time axis: queued, tokenized, prefill, then each decode token as a tick."""
+    t_acq = phases.get("device acquired", 0.0)
+    t_tok = phases.get("tokenized", t_acq)
+    t_pre = phases.get("prefill done", t_tok)
+    t_end = frame["t_s"].iloc[-1] if len(frame) else phases.get("finished", t_pre)
+    spans = [("queued", 0.0, t_acq), ("tokenize", t_acq, t_tok), ("prefill", t_tok, t_pre),
+             ("decode", t_pre, t_end)]
+    data = [{"type": "bar", "orientation": "h", "y": ["request"], "x": [(end - start) * 1e3],
+             "base": [start * 1e3], "name": f"{name} {(end - start) * 1e3:,.2f} ms",
+             "marker": {"color": PHASE_COLORS[name]},
+             "hovertemplate": f"{name}: %{{base:,.2f}} → %{{x:,.2f}} ms long<extra></extra>"}
+            for name, start, end in spans]
+    if len(frame):
+        data.append({"type": "scatter", "mode": "markers", "y": ["tokens"] * len(frame),
+                     "x": (frame["t_s"] * 1e3).tolist(), "name": "tokens out",
+                     "marker": {"symbol": "line-ns-open", "size": 14, "color": INK},
+                     "hovertemplate": "token at %{x:,.2f} ms<extra></extra>"})
+    ttft = frame["t_s"].iloc[0] * 1e3 if len(frame) else None
+    shapes, notes = ([], []) if ttft is None else map(list, zip(_vline(ttft, f"first token {ttft:,.1f} ms "),
+                                                                strict=True))
+    layout = _layout("Request life cycle", "ms since the request arrived", "", height=280, barmode="overlay",
+                     shapes=shapes, annotations=notes)
+    return {"data": data, "layout": layout}
+
+
+def ttft_parts(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
+    """TTFT split into its causes: queue wait, tokenization, prefill (and the first sampling step)."""
+    if not len(frame):
+        return empty("no token yet")
+    t_acq = phases.get("device acquired", 0.0)
+    t_tok = phases.get("tokenized", t_acq)
+    ttft = frame["t_s"].iloc[0]
+    parts = [("queue", t_acq), ("tokenize", t_tok - t_acq), ("prefill + first sample", ttft - t_tok)]
+    data = [{"type": "bar", "x": [name], "y": [value * 1e3], "name": name,
+             "marker": {"color": color}, "text": [f"{value * 1e3:,.2f} ms ({value / ttft:.0%})"],
+             "textposition": "outside", "cliponaxis": False}
+            for (name, value), color in zip(parts, ("#b279a2", "#72b7b2", "#f58518"), strict=True)]
+    return {"data": data, "layout": _layout(f"TTFT {ttft * 1e3:,.1f} ms, by cause", "", "ms", showlegend=False)}
