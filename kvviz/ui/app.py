@@ -47,10 +47,11 @@ def calculator_tab() -> CalculatorTab:
     layers0, kv0, hd0 = preset_dims(d["preset"])
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            preset = gr.Dropdown(preset_names(), value=d["preset"], label="preset (sets the sliders)")
+            preset = gr.Dropdown(preset_names(), value=d["preset"], label="preset (sets the sliders)",
+                                 elem_id="calc-preset")
             source = gr.Textbox(label="or a config.json path or hub id (Enter to load)", max_lines=1,
                                 placeholder="Qwen/Qwen2.5-0.5B-Instruct or /path/to/config.json")
-            batch = gr.Slider(1, 512, value=d["batch"], step=1, label="batch (sequences at once)")
+            batch = gr.Slider(1, 512, value=d["batch"], step=1, label="batch (sequences at once)", elem_id="calc-batch")
             seq_len = gr.Slider(1, 262_144, value=d["seq_len"], step=1, label="seq_len (tokens per sequence)")
             layers = gr.Slider(1, 128, value=layers0, step=1, label="layers")
             kv_heads = gr.Slider(1, 128, value=kv0, step=1, label="kv_heads (must divide the query heads)")
@@ -210,11 +211,11 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
     gr.Markdown(GENERATION_INTRO)
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True,
+            model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True, elem_id="gen-model",
                                 label="model (bundled tiny, random:<preset> twins, a hub id or a local folder)")
-            prompt = gr.Textbox(label="prompt", lines=3, value=EXAMPLE_PROMPTS[0])
+            prompt = gr.Textbox(label="prompt", lines=3, value=EXAMPLE_PROMPTS[0], elem_id="gen-prompt")
             gr.Examples([[p] for p in EXAMPLE_PROMPTS], [prompt], label="examples")
-            max_new = gr.Slider(1, 1024, value=128, step=1, label="max new tokens")
+            max_new = gr.Slider(1, 1024, value=128, step=1, label="max new tokens", elem_id="gen-max-new")
             use_cache = gr.Checkbox(True, label="use the KV cache")
             chat = gr.Checkbox(True, label="apply the chat template (when the tokenizer has one)")
             with gr.Accordion("sampling", open=False):

@@ -24,13 +24,14 @@ COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff
 Figure = dict
 
 
-def _layout(title: str, x: str, y: str, height: int = 360, **extra) -> dict:
+def _layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
     axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True}
     return {
         "title": {"text": title, "font": {"size": 15}}, "height": height,
-        "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
         "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": INK},
-        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0},
+        # Below the axis title, so long series names never run into the plot's title on a narrow plot.
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0},
         "xaxis": {**axis, "title": {"text": x}}, "yaxis": {**axis, "title": {"text": y}}, **extra,
     }
 
@@ -63,8 +64,11 @@ def memory_bar(report: MemoryReport) -> Figure:
             for (name, value), color in zip(parts, COLORS, strict=False)]
     usable = _vline(cap.usable_bytes / GIB, f"usable ({cap.mem_util:g} × memory) ", top=False)
     device = _vline(acc.memory_bytes / GIB, "device memory ", dash="solid")
-    layout = _layout("What fits on the device", "GiB (2^30 bytes)", "", height=230, barmode="stack",
+    layout = _layout("What fits on the device", "GiB (2^30 bytes)", "", height=260, barmode="stack",
                      shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
+    # A short plot: the legend goes top right, beside a left-aligned title, clear of the axis title.
+    layout["title"] |= {"x": 0.0, "xanchor": "left"}
+    layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0}
     return {"data": data, "layout": layout}
 
 
@@ -234,7 +238,7 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
     ttft = frame["t_s"].iloc[0] * 1e3 if len(frame) else None
     shapes, notes = ([], []) if ttft is None else map(list, zip(_vline(ttft, f"first token {ttft:,.1f} ms "),
                                                                 strict=True))
-    layout = _layout("Request life cycle", "ms since the request arrived", "", height=280, barmode="overlay",
+    layout = _layout("Request life cycle", "ms since the request arrived", "", height=320, barmode="overlay",
                      shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
 

@@ -131,8 +131,8 @@ class RunRecord:
         row = {"run": self.run_id, "model": self.model, "mode": self.mode,
                "finish": self.finish.reason if self.finish else "running", "prompt": self.prompt[:60]}
         if s is not None:
-            row |= {k: v for k, v in s.as_dict().items() if k not in ("model", "mode", "itl_s", "finish_reason",
-                                                                       "bandwidth_source")}
+            row |= {k: round(v, 6) if isinstance(v, float) else v for k, v in s.as_dict().items()
+                    if k not in ("model", "mode", "itl_s", "finish_reason", "bandwidth_source")}
         return row
 
 
