@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -125,3 +126,31 @@ def test_generation_bad_input_keeps_serving(app_url, args, message):
         client.predict(model, prompt, max_new, 0, 0, 1, 0, True, True, api_name="/generate")
     assert client.predict("gpt2", "", 1, 10, 12, 12, 64, "bf16", "h100-sxm", 0.9, 16,
                           api_name="/kv_memory")[-1]["kv_cache_bytes"] == 10 * 12 * 2 * 12 * 64 * 2
+
+
+def test_calculator_is_not_stuck_behind_a_generation(app_url):
+    """While a long generation holds the device, /kv_memory still answers (its queue is separate)."""
+    client = Client(app_url, verbose=False)
+    job = _generate(client, model="random:smollm2-135m", max_new=300)
+    deadline = time.monotonic() + 60
+    while len(job.outputs()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    report = Client(app_url, verbose=False).predict("gpt2", "", 1, 10, 12, 12, 64, "bf16", "h100-sxm", 0.9, 16,
+                                                   api_name="/kv_memory")[-1]
+    assert report["kv_cache_bytes"] == 10 * 12 * 2 * 12 * 64 * 2
+    assert not job.done(), "the calculator answered only after the generation ended"
+    client.predict(api_name="/stop")
+    for _ in job:
+        pass
+
+
+def test_no_token_is_dropped_from_the_plots(app_url):
+    """Plot updates are throttled, but the final latency plot has a point for every token generated."""
+    client = Client(app_url, verbose=False)
+    job = _generate(client, max_new=60)
+    for _ in job:
+        pass
+    latency, details = job.outputs()[-1][2], job.outputs()[-1][-1]
+    figure = json.loads(latency["plot"])
+    points = sum(len(trace["x"]) for trace in figure["data"])
+    assert points == details["summary"]["new_tokens"]

@@ -54,7 +54,8 @@ def calculator_tab() -> CalculatorTab:
             batch = gr.Slider(1, 512, value=d["batch"], step=1, label="batch (sequences at once)", elem_id="calc-batch")
             seq_len = gr.Slider(1, 262_144, value=d["seq_len"], step=1, label="seq_len (tokens per sequence)")
             layers = gr.Slider(1, 128, value=layers0, step=1, label="layers")
-            kv_heads = gr.Slider(1, 128, value=kv0, step=1, label="kv_heads (must divide the query heads)")
+            kv_heads = gr.Slider(1, 128, value=kv0, step=1, label="kv_heads (must divide the query heads)",
+                                 elem_id="calc-kv-heads")
             head_dim = gr.Slider(1, 512, value=hd0, step=1, label="head_dim")
             kv_dtype = gr.Dropdown(list(KV_DTYPES), value=d["kv_dtype"], label="KV dtype")
             accelerator = gr.Dropdown([(a.name, k) for k, a in ACCELERATORS.items()] + [("this CPU (measured)", "cpu")],
@@ -197,6 +198,14 @@ def _metrics_markdown(record) -> str:
         f"run {record.run_id}: {s.model} on {s.device} in {s.dtype}, {s.mode}; {s.prompt_tokens} prompt tokens, "
         f"{s.new_tokens} new, finished by {s.finish_reason}.",
     ]
+    if s.prefill_tokens_per_s and s.decode_tokens_per_s:
+        lines.append(
+            f"Prefill read {s.prompt_tokens} prompt tokens in {ms(s.prefill_s)} "
+            f"({s.prefill_tokens_per_s:,.0f} tokens/s); "
+            f"decode then made one token every {ms(s.tpot_s)} ({s.decode_tokens_per_s:,.0f} tokens/s). Prefill "
+            f"moves {s.prefill_tokens_per_s / s.decode_tokens_per_s:,.1f}× more tokens per second because it "
+            "multiplies every weight by all prompt tokens at once, while each decode step reads every weight "
+            "(and the cache) for a single token.")
     if record.random_weights:
         lines.append("*Random weights: the timing and memory are real, the text is noise.*")
     return "\n".join(lines)

@@ -125,7 +125,8 @@ def roofline(report: MemoryReport) -> Figure:
     layout = _layout("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
                      "attainable FLOP/s")
     layout["xaxis"] |= {"type": "log"}
-    layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5]}
+    layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5],
+                        "exponentformat": "SI"}
     return {"data": data, "layout": layout}
 
 
