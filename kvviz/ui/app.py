@@ -145,7 +145,7 @@ MODEL_CHOICES = ["tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:q
 EXAMPLE_PROMPTS = ["用三句话解释 LLM 推理中的 KV Cache。", "What is a package?", "The kernel",
                    "Explain what the kernel does."]
 DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
-_ACTIVE: dict[str, object] = {}  # session -> its BackgroundRun, so Stop can reach it
+_ACTIVE: dict[str, object] = {}  # session -> its running WorkerJob, so Stop can reach it
 _LAST: dict[str, object] = {}  # session -> its finished RunRecord, for the tabs drawn after a run
 TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
 PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the end
@@ -155,12 +155,16 @@ def _error(exc: Exception) -> gr.Error:
     return gr.Error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, print_exception=False)
 
 
-def _load(spec: str, progress: gr.Progress):
-    from kvviz.loading import LoadError, load_model
+def _start(kind: str, spec: str, req):
+    """Start a job on the device worker process; a malformed request is refused at once."""
+    from kvviz.ui.worker import device_worker
 
+    spec = (spec or "").strip()
+    if not spec:
+        raise gr.Error("no model given", print_exception=False)
     try:
-        return load_model(spec, progress=lambda fraction, message: progress(fraction, desc=message))
-    except LoadError as exc:
+        return device_worker().start(kind, spec, req)
+    except ValueError as exc:
         raise _error(exc) from exc
 
 
@@ -206,6 +210,8 @@ def _metrics_markdown(record) -> str:
             f"moves {s.prefill_tokens_per_s / s.decode_tokens_per_s:,.1f}× more tokens per second because it "
             "multiplies every weight by all prompt tokens at once, while each decode step reads every weight "
             "(and the cache) for a single token.")
+    if record.cpu_threads:
+        lines.append(f"The device worker runs this model with {record.cpu_threads} torch thread(s) on this CPU.")
     if record.random_weights:
         lines.append("*Random weights: the timing and memory are real, the text is noise.*")
     return "\n".join(lines)
@@ -215,7 +221,8 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
                    history_table: gr.DataFrame, run_picker: gr.Dropdown) -> None:
     """Model picker, prompt, sampling settings, streaming text and live plots, Stop."""
     from kvviz.ui import figures
-    from kvviz.ui.live import BackgroundRun, RunRecord, Throttle
+    from kvviz.ui.live import RunRecord, Throttle
+    from kvviz.ui.worker import Failed, Loaded, Progress
 
     gr.Markdown(GENERATION_INTRO)
     with gr.Row():
@@ -246,29 +253,39 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
     def run(spec, prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache, request: gr.Request,
             progress=gr.Progress()):
         req = _request(prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache)
-        lm = _load(spec, progress)
-        try:
-            background = BackgroundRun(lm, req)
-        except ValueError as exc:
-            raise _error(exc) from exc
+        job = _start("generate", spec, req)
         session = _session(request)
-        _ACTIVE[session] = background
-        record = RunRecord(model=lm.spec, mode=req.mode, prompt=req.prompt, random_weights=lm.random_weights)
+        _ACTIVE[session] = job
+        record = RunRecord(model=str(spec).strip(), mode=req.mode, prompt=req.prompt)
         plots = Throttle(PLOT_INTERVAL_S)
         latest = (None, None)
+        failure = None
         try:
-            while not background.done:
-                for event in background.drain(TEXT_INTERVAL_S):
-                    record.add(event)
-                if background.done or plots.due():
+            while not job.done:
+                for item in job.drain(TEXT_INTERVAL_S):
+                    if isinstance(item, Progress):
+                        progress(item.fraction, desc=item.message)
+                    elif isinstance(item, Loaded):
+                        record.model, record.random_weights = item.spec, item.random_weights
+                        record.cpu_threads = item.cpu_threads
+                    elif isinstance(item, Failed):
+                        failure = item
+                    else:
+                        record.add(item)
+                if failure is not None:
+                    continue
+                if job.done or plots.due():
                     frame = record.frame
                     latest = (_plot(figures.token_latency(frame)), _plot(figures.kv_growth(frame)))
                 # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
                 # which costs more than the model's own step on a small model.
                 yield record.text, _metrics_markdown(record), *latest, None
         finally:
-            background.stop()  # Stop pressed, tab closed or error: free the device within a token
+            job.stop()  # Stop pressed, tab closed or error: free the device within a token
+            job.wait(60)
             _ACTIVE.pop(session, None)
+        if failure is not None:
+            raise gr.Error(failure.message.splitlines()[0], print_exception=False)
         _LAST[session] = record
         if record.finish and record.finish.error and record.summary is None:
             raise gr.Error(record.finish.error, print_exception=False)
@@ -311,8 +328,9 @@ def _history_frame(state: dict):
 
 def compare_tab(default_model: str) -> None:
     """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
-    from kvviz.compare import CompareError, compare
+    from kvviz.compare import Comparison
     from kvviz.ui import figures
+    from kvviz.ui.worker import Failed, Loaded, Progress
 
     gr.Markdown(COMPARE_INTRO)
     with gr.Row():
@@ -331,12 +349,21 @@ def compare_tab(default_model: str) -> None:
 
     def run(spec, prompt, max_new, progress=gr.Progress()):
         req = _request(prompt, max_new, 0.0, 0, 1.0, None, True, True)
-        lm = _load(spec, progress)
-        progress(0.5, desc="running both modes (after a warm-up)")
-        try:
-            result = compare(lm, req)
-        except (ValueError, CompareError) as exc:
-            raise _error(exc) from exc
+        job = _start("compare", spec, req)
+        result = loaded = None
+        while not job.done:
+            for item in job.drain(0.25):
+                if isinstance(item, Progress):
+                    progress(item.fraction / 2, desc=item.message)
+                elif isinstance(item, Loaded):
+                    loaded = item
+                    progress(0.5, desc="running both modes (after a warm-up)")
+                elif isinstance(item, Failed):
+                    raise gr.Error(item.message.splitlines()[0], print_exception=False)
+                elif isinstance(item, Comparison):
+                    result = item
+        if result is None:
+            raise gr.Error("the comparison ended without a result", print_exception=False)
         parted = ("The tokens are identical." if result.tokens_identical else
                   f"The tokens part at position {result.first_divergence}." if result.first_divergence is not None
                   else "The tokens agree where both ran; one run stopped earlier.")
@@ -345,8 +372,8 @@ def compare_tab(default_model: str) -> None:
               + (f" ({result.decode_speedup:.2f}× per decode token)" if result.decode_speedup else "")
               + f"\n{parted} Cached: TPOT {c.tpot_s * 1e3:,.2f} ms, {c.tokens_per_s:,.1f} tokens/s. "
               f"Uncached: TPOT {u.tpot_s * 1e3:,.2f} ms, {u.tokens_per_s:,.1f} tokens/s. "
-              f"{lm.spec} on {lm.device} in {lm.dtype_name}."
-              + ("\n\n*Random weights: the timing is real, the text is noise.*" if lm.random_weights else ""))
+              f"{loaded.spec} on {loaded.device} in {loaded.dtype}."
+              + ("\n\n*Random weights: the timing is real, the text is noise.*" if loaded.random_weights else ""))
         return (md, result.cached_text, result.uncached_text,
                 _plot(figures.token_latency(result.rows, "Per-token latency, cached against uncached")),
                 _plot(figures.cumulative_time(result.rows, result.prediction)),

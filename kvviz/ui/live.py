@@ -1,16 +1,13 @@
-"""Running the engine for a user interface without letting the interface slow the model down.
+"""What a running generation has shown so far, for the app's tabs.
 
-BackgroundRun consumes kvviz's generation loop in its own thread and drops every event into a queue;
-the interface drains the queue at its own pace (every tenth of a second, say) and redraws. The model
-never waits for a browser. RunRecord turns the events into what the tabs show: the text so far, the
-per-token rows, the life-cycle timestamps and the summary. Nothing here imports gradio.
+RunRecord turns the engine's events (streamed from the device worker, kvviz.ui.worker) into what the
+tabs show: the text so far, the per-token rows, the life-cycle timestamps and the summary. Throttle
+paces the redraws. Nothing here imports gradio.
 """
 
 from __future__ import annotations
 
 import itertools
-import queue
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -20,66 +17,15 @@ from kvviz.engine import (
     DeviceAcquired,
     Event,
     Finished,
-    GenerationRequest,
     PrefillDone,
     PromptTokenized,
     RequestReceived,
     TokenEvent,
     Waiting,
-    generate,
-    validate_request,
 )
-from kvviz.loading import LoadedModel
 from kvviz.metrics import RunSummary
 
 _RUN_IDS = itertools.count(1)
-
-
-class BackgroundRun:
-    """One generation running in a worker thread; events are collected with drain()."""
-
-    def __init__(self, lm: LoadedModel, req: GenerationRequest) -> None:
-        validate_request(req)  # bad input fails here, in the caller's thread, before anything runs
-        self.cancel = threading.Event()
-        self._events: queue.Queue[Event | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._work, args=(lm, req), daemon=True, name="kvviz-generate")
-        self._thread.start()
-        self.done = False
-
-    def _work(self, lm: LoadedModel, req: GenerationRequest) -> None:
-        try:
-            for event in generate(lm, req, self.cancel):
-                self._events.put(event)
-        except Exception as exc:  # a fault inside the loop must reach the page, not vanish with the thread
-            self._events.put(Finished(0.0, "failed", "", None, f"{type(exc).__name__}: {exc}"))
-        finally:
-            self._events.put(None)
-
-    def drain(self, period_s: float) -> list[Event]:
-        """The events of the next period_s seconds (fewer if the run ends first).
-
-        Waiting out the whole period is the point: the interface then redraws a few times a second
-        however fast tokens come, and its work never crowds the model's thread.
-        """
-        out: list[Event] = []
-        deadline = time.monotonic() + period_s
-        while not self.done:
-            try:
-                item = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if item is None:
-                self.done = True
-            else:
-                out.append(item)
-        return out
-
-    def stop(self) -> None:
-        """Ask the loop to stop at its next token (it frees the device lock when it does)."""
-        self.cancel.set()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
 
 
 @dataclass
@@ -96,6 +42,7 @@ class RunRecord:
     summary: RunSummary | None = None
     finish: Finished | None = None
     random_weights: bool = False
+    cpu_threads: int | None = None
 
     def add(self, event: Event) -> None:
         if isinstance(event, TokenEvent):

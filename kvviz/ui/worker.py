@@ -1,0 +1,211 @@
+"""The device worker: a separate process that owns the models and runs them for the web app.
+
+A model's Python-heavy forward pass and a web server in one process share one interpreter lock, and
+the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
+device job (a generation, a comparison) in this worker process, which loads and keeps the models, and
+streams kvviz.engine's events back through a queue. The app drains that queue a few times a second.
+Stop sets an event the worker's generation loop checks before every token. Nothing here imports
+gradio; the worker process never imports it either.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+from kvviz.engine import Event, Finished, GenerationRequest, validate_request
+
+
+@dataclass(frozen=True)
+class Progress:
+    fraction: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the page needs to know about the model the worker is running."""
+
+    spec: str
+    random_weights: bool
+    tokenizer_note: str
+    device: str
+    dtype: str
+    cpu_threads: int | None  # torch threads the worker runs this model with on a CPU
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    bad_input: bool  # the request or the model asked for was wrong (not a fault of the worker)
+
+
+def _step_seconds(lm, threads: int, steps: int = 6) -> float:
+    """Median seconds of one cached decode step of `lm` with `threads` torch threads."""
+    import statistics
+
+    import torch
+    from transformers import DynamicCache
+
+    from kvviz.engine import _cache_kwarg
+
+    torch.set_num_threads(threads)
+    kw = {_cache_kwarg(lm.model): DynamicCache(config=lm.model.config)}
+    token = torch.zeros((1, 8), dtype=torch.long, device=lm.device)
+    times = []
+    with torch.inference_mode():
+        for _ in range(steps + 2):
+            start = time.perf_counter()
+            out = lm.model(input_ids=token, use_cache=True, **kw)
+            token = out.logits[:, -1:].argmax(-1)  # [1, 1]
+            int(token)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times[2:])  # the first two include the prefill and warm-up
+
+
+def choose_cpu_threads(lm, cores: int) -> int:
+    """Torch threads for `lm` in the worker: one core is left to the web server and the browser
+    unless using it too makes a decode step more than 10% faster (measured now, a dozen steps)."""
+    if cores <= 1:
+        return 1
+    fewer, all_cores = _step_seconds(lm, cores - 1), _step_seconds(lm, cores)
+    return cores if all_cores < 0.9 * fewer else cores - 1
+
+
+def _serve(jobs, results, cancel) -> None:
+    """The worker process's loop: one job at a time, every message tagged with its job's id."""
+    import torch
+
+    from kvviz.compare import CompareError, compare
+    from kvviz.engine import generate
+    from kvviz.loading import LoadError, load_model
+
+    cores = torch.get_num_threads()
+    threads: dict[tuple, int] = {}
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job_id, kind, spec, req = job
+        try:
+            lm = load_model(spec, progress=lambda f, m, j=job_id: results.put((j, Progress(f, m))))
+            n = None
+            if lm.device.type == "cpu":
+                key = (lm.spec, lm.dtype_name)
+                if key not in threads:
+                    results.put((job_id, Progress(0.95, "choosing the number of CPU threads")))
+                    threads[key] = choose_cpu_threads(lm, cores)
+                n = threads[key]
+                torch.set_num_threads(n)
+            results.put((job_id, Loaded(lm.spec, lm.random_weights, lm.tokenizer_note, str(lm.device),
+                                        lm.dtype_name, n)))
+            if kind == "generate":
+                for event in generate(lm, req, cancel):
+                    results.put((job_id, event))
+            else:
+                results.put((job_id, compare(lm, req)))
+        except (LoadError, ValueError) as exc:
+            results.put((job_id, Failed(str(exc), bad_input=True)))
+        except CompareError as exc:
+            results.put((job_id, Failed(str(exc), bad_input=False)))
+        except Exception as exc:  # report any fault to the page and keep serving the next job
+            results.put((job_id, Failed(f"{type(exc).__name__}: {exc}", bad_input=False)))
+        finally:
+            results.put((job_id, None))
+
+
+class DeviceWorker:
+    """The parent's handle on the worker process. One job runs at a time."""
+
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")  # a clean interpreter: no server threads, no inherited locks
+        self._jobs = ctx.Queue()
+        self._results = ctx.Queue()
+        self.cancel = ctx.Event()
+        self._process = ctx.Process(target=_serve, args=(self._jobs, self._results, self.cancel), daemon=True,
+                                    name="kvviz-device-worker")
+        self._process.start()
+        self._busy = threading.Lock()
+        self._ids = iter(range(1, 2**62))
+
+    def start(self, kind: str, spec: str, req: GenerationRequest) -> WorkerJob:
+        """Begin a job ("generate" or "compare"); ValueError at once for a malformed request."""
+        validate_request(req)
+        self._busy.acquire()
+        self.cancel.clear()
+        job_id = next(self._ids)
+        self._jobs.put((job_id, kind, spec, req))
+        return WorkerJob(self, job_id)
+
+    def alive(self) -> bool:
+        return self._process.is_alive()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._process.join(10)
+
+
+class WorkerJob:
+    """One job's messages, collected with drain(); the same interface as a local background run."""
+
+    def __init__(self, worker: DeviceWorker, job_id: int) -> None:
+        self._worker = worker
+        self._id = job_id
+        self.done = False
+
+    def drain(self, period_s: float) -> list[Event | Progress | Loaded | Failed | object]:
+        """This job's messages of the next period_s seconds (fewer if the job ends first)."""
+        out: list = []
+        deadline = time.monotonic() + period_s
+        while not self.done:
+            try:
+                job_id, item = self._worker._results.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                if not self._worker.alive():
+                    out.append(Failed("the device worker process died", bad_input=False))
+                    self._finish()
+                break
+            if job_id != self._id:
+                continue  # a message of an earlier job that was abandoned
+            if item is None:
+                self._finish()
+            else:
+                out.append(item)
+        return out
+
+    def _finish(self) -> None:
+        if not self.done:
+            self.done = True
+            self._worker._busy.release()
+
+    def stop(self) -> None:
+        """Ask the generation to stop at its next token."""
+        if not self.done:
+            self._worker.cancel.set()
+
+    def wait(self, timeout_s: float = 600.0) -> list:
+        """Every remaining message, until the job ends."""
+        out: list = []
+        deadline = time.monotonic() + timeout_s
+        while not self.done and time.monotonic() < deadline:
+            out += self.drain(0.5)
+        return out
+
+
+_WORKER: DeviceWorker | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def device_worker() -> DeviceWorker:
+    """The app's one worker process, started on first use (and again if it died)."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None or not _WORKER.alive():
+            _WORKER = DeviceWorker()
+        return _WORKER
+
+
+__all__ = ["DeviceWorker", "Failed", "Finished", "Loaded", "Progress", "WorkerJob", "device_worker"]
