@@ -56,7 +56,8 @@ class MemoryReport:
     notes: tuple[str, ...] = field(default=())
 
 
-def _int_in(value: object, name: str, low: int, high: int) -> int:
+def whole_number(value: object, name: str, low: int, high: int) -> int:
+    """value as an int in [low, high], or ValueError naming it (bools, NaN and fractions refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
         isinstance(value, float) and (not math.isfinite(value) or not value.is_integer())
     ):
@@ -68,9 +69,9 @@ def _int_in(value: object, name: str, low: int, high: int) -> int:
 
 def validate(query: MemoryQuery) -> MemoryQuery:
     """The query with its numbers checked; ValueError with one clear sentence otherwise."""
-    batch = _int_in(query.batch, "batch", 1, MAX_BATCH)
-    seq_len = _int_in(query.seq_len, "seq_len", 1, MAX_SEQ_LEN)
-    block = _int_in(query.block_size, "block_size", 1, 4096)
+    batch = whole_number(query.batch, "batch", 1, MAX_BATCH)
+    seq_len = whole_number(query.seq_len, "seq_len", 1, MAX_SEQ_LEN)
+    block = whole_number(query.block_size, "block_size", 1, 4096)
     util = query.mem_util
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not math.isfinite(util) or not 0 < util <= 1:
         raise ValueError(f"mem_util must be a fraction in (0, 1], got {util!r}")

@@ -42,13 +42,18 @@ def _tab(page: Page, name: str) -> None:
     page.get_by_role("tab", name=name).click()
 
 
+def _type(page: Page, selector: str, value: str) -> None:
+    """Type a value into a field and press Enter, as a person sets a slider's number box or a dropdown."""
+    box = page.locator(selector)
+    box.fill(value)
+    box.press("Enter")
+
+
 def test_calculator_slider_and_preset(page: Page, shots: Path):
     """Moving the batch slider changes the total; picking a preset resets the sliders and the model."""
     summary = page.locator("#calc-summary")
     expect(summary).to_contain_text("8.000 GiB")  # llama-3-8b, batch 8 × 8192, bf16
-    box = page.locator("#calc-batch input[type=number]")
-    box.fill("32")
-    box.press("Enter")
+    _type(page, "#calc-batch input[type=number]", "32")
     expect(summary).to_contain_text("32.000 GiB", timeout=20_000)
     preset = page.locator("#calc-preset input")
     preset.click()
@@ -62,12 +67,9 @@ def test_calculator_slider_and_preset(page: Page, shots: Path):
 def test_calculator_bad_input_shows_a_message(page: Page):
     """A kv_heads that does not divide the query heads is refused in the page; the next value works."""
     _tab(page, "KV-cache calculator")
-    box = page.locator("#calc-kv-heads input[type=number]")
-    box.fill("3")
-    box.press("Enter")
+    _type(page, "#calc-kv-heads input[type=number]", "3")
     expect(page.get_by_text("kv_heads must divide")).to_be_visible(timeout=20_000)
-    box.fill("4")
-    box.press("Enter")
+    _type(page, "#calc-kv-heads input[type=number]", "4")
     expect(page.locator("#calc-summary")).to_contain_text("modified: kv_heads=4", timeout=20_000)
 
 
@@ -100,12 +102,8 @@ def test_compare(page: Page, shots: Path):
 def test_stop_during_a_long_run(page: Page):
     """Stop ends a long generation early and says it was cancelled."""
     _tab(page, "Live generation")
-    model = page.locator("#gen-model input")
-    model.fill("random:smollm2-135m")
-    model.press("Enter")
-    box = page.locator("#gen-max-new input[type=number]")
-    box.fill("1000")
-    box.press("Enter")
+    _type(page, "#gen-model input", "random:smollm2-135m")
+    _type(page, "#gen-max-new input[type=number]", "1000")
     page.click("#generate-btn")
     expect(page.locator("#gen-metrics")).to_contain_text("running", timeout=60_000)  # this run's tokens flow
     page.click("#stop-btn")
@@ -115,8 +113,7 @@ def test_stop_during_a_long_run(page: Page):
 def test_empty_prompt_shows_a_message(page: Page):
     """An empty prompt is refused with a message in the page, and the app keeps working."""
     _tab(page, "Live generation")
-    page.locator("#gen-model input").fill("tiny")
-    page.locator("#gen-model input").press("Enter")
+    _type(page, "#gen-model input", "tiny")
     page.locator("#gen-prompt textarea").fill("")
     page.click("#generate-btn")
     expect(page.get_by_text("the prompt is empty")).to_be_visible(timeout=20_000)

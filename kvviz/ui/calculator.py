@@ -9,7 +9,6 @@ bad input; the tab turns that into a message in the page.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -18,7 +17,7 @@ from kvviz.curves import attention_variants, kv_vs_seq_len, window_effect
 from kvviz.dtypes import KV_DTYPES, kv_dtype
 from kvviz.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
 from kvviz.presets import load_preset, preset_names
-from kvviz.report import MemoryQuery, as_dict, describe, memory_report
+from kvviz.report import MemoryQuery, as_dict, describe, memory_report, whole_number
 from kvviz.ui import figures
 from kvviz.units import GIB, fmt_bytes, fmt_int
 
@@ -49,24 +48,15 @@ def preset_dims(preset: str) -> tuple[int, int, int]:
     return a.num_layers, a.num_kv_heads, a.head_dim
 
 
-def _whole(value: object, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or float(value) != int(value):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low:,} and {high:,}, got {int(value):,}")
-    return int(value)
-
-
 def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> Architecture:
     """The architecture with the sliders' layers, KV heads and head_dim; unchanged where they agree.
 
     More layers repeat the model's pattern of full and sliding layers. An MLA model's cache shape is
     set by its latent, so its KV-head and head_dim sliders do not apply.
     """
-    layers = _whole(layers, "layers", 1, 1024)
-    kv_heads = _whole(kv_heads, "kv_heads", 1, 1024)
-    head_dim = _whole(head_dim, "head_dim", 1, 4096)
+    layers = whole_number(layers, "layers", 1, 1024)
+    kv_heads = whole_number(kv_heads, "kv_heads", 1, 1024)
+    head_dim = whole_number(head_dim, "head_dim", 1, 4096)
     changes: dict = {}
     if layers != arch.num_layers:
         changes["num_layers"] = layers
