@@ -64,15 +64,6 @@ def test_calculator_slider_and_preset(page: Page, shots: Path):
     page.screenshot(path=str(shots / "calculator.png"), full_page=True)
 
 
-def test_calculator_bad_input_shows_a_message(page: Page):
-    """A kv_heads that does not divide the query heads is refused in the page; the next value works."""
-    _tab(page, "KV-cache calculator")
-    _type(page, "#calc-kv-heads input[type=number]", "3")
-    expect(page.get_by_text("kv_heads must divide")).to_be_visible(timeout=20_000)
-    _type(page, "#calc-kv-heads input[type=number]", "4")
-    expect(page.locator("#calc-summary")).to_contain_text("modified: kv_heads=4", timeout=20_000)
-
-
 def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
     """Generate on the bundled model: text appears, the latency plot draws, the metrics fill in."""
     _tab(page, "Live generation")
@@ -117,3 +108,12 @@ def test_empty_prompt_shows_a_message(page: Page):
     page.locator("#gen-prompt textarea").fill("")
     page.click("#generate-btn")
     expect(page.get_by_text("the prompt is empty")).to_be_visible(timeout=20_000)
+
+
+def test_calculator_bad_input_shows_a_message(page: Page):
+    """A kv_heads that does not divide the query heads is refused in the page; the next value works."""
+    _tab(page, "KV-cache calculator")
+    _type(page, "#calc-kv-heads input[type=number]", "3")
+    expect(page.get_by_text("kv_heads must divide")).to_be_visible(timeout=20_000)
+    _type(page, "#calc-kv-heads input[type=number]", "4")
+    expect(page.locator("#calc-summary")).to_contain_text("modified: kv_heads=4", timeout=20_000)

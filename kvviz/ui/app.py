@@ -335,8 +335,8 @@ def compare_tab(default_model: str) -> None:
     gr.Markdown(COMPARE_INTRO)
     with gr.Row():
         model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True, label="model", scale=2)
-        prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[0], scale=3)
-        max_new = gr.Slider(1, 512, value=64, step=1, label="max new tokens", scale=2)
+        prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[1], scale=3)  # a long answer: a clear curve
+        max_new = gr.Slider(1, 512, value=128, step=1, label="max new tokens", scale=2)
         go = gr.Button("Compare", variant="primary", elem_id="compare-btn", scale=1)
     verdict = gr.Markdown(elem_id="compare-verdict")
     with gr.Row():

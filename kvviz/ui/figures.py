@@ -179,10 +179,10 @@ def kv_growth(frame: pd.DataFrame) -> Figure:
     mib = 2**20
     data = [{"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
              "y": (frame["kv_bytes"] / mib).tolist(), "name": "measured (cache tensors)",
-             "line": {"color": COLORS[0], "width": 3}},
+             "line": {"color": COLORS[0], "width": 2}},
             {"type": "scatter", "mode": "markers", "x": frame["seq_len"].tolist(),
              "y": (frame["kv_bytes_predicted"] / mib).tolist(), "name": "predicted (memory model)",
-             "marker": {"color": COLORS[1], "size": 5, "symbol": "x"}}]
+             "marker": {"color": COLORS[1], "size": 7, "symbol": "circle-open"}}]
     if "cuda_allocated_bytes" in frame and frame["cuda_allocated_bytes"].notna().any():
         data.append({"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
                      "y": (frame["cuda_allocated_bytes"] / mib).tolist(), "name": "CUDA allocator (whole run)",
