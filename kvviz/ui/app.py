@@ -79,14 +79,7 @@ def calculator_tab() -> CalculatorTab:
     inputs = [preset, source, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, accelerator, mem_util, block_size]
     outputs = [summary, formula, memory_fig, curves_fig, attention_fig, window_fig, roofline_fig, details]
 
-    def run(*values):
-        try:
-            r = calculate(*values)
-        except ValueError as exc:
-            raise gr.Error(str(exc), print_exception=False) from exc
-        return (r.summary, r.formula, _plot(r.memory_fig), _plot(r.curves_fig), _plot(r.attention_fig),
-                _plot(r.window_fig), _plot(r.roofline_fig), r.details)
-
+    run = calc_outputs
     def dims_of_preset(name: str):
         try:
             return preset_dims(name)
@@ -428,11 +421,15 @@ def build_app(default_model: str = "tiny") -> gr.Blocks:
         history_table.change(to_csv, history, download, api_visibility="private", concurrency_limit=None)
         run_picker.change(overlay_runs, [history, run_picker], overlay, api_visibility="private",
                           concurrency_limit=None)
-        demo.load(lambda *v: calc_outputs(*v), calc.inputs, calc.outputs, api_visibility="private",
+        demo.load(calc_outputs, calc.inputs, calc.outputs, api_visibility="private",
                   show_progress="hidden")
     return demo
 
 def calc_outputs(*values):
-    r = calculate(*values)
+    """The calculator's outputs for one position of its controls; bad input becomes a message in the page."""
+    try:
+        r = calculate(*values)
+    except ValueError as exc:
+        raise gr.Error(str(exc), print_exception=False) from exc
     return (r.summary, r.formula, _plot(r.memory_fig), _plot(r.curves_fig), _plot(r.attention_fig),
             _plot(r.window_fig), _plot(r.roofline_fig), r.details)
