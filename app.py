@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from kvviz.ui.app import build_app
 
+    # A plain exit on SIGTERM runs the clean-up that stops the device worker process with the app.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     demo = build_app(default_model=args.model)
     demo.queue(default_concurrency_limit=1)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share)

@@ -117,3 +117,13 @@ def test_calculator_bad_input_shows_a_message(page: Page):
     expect(page.get_by_text("kv_heads must divide")).to_be_visible(timeout=20_000)
     _type(page, "#calc-kv-heads input[type=number]", "4")
     expect(page.locator("#calc-summary")).to_contain_text("modified: kv_heads=4", timeout=20_000)
+
+
+def test_unknown_model_shows_a_message(page: Page):
+    """A model that cannot be found is refused with a message in the page; the tab stays usable."""
+    _tab(page, "Live generation")
+    _type(page, "#gen-model input", "no-such-org/no-such-model")
+    page.locator("#gen-prompt textarea").fill("The kernel")
+    page.click("#generate-btn")
+    expect(page.get_by_text("not in the local cache").first).to_be_visible(timeout=30_000)
+    _type(page, "#gen-model input", "tiny")

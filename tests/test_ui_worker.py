@@ -95,3 +95,29 @@ def test_direct_and_worker_agree(worker, tiny_models):
     remote = [i.token_id for i in worker.start("generate", str(tiny_models["llama"]), req).wait()
               if isinstance(i, TokenEvent)]
     assert local == remote
+
+
+def test_worker_ends_with_its_parent(tmp_path):
+    """Killing the app's process (no clean-up at all) ends its worker too: no orphan holds a model."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    script = ("from kvviz.ui.worker import device_worker; import time; "
+              "w = device_worker(); print(w._process.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the worker outlived its parent")

@@ -75,8 +75,23 @@ def choose_cpu_threads(lm, cores: int) -> int:
     return cores if all_cores < 0.9 * fewer else cores - 1
 
 
+BATCH_S = 0.05
+
+
+def _exit_with_parent() -> None:
+    """End this process as soon as the app's process is gone (killed, crashed), so no orphan keeps a model."""
+    import os
+    from multiprocessing.connection import wait
+
+    parent = mp.parent_process()
+    if parent is not None:
+        wait([parent.sentinel])
+        os._exit(0)
+
+
 def _serve(jobs, results, cancel) -> None:
     """The worker process's loop: one job at a time, every message tagged with its job's id."""
+    threading.Thread(target=_exit_with_parent, daemon=True, name="kvviz-parent-watch").start()
     import torch
 
     from kvviz.compare import CompareError, compare
@@ -103,8 +118,16 @@ def _serve(jobs, results, cancel) -> None:
             results.put((job_id, Loaded(lm.spec, lm.random_weights, lm.tokenizer_note, str(lm.device),
                                         lm.dtype_name, n)))
             if kind == "generate":
+                # Events leave in batches a twentieth of a second apart: a queue put per token would wake
+                # the queue's feeder thread, which then competes with the model loop for the interpreter.
+                batch, sent = [], time.monotonic()
                 for event in generate(lm, req, cancel):
-                    results.put((job_id, event))
+                    batch.append(event)
+                    if time.monotonic() - sent >= BATCH_S or isinstance(event, Finished):
+                        results.put((job_id, batch))
+                        batch, sent = [], time.monotonic()
+                if batch:
+                    results.put((job_id, batch))
             else:
                 results.put((job_id, compare(lm, req)))
         except (LoadError, ValueError) as exc:
@@ -172,6 +195,8 @@ class WorkerJob:
                 continue  # a message of an earlier job that was abandoned
             if item is None:
                 self._finish()
+            elif isinstance(item, list):  # a batch of the engine's events
+                out.extend(item)
             else:
                 out.append(item)
         return out
