@@ -165,14 +165,25 @@ def _request(prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_templ
     from kvviz.engine import GenerationRequest
 
     def whole(value, name):
-        if value is None or isinstance(value, bool) or float(value) != int(value):
-            raise gr.Error(f"{name} must be a whole number, got {value!r}", print_exception=False)
-        return int(value)
+        try:
+            if isinstance(value, bool) or float(value) != int(value):
+                raise ValueError
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise gr.Error(f"{name} must be a whole number, got {value!r}", print_exception=False) from None
 
+    def number(value, name, default):
+        try:
+            return default if value is None else float(value)
+        except (TypeError, ValueError):
+            raise gr.Error(f"{name} must be a number, got {value!r}", print_exception=False) from None
+
+    if not isinstance(prompt, str) and prompt is not None:
+        raise gr.Error("the prompt must be text", print_exception=False)
     seed = None if seed in (None, "", -1) else whole(seed, "seed")
     return GenerationRequest(prompt=prompt or "", max_new_tokens=whole(max_new_tokens, "max_new_tokens"),
-                             use_cache=bool(use_cache), temperature=float(temperature or 0.0),
-                             top_k=whole(top_k or 0, "top_k"), top_p=float(1.0 if top_p is None else top_p),
+                             use_cache=bool(use_cache), temperature=number(temperature, "temperature", 0.0),
+                             top_k=whole(top_k or 0, "top_k"), top_p=number(top_p, "top_p", 1.0),
                              seed=seed, chat_template=bool(chat_template))
 
 
