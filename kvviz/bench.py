@@ -150,6 +150,59 @@ def load_times(specs: list[str], repeats: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LONG_PROMPT = (
+    "The KV cache keeps every layer's keys and values, so that decoding a token does not recompute the "
+    "history of the sequence. Prefill reads the whole prompt at once; decode produces one token at a time. "
+) * 8  # about 430 tokens of the bundled model: with 512 new ones it stays inside its 1,024 context
+
+
+def payoff(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Cached against uncached on one prompt to `new_tokens` tokens (EOS ignored): per-token rows of both
+    modes and the roofline prediction per step (kvviz.compare does the warm-up and both runs)."""
+    from kvviz.compare import compare
+
+    result = compare(lm, GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True))
+    return result.rows, result.prediction
+
+
+def fit_payoff(rows: pd.DataFrame, prediction: pd.DataFrame) -> dict:
+    """The growth laws the lesson claims, fitted to the measurements.
+
+    Per decode step: latency = a + b × position (b near 0 with the cache, clearly positive without).
+    Total time to n tokens: linear with the cache, quadratic without (R² of each fit). The roofline
+    prediction is a lower bound far below a CPU's real step time, so it is scaled by one least-squares
+    factor per mode and its shape error is the mean absolute relative error after scaling.
+    """
+    import numpy as np
+
+    out = {}
+    for mode, group in rows.groupby("mode"):
+        decode = group[group["phase"] == "decode"]
+        pos, step = decode["seq_len"].to_numpy(float), decode["dt_s"].to_numpy(float)
+        slope, intercept = np.polyfit(pos, step, 1)
+        n = group["index"].to_numpy(float) + 1
+        total = group["t_s"].to_numpy(float)
+        fits = {}
+        for degree in (1, 2):
+            coef = np.polyfit(n, total, degree)
+            resid = total - np.polyval(coef, n)
+            fits[degree] = 1 - resid.var() / total.var()
+        pred = prediction.set_index("index").loc[decode["index"], f"{mode}_lower_bound_s"].to_numpy(float)
+        scale = float(pred @ step / (pred @ pred))
+        out[mode] = {
+            "step_ms_at_start": float((intercept + slope * pos.min()) * 1e3),
+            "step_ms_at_end": float((intercept + slope * pos.max()) * 1e3),
+            "step_growth_ms_per_100_tokens": float(slope * 100 * 1e3),
+            "new_tokens": len(group),
+            "total_s": float(total[-1]),
+            "total_r2_linear": float(fits[1]), "total_r2_quadratic": float(fits[2]),
+            "roofline_scale": scale,
+            "roofline_shape_error": float(np.mean(np.abs(scale * pred - step) / step)),
+        }
+    out["uncached_over_cached_total"] = out["uncached"]["total_s"] / out["cached"]["total_s"]
+    return out
+
+
 def calculator_latency(repeats: int) -> pd.DataFrame:
     """Seconds the calculator's handler takes, all figures built and serialised, for every preset."""
     from kvviz.presets import preset_names
@@ -261,7 +314,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("results"))
+    po = sub.add_parser("payoff", help="cached against uncached over new-token counts and two prompt lengths")
+    po.add_argument("--model", default="tiny")
+    po.add_argument("--new-tokens", type=int, default=512)
+    po.add_argument("--quick", action="store_true", help="32 tokens, the short prompt only")
+    po.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
+    if args.part == "payoff":
+        lm = load_model(args.model)
+        prompts = {"short": LESSON_PROMPT} if args.quick else {"short": LESSON_PROMPT, "long": LONG_PROMPT}
+        n = 32 if args.quick else args.new_tokens
+        frames, summary = [], {}
+        for name, prompt in prompts.items():
+            rows, prediction = payoff(lm, prompt, n)
+            summary[name] = {"prompt_tokens": int(rows["seq_len"].min()), **fit_payoff(rows, prediction)}
+            frames.append(rows.assign(prompt=name).merge(prediction, on=["index"], suffixes=("", "_pred")))
+        _write(args.out, "payoff-quick" if args.quick else "payoff", pd.concat(frames),
+               {"model": lm.spec, "new_tokens": n, **summary}, argv)
+        return 0
     if args.part == "load":
         return _load_main(args, argv)
     if args.part == "calculator":

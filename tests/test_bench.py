@@ -25,3 +25,23 @@ def test_overhead_cli_writes_results(tiny_models, tmp_path):
     saved = json.loads((tmp_path / "overhead.json").read_text())
     assert "torch" in saved["machine"] and saved["command"].startswith("python -m kvviz.bench overhead")
     assert (tmp_path / "overhead.csv").read_text().count("\n") == 4  # header + 3 variants
+
+
+def test_payoff_fits_flat_and_growing_steps(tiny_models):
+    """Cached steps stay flat and uncached ones grow; the fit reports both, and the totals' shapes."""
+    lm = load_model(str(tiny_models["qwen2"]))
+    rows, prediction = bench.payoff(lm, "The KV cache", new_tokens=40)
+    fit = bench.fit_payoff(rows, prediction)
+    assert fit["cached"]["new_tokens"] == fit["uncached"]["new_tokens"] == 40
+    assert fit["uncached"]["step_growth_ms_per_100_tokens"] > fit["cached"]["step_growth_ms_per_100_tokens"]
+    assert fit["uncached_over_cached_total"] > 1
+    for mode in ("cached", "uncached"):
+        assert 0 < fit[mode]["roofline_scale"] and fit[mode]["roofline_shape_error"] >= 0
+        assert fit[mode]["total_r2_quadratic"] >= fit[mode]["total_r2_linear"] - 1e-9
+
+
+def test_payoff_quick_cli(tmp_path):
+    """`python -m kvviz.bench payoff --quick` runs on the bundled model and writes its results."""
+    assert bench.main(["payoff", "--quick", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "payoff-quick.json").read_text())
+    assert saved["results"]["short"]["cached"]["new_tokens"] == 32
