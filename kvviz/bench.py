@@ -203,6 +203,40 @@ def fit_payoff(rows: pd.DataFrame, prediction: pd.DataFrame) -> dict:
     return out
 
 
+def hardware_limit(specs: list[str], accel, new_tokens: int, repeats: int) -> pd.DataFrame:
+    """How close each model runs to the measured ceiling: decode bandwidth achieved against the measured
+    memory bandwidth, and prefill FLOP/s achieved against the measured matmul peak.
+
+    Decode bytes per step are the model's weight bytes plus the KV cache read (the engine's figure);
+    prefill FLOPs are the memory model's count for the prompt (kvviz.roofline.prefill_estimate, which
+    like the engine computes logits for the last prompt token only).
+    """
+    from kvviz.dtypes import kv_dtype, weight_dtype
+    from kvviz.engine import run_to_end
+    from kvviz.params import count_params
+    from kvviz.roofline import prefill_estimate
+
+    rows = []
+    for spec in specs:
+        lm = load_model(spec)
+        req = GenerationRequest(LONG_PROMPT, max_new_tokens=new_tokens, ignore_eos=True, chat_template=False)
+        run_to_end(lm, GenerationRequest(LONG_PROMPT, max_new_tokens=2, chat_template=False))  # warm-up
+        for rep in range(repeats):
+            _, fin = run_to_end(lm, req)
+            s = fin.summary
+            flops = prefill_estimate(lm.arch, count_params(lm.arch), accel, weight_dtype(lm.dtype_name),
+                                     kv_dtype(lm.dtype_name), 1, s.prompt_tokens).flops
+            achieved_bw = s.bytes_per_decode_step * s.decode_tokens_per_s
+            rows.append({"model": spec, "repeat": rep, "prompt_tokens": s.prompt_tokens,
+                         "bytes_per_decode_step": s.bytes_per_decode_step,
+                         "decode_tokens_per_s": s.decode_tokens_per_s, "decode_bandwidth": achieved_bw,
+                         "decode_bandwidth_utilisation": achieved_bw / accel.bandwidth,
+                         "decode_tokens_per_s_ceiling": accel.bandwidth / s.bytes_per_decode_step,
+                         "prefill_s": s.prefill_s, "prefill_flops": flops, "prefill_flop_per_s": flops / s.prefill_s,
+                         "prefill_utilisation": flops / s.prefill_s / accel.peak_flops})
+    return pd.DataFrame(rows)
+
+
 def calculator_latency(repeats: int) -> pd.DataFrame:
     """Seconds the calculator's handler takes, all figures built and serialised, for every preset."""
     from kvviz.presets import preset_names
@@ -319,7 +353,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     po.add_argument("--new-tokens", type=int, default=512)
     po.add_argument("--quick", action="store_true", help="32 tokens, the short prompt only")
     po.add_argument("--out", type=Path, default=Path("results"))
+    hw = sub.add_parser("hardware", help="measured bandwidth and matmul peak, and how close models run to them")
+    hw.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
+    hw.add_argument("--new-tokens", type=int, default=64)
+    hw.add_argument("--repeats", type=int, default=3)
+    hw.add_argument("--quick", action="store_true", help="small measurement, tiny only, 8 tokens, 1 repeat")
+    hw.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args(argv)
+    if args.part == "hardware":
+        from kvviz.hardware import measure_device
+
+        if args.quick:
+            args.models, args.new_tokens, args.repeats = ["tiny"], 8, 1
+        # The full run measures the peak with a 4096 matmul: smaller ones understate what a prefill reaches.
+        accel = measure_device("cpu", 32, 512, 2) if args.quick else measure_device("cpu", 256, 4096, 5)
+        frame = hardware_limit(args.models, accel, args.new_tokens, args.repeats)
+        med = frame.groupby("model").median(numeric_only=True)
+        summary = {"measured": {"bandwidth_gb_s": accel.bandwidth / 1e9, "peak_gflop_s": accel.peak_flops / 1e9,
+                                "how": accel.note},
+                   "models": {m: {k: float(med.loc[m, k]) for k in (
+                       "decode_tokens_per_s", "decode_tokens_per_s_ceiling", "decode_bandwidth_utilisation",
+                       "prefill_flop_per_s", "prefill_utilisation", "bytes_per_decode_step", "prompt_tokens")}
+                       for m in med.index}}
+        _write(args.out, "hardware-quick" if args.quick else "hardware", frame, summary, argv)
+        return 0
     if args.part == "payoff":
         lm = load_model(args.model)
         prompts = {"short": LESSON_PROMPT} if args.quick else {"short": LESSON_PROMPT, "long": LONG_PROMPT}

@@ -76,7 +76,11 @@ def prefill_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, 
     per_pair, pair_sym = _attention_widths(arch, "prefill")
     pairs = sum(_causal_pairs(prompt_len, g.window if g.kind == SLIDING else None) * g.count
                 for g in layer_groups(arch))
-    linear = 2 * count.matmul_per_token * batch * prompt_len
+    # Only the last prompt token of each sequence needs logits, so the output projection runs once a
+    # sequence (as generate and serving engines do); everything else multiplies every prompt token.
+    head = arch.vocab_size * arch.hidden_size
+    body = count.matmul_per_token - head
+    linear = 2 * body * batch * prompt_len + 2 * head * batch
     attention = per_pair * pairs * batch
     weights = weight_bytes(count, weight_dtype)
     if arch.moe is not None:  # experts no prompt token is routed to are never read
@@ -85,8 +89,9 @@ def prefill_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, 
     written = kv_cache_bytes(arch, batch, prompt_len, kv_dtype)
     formulas = [
         Formula("prefill FLOPs",
-                f"2 × matmul_params_per_token × batch × prompt_len + batch × Σ_layers pairs × {pair_sym}",
-                f"2 × {count.matmul_per_token:,} × {batch} × {prompt_len} + {batch} × {pairs:,} × {per_pair:,}",
+                "2 × (matmul_params_per_token − lm_head) × batch × prompt_len + 2 × lm_head × batch "
+                f"+ batch × Σ_layers pairs × {pair_sym}",
+                f"2 × {body:,} × {batch} × {prompt_len} + 2 × {head:,} × {batch} + {batch} × {pairs:,} × {per_pair:,}",
                 linear + attention, "FLOP"),
         Formula("prefill bytes", "weights read once + KV cache written",
                 f"{weights:,.0f} + {written:,}", weights + written),

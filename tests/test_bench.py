@@ -45,3 +45,13 @@ def test_payoff_quick_cli(tmp_path):
     assert bench.main(["payoff", "--quick", "--out", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "payoff-quick.json").read_text())
     assert saved["results"]["short"]["cached"]["new_tokens"] == 32
+
+
+def test_hardware_quick_cli(tmp_path):
+    """`python -m kvviz.bench hardware --quick` measures the CPU and places the bundled model under it."""
+    assert bench.main(["hardware", "--quick", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "hardware-quick.json").read_text())["results"]
+    assert saved["measured"]["bandwidth_gb_s"] > 0 and saved["measured"]["peak_gflop_s"] > 0
+    tiny = saved["models"]["tiny"]
+    assert 0 < tiny["decode_bandwidth_utilisation"] and 0 < tiny["prefill_utilisation"]
+    assert tiny["decode_tokens_per_s"] < tiny["decode_tokens_per_s_ceiling"] * 1.5

@@ -86,7 +86,8 @@ def test_prefill_is_compute_bound_and_decode_is_not():
     assert p.bound == "compute" and d.bound == "memory"
     assert p.intensity > H100.ridge_point > d.intensity
     assert p.lower_bound_s == max(p.compute_s, p.memory_s)
-    assert p.flops == 2 * c.matmul_per_token * 4096 + 32 * (4096 * 4097 // 2) * 2 * 32 * 256
+    head = 128256 * 4096  # logits for the last prompt token only
+    assert p.flops == 2 * (c.matmul_per_token - head) * 4096 + 2 * head + 32 * (4096 * 4097 // 2) * 2 * 32 * 256
 
 
 @pytest.mark.parametrize("seq_len,window", [(1, None), (10, None), (10, 4), (4, 4), (3, 4), (1000, 37)])
