@@ -280,13 +280,14 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
     prefill_s = None
     reason = "max_new_tokens"
     limit = req.max_new_tokens if not context else min(req.max_new_tokens, context - len(ids))
+    kv_now = 0  # the cache as the previous step left it: what this step reads
     try:
         with torch.inference_mode():
             for index in range(limit):
                 if cancel.is_set():
                     reason = "cancelled"
                     break
-                kv_before = cache_nbytes(cache) if cache is not None else 0
+                kv_before = kv_now
                 out = model(input_ids=step_input, use_cache=req.use_cache, **forward_kw)
                 next_id = _sample(out.logits[:, -1, :], req, gen)  # [1, 1]
                 token = int(next_id)  # waits for the device

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -276,5 +275,3 @@ def unload_all() -> None:
     with _LOAD_LOCK:
         _LOADED.clear()
 
-
-__all__ = ["LoadError", "LoadedModel", "load_model", "partial", "resolve_device", "resolve_dtype"]

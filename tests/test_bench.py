@@ -30,9 +30,10 @@ def test_overhead_cli_writes_results(tiny_models, tmp_path):
 def test_payoff_fits_flat_and_growing_steps(tiny_models):
     """Cached steps stay flat and uncached ones grow; the fit reports both, and the totals' shapes."""
     lm = load_model(str(tiny_models["qwen2"]))
-    rows, prediction = bench.payoff(lm, "The KV cache", new_tokens=40)
+    # 150 tokens: over 40 the uncached growth on a model this small is within the timing noise
+    rows, prediction = bench.payoff(lm, "The KV cache", new_tokens=150)
     fit = bench.fit_payoff(rows, prediction)
-    assert fit["cached"]["new_tokens"] == fit["uncached"]["new_tokens"] == 40
+    assert fit["cached"]["new_tokens"] == fit["uncached"]["new_tokens"] == 150
     assert fit["uncached"]["step_growth_ms_per_100_tokens"] > fit["cached"]["step_growth_ms_per_100_tokens"]
     assert fit["uncached_over_cached_total"] > 1
     for mode in ("cached", "uncached"):

@@ -232,5 +232,3 @@ def device_worker() -> DeviceWorker:
             _WORKER = DeviceWorker()
         return _WORKER
 
-
-__all__ = ["DeviceWorker", "Failed", "Finished", "Loaded", "Progress", "WorkerJob", "device_worker"]
