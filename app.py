@@ -1,6 +1,7 @@
-"""Start kvviz's web app: `python app.py [--host H] [--port P] [--share] [--model M]`.
+"""Start kvviz's web app: `python app.py [--host H] [--port P] [--share] [--model M] [--hosted] [limits]`.
 
-This file only reads the command line and launches; the app is built in kvviz.ui.app.
+This file only reads the command line and launches; the app is built in kvviz.ui.app and the hosted
+demo's limits are kvviz.hosting's (each option also reads a KVVIZ_* environment variable).
 """
 
 from __future__ import annotations
@@ -11,23 +12,60 @@ import signal
 import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+LIMIT_OPTIONS = ("max_new_tokens", "max_prompt_tokens", "max_twin_params", "allowed_models", "queue_size",
+                 "time_limit_s")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="kvviz: see how LLM inference really behaves")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to listen on (0.0.0.0 to serve a network; default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
-    parser.add_argument("--share", action="store_true", help="ask Gradio for a public share link")
+    parser.add_argument("--share", action="store_true", help="ask Gradio for a public share link (implies --hosted)")
     parser.add_argument("--model", default="tiny",
                         help="model the generation tabs start with (default tiny, the bundled model)")
-    args = parser.parse_args(argv)
-    from kvviz.ui.app import build_app
+    hosting = parser.add_argument_group(
+        "hosted mode", "Limits for a shared demo. On by default under --share and on a Hugging Face Space "
+                       "(SPACE_ID set). Each option falls back to the environment variable named, then to "
+                       "the default; outside hosted mode the limits do not apply.")
+    hosting.add_argument("--hosted", action=argparse.BooleanOptionalAction, default=None,
+                         help="force hosted mode on or off (KVVIZ_HOSTED=1/0)")
+    hosting.add_argument("--max-new-tokens", metavar="N", help="most new tokens a request may ask for "
+                                                                "(KVVIZ_MAX_NEW_TOKENS, default 256)")
+    hosting.add_argument("--max-prompt-tokens", metavar="N", help="longest prompt, in tokens "
+                                                                   "(KVVIZ_MAX_PROMPT_TOKENS, default 1024)")
+    hosting.add_argument("--max-twin-params", metavar="N", help="random twins must have fewer parameters, "
+                                                                 "e.g. 600M (KVVIZ_MAX_TWIN_PARAMS, default 600M)")
+    hosting.add_argument("--allowed-models", metavar="IDS", help="comma-separated hub ids offered besides tiny "
+                                                                  "and the twins (KVVIZ_ALLOWED_MODELS)")
+    hosting.add_argument("--queue-size", metavar="N", help="requests that may wait before the queue is full "
+                                                            "(KVVIZ_QUEUE_SIZE, default 16)")
+    hosting.add_argument("--time-limit-s", metavar="S", help="seconds one generation or comparison may run "
+                                                              "(KVVIZ_TIME_LIMIT_S, default 120)")
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from kvviz.hosting import HostPolicy, PolicyError
+
+    try:
+        policy = HostPolicy.from_env_and_args(vars(args))
+        from kvviz.ui.app import build_app
+
+        demo = build_app(default_model=args.model, policy=policy)
+    except PolicyError as exc:
+        parser.exit(2, f"app.py: error: {exc}\n")
+    if policy.hosted:
+        print(policy.note(), flush=True)
+    elif any(getattr(args, name) is not None for name in LIMIT_OPTIONS) or \
+            any(os.environ.get(f"KVVIZ_{name.upper()}") for name in LIMIT_OPTIONS):
+        print("note: hosted-mode limits were given but hosted mode is off, so they do not apply (add --hosted)",
+              flush=True)
     # A plain exit on SIGTERM runs the clean-up that stops the device worker process with the app.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    demo = build_app(default_model=args.model)
-    demo.queue(default_concurrency_limit=1)
+    demo.queue(default_concurrency_limit=1, max_size=policy.queue_max_size)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share)
     return 0
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvviz.hub import HubUnreachable, from_hub, looks_like_hub_id
+from kvviz.inputs import clip, shown
 
 FULL = "full"
 SLIDING = "sliding"
@@ -178,14 +179,21 @@ def _first(raw: dict, keys: tuple[str, ...]) -> Any:
     return None
 
 
+# No real config comes near these; a larger value (a typo, or a config made to exhaust memory) is refused
+# before anything sized by it is built.
+MAX_LAYERS = 10_000
+MAX_CONFIG_INT = 2**31 - 1
+
+
 def _positive_int(value: Any, key: str) -> int:
-    """value as an int > 0, or ConfigError naming the key."""
+    """value as an int > 0 (and within reason), or ConfigError naming the key."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and (
         not math.isfinite(value) or value != int(value)
-    )):
-        raise ConfigError(f"config key {key!r} must be a positive integer, got {value!r}")
-    if int(value) <= 0:
-        raise ConfigError(f"config key {key!r} must be a positive integer, got {value!r}")
+    )) or int(value) <= 0:
+        raise ConfigError(f"config key {key!r} must be a positive integer, got {shown(value)}")
+    high = MAX_LAYERS if key in ("num_hidden_layers", "layers") else MAX_CONFIG_INT
+    if value > high:
+        raise ConfigError(f"config key {key!r} is {shown(value)}; kvviz takes at most {high:,}")
     return int(value)
 
 
@@ -339,36 +347,47 @@ def architecture_from_dims(
 
     The first `sliding_layers` layers use the window; the rest attend to everything.
     """
-    for value, key in ((layers, "layers"), (kv_heads, "kv_heads"), (head_dim, "head_dim")):
-        _positive_int(value, key)
-    heads = heads or kv_heads
+    layers, kv_heads, head_dim = (_positive_int(value, key) for value, key in
+                                  ((layers, "layers"), (kv_heads, "kv_heads"), (head_dim, "head_dim")))
+    heads = kv_heads if heads is None else _positive_int(heads, "heads")
     if heads % kv_heads:
         raise ConfigError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
-    if not 0 <= sliding_layers <= layers:
+    if isinstance(sliding_layers, bool) or not isinstance(sliding_layers, int) or not 0 <= sliding_layers <= layers:
         raise ConfigError(f"sliding_layers must be between 0 and layers ({layers})")
     if sliding_layers and not sliding_window:
         raise ConfigError("sliding layers need a sliding_window")
+    if sliding_layers:
+        sliding_window = _positive_int(sliding_window, "sliding_window")
     kinds = (SLIDING,) * sliding_layers + (FULL,) * (layers - sliding_layers)
     return Architecture(name=name, model_type="custom", num_layers=layers, num_heads=heads,
                         num_kv_heads=kv_heads, head_dim=head_dim, v_head_dim=head_dim, layer_types=kinds,
                         sliding_window=sliding_window if sliding_layers else None, source="dimensions")
 
 
+def path_kind(path: Path) -> str | None:
+    """"dir" or "file" for what `path` names here; None for nothing, or a name the OS cannot look up
+    at all (too long, a NUL byte), which Path.is_dir() reports by raising."""
+    try:
+        return "dir" if path.is_dir() else "file" if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def load_config_dict(source: str | Path) -> tuple[dict, str]:
     """The raw config dict from a config.json path, a model folder, or a hub id, and where it came from."""
     path = Path(str(source)).expanduser()
-    if path.is_dir():
+    if path_kind(path) == "dir":
         path = path / "config.json"
-        if not path.is_file():
-            raise ConfigError(f"folder {source} has no config.json")
-    if path.is_file():
+        if path_kind(path) != "file":
+            raise ConfigError(f"folder {clip(str(source), 120)} has no config.json")
+    if path_kind(path) == "file":
         try:
             return json.loads(path.read_text(encoding="utf-8")), str(path)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read {path} as JSON: {exc}") from exc
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise ConfigError(f"cannot read {clip(str(path), 120)} as JSON: {exc}") from exc
     text = str(source).strip()
     if not text or not looks_like_hub_id(text) or text.startswith((".", "/", "~")):
-        raise ConfigError(f"no such file or folder: {source}")
+        raise ConfigError(f"no such file or folder: {clip(str(source), 120)}")
     return _hub_config_dict(text), f"hub:{text}"
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from kvviz.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
 from kvviz.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from kvviz.hardware import DEFAULT_ACCELERATOR, accelerator_names
+from kvviz.inputs import clip
 from kvviz.loading import DEFAULT_MODEL, LoadError
 from kvviz.params import count_params
 from kvviz.presets import HUB_IDS, load_preset, preset_names
@@ -219,8 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"kvviz: error: {exc}", file=sys.stderr)
         return 1
-    except (UsageError, ConfigError, ValueError, LoadError) as exc:
-        print(f"kvviz: error: {exc}", file=sys.stderr)
+    except (UsageError, ConfigError, ValueError, LoadError, OSError) as exc:
+        # One line, never a traceback; OSError: a path the system cannot even look up, or read.
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"kvviz: error: {clip(message, 300)}", file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
         return 130

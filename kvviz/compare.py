@@ -9,6 +9,7 @@ the engine and the estimates; it draws nothing.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
@@ -88,20 +89,28 @@ def predict_steps(lm: LoadedModel, prompt_tokens: int, steps: int) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _run(lm: LoadedModel, req: GenerationRequest) -> tuple[list[TokenEvent], Finished]:
-    tokens, finished = run_to_end(lm, req)
+def _run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None) -> tuple[list[TokenEvent], Finished]:
+    tokens, finished = run_to_end(lm, req, cancel)
+    if finished is not None and finished.bad_input:
+        raise ValueError(finished.error)  # what was asked cannot run (a prompt too long): not a fault
+    if cancel is not None and cancel.is_set():
+        raise CompareError("the comparison was stopped")
     if finished is None or finished.summary is None:
-        raise CompareError(finished.error if finished else "the run ended without finishing")
+        raise CompareError((finished.error if finished else None) or "the run ended without finishing")
     return tokens, finished
 
 
-def compare(lm: LoadedModel, req: GenerationRequest, warmup_tokens: int = 4) -> Comparison:
-    """Run `req` with and without the cache (after warming both up) and put the two side by side."""
+def compare(lm: LoadedModel, req: GenerationRequest, warmup_tokens: int = 4,
+            cancel: threading.Event | None = None) -> Comparison:
+    """Run `req` with and without the cache (after warming both up) and put the two side by side.
+
+    Setting `cancel` stops the run in progress within a token and ends the comparison with CompareError.
+    """
     warm = replace(req, max_new_tokens=min(warmup_tokens, req.max_new_tokens))
     for use_cache in (True, False):
-        _run(lm, replace(warm, use_cache=use_cache))
-    c_tokens, c_fin = _run(lm, replace(req, use_cache=True))
-    u_tokens, u_fin = _run(lm, replace(req, use_cache=False))
+        _run(lm, replace(warm, use_cache=use_cache), cancel)
+    c_tokens, c_fin = _run(lm, replace(req, use_cache=True), cancel)
+    u_tokens, u_fin = _run(lm, replace(req, use_cache=False), cancel)
     c_ids, u_ids = [t.token_id for t in c_tokens], [t.token_id for t in u_tokens]
     split = first_divergence(c_ids, u_ids)
     cs, us = c_fin.summary, u_fin.summary

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import torch
 
 from kvviz.dtypes import kv_dtype
 from kvviz.hardware import device_accelerator
+from kvviz.inputs import flag, number, shown, whole_number
 from kvviz.loading import LoadedModel, transformers_keeps_mla_latent
 from kvviz.memory import transformers_cache_bytes
 from kvviz.metrics import RunSummary, summarize
@@ -29,6 +29,8 @@ from kvviz.streaming import TextStream
 
 MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 200_000
+MAX_TOP_K = 1_000_000  # more than any vocabulary: the filter is then off
+MAX_SEED = 2**64 - 1  # the largest seed torch.Generator accepts
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class GenerationRequest:
     seed: int | None = None
     chat_template: bool = True
     ignore_eos: bool = False  # run to max_new_tokens whatever the model emits (benchmarks do this)
+    max_prompt_tokens: int | None = None  # a host's limit, checked once the prompt is tokenized
 
     @property
     def mode(self) -> str:
@@ -141,26 +144,29 @@ class _Clock:
         return time.perf_counter() - self.t0
 
 
+def _whole(value: object, name: str, low: int, high: int) -> int:
+    """A request holds ints, not integral floats: whoever builds it converts what it was sent."""
+    if isinstance(value, float):
+        raise ValueError(f"{name} must be a whole number, got {shown(value)}")
+    return whole_number(value, name, low, high)
+
+
 def validate_request(req: GenerationRequest) -> GenerationRequest:
     """The request with its values checked; ValueError naming the first bad one."""
     if not isinstance(req.prompt, str) or not req.prompt.strip():
         raise ValueError("the prompt is empty")
     if len(req.prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"the prompt has {len(req.prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}")
-    n = req.max_new_tokens
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NEW_TOKENS:
-        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {n!r}")
-    t = req.temperature
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0 <= t <= 100:
-        raise ValueError(f"temperature must be between 0 (greedy) and 100, got {t!r}")
-    k = req.top_k
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"top_k must be a whole number >= 0 (0 = off), got {k!r}")
-    p = req.top_p
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 < p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {p!r}")
-    if req.seed is not None and (isinstance(req.seed, bool) or not isinstance(req.seed, int) or req.seed < 0):
-        raise ValueError(f"seed must be a whole number >= 0, got {req.seed!r}")
+    _whole(req.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+    number(req.temperature, "temperature (0 = greedy)", 0, 100)
+    _whole(req.top_k, "top_k (0 = off)", 0, MAX_TOP_K)
+    number(req.top_p, "top_p", 0, 1, low_open=True)
+    if req.seed is not None:
+        _whole(req.seed, "seed", 0, MAX_SEED)
+    if req.max_prompt_tokens is not None:
+        _whole(req.max_prompt_tokens, "max_prompt_tokens", 1, MAX_PROMPT_CHARS)
+    for name in ("use_cache", "chat_template", "ignore_eos"):
+        flag(getattr(req, name), name)
     return req
 
 
@@ -252,6 +258,11 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
     ids, templated = encode_prompt(lm, req.prompt, req.chat_template)
     t_tok = clock.now()
     yield PromptTokenized(t_tok, len(ids), templated)
+    if req.max_prompt_tokens is not None and len(ids) > req.max_prompt_tokens:
+        yield Finished(clock.now(), "failed", "", None,
+                       f"the prompt has {len(ids):,} tokens; this demo allows {req.max_prompt_tokens:,}",
+                       bad_input=True)
+        return
     context = lm.context_length
     if context and len(ids) >= context:
         yield Finished(clock.now(), "failed", "", None,
@@ -335,10 +346,11 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
     yield Finished(clock.now(), reason, "".join(text_parts), summary)
 
 
-def run_to_end(lm: LoadedModel, req: GenerationRequest) -> tuple[list[TokenEvent], Finished]:
+def run_to_end(lm: LoadedModel, req: GenerationRequest,
+               cancel: threading.Event | None = None) -> tuple[list[TokenEvent], Finished]:
     """Consume a whole generation; returns its token events and its Finished event."""
     tokens, finished = [], None
-    for event in generate(lm, req):
+    for event in generate(lm, req, cancel):
         if isinstance(event, TokenEvent):
             tokens.append(event)
         elif isinstance(event, Finished):

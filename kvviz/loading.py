@@ -17,8 +17,9 @@ from pathlib import Path
 
 import torch
 
-from kvviz.arch import Architecture, ConfigError, architecture_from_dict
+from kvviz.arch import Architecture, ConfigError, architecture_from_dict, path_kind
 from kvviz.hub import HubUnreachable, from_hub, looks_like_hub_id
+from kvviz.inputs import clip, shown
 from kvviz.presets import PRESET_DIR, load_preset, preset_names
 
 TWIN_PREFIX = "random:"
@@ -167,24 +168,41 @@ def _free_bytes(device: torch.device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress: Progress) -> tuple:
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.initialization import no_init_weights
+def _twin_config(preset: str, layers: int | None):
+    """The preset's transformers config; with `layers`, its first `layers` layers only (same attention)."""
+    from transformers import AutoConfig
 
     from kvviz.arch import load_config_dict
-    from kvviz.params import count_params
 
     if preset not in preset_names():
-        raise LoadError(f"unknown preset {preset!r} for a random twin; run 'python -m kvviz presets'")
-    arch = load_preset(preset)
+        raise LoadError(f"unknown preset {shown(preset)} for a random twin; run 'python -m kvviz presets'")
+    raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
+    raw = dict(raw)
+    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    if layers is not None:
+        if not 1 <= layers <= config.num_hidden_layers:
+            raise LoadError(f"{preset} has {config.num_hidden_layers} layers; cannot keep {layers}")
+        config.num_hidden_layers = layers  # attribute maps cover gpt2's n_layer and the like
+        if isinstance(getattr(config, "layer_types", None), list):
+            config.layer_types = config.layer_types[:layers]
+    return config
+
+
+def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress: Progress,
+                layers: int | None = None) -> tuple:
+    from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    from kvviz.params import count_params
+
+    config = _twin_config(preset, layers)
+    arch = load_preset(preset) if layers is None else architecture_from_dict(
+        config.to_dict(), name=f"{preset} (first {layers} layers)", source=f"preset {preset}")
     need = count_params(arch).total * torch.finfo(dtype).bits // 8
     free = _free_bytes(device)
     if need > 0.9 * free:
         raise LoadError(f"a twin of {preset} needs {need / 1e9:,.1f} GB of weights in {DTYPE_NAMES[dtype]}; "
                         f"{device.type} has {free / 1e9:,.1f} GB free")
-    raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
-    raw = dict(raw)
-    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
     progress(0.2, f"building {preset} with random weights")
     with no_init_weights(), torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
@@ -197,21 +215,27 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
     return model, tokenizer, arch, note
 
 
-def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progress: Progress) -> tuple:
+def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progress: Progress,
+                     local_folders: bool = True, safetensors_only: bool = False) -> tuple:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = BUNDLED.get(spec) or Path(spec).expanduser()
-    local = path.is_dir()
+    kind = path_kind(path)
+    local = kind == "dir"
+    if not local_folders and spec not in BUNDLED and (kind or spec.startswith((".", "/", "~"))):
+        raise LoadError(f"local folders cannot be loaded here: {clip(spec)}")
     if not local and (not looks_like_hub_id(spec) or spec.startswith((".", "/", "~"))):
-        raise LoadError(f"no such model folder, preset twin or hub id: {spec}")
+        raise LoadError(f"no such model folder, preset twin or hub id: {clip(spec, 120)}")
     source = str(path) if local else spec
+    # Pickled checkpoints (.bin) can run code when loaded; a host may insist on safetensors.
+    weights_format = {"use_safetensors": True} if safetensors_only else {}
 
     def load(local_files_only: bool) -> tuple:
         progress(0.1, f"loading tokenizer of {spec}")
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_files_only)
         progress(0.3, f"loading weights of {spec}")
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=False,
-                                                     local_files_only=local_files_only)
+                                                     local_files_only=local_files_only, **weights_format)
         return tokenizer, model
 
     try:
@@ -229,17 +253,19 @@ def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progre
     return model.to(device), tokenizer, arch, f"tokenizer: {type(tokenizer).__name__} from {source}"
 
 
-_LOADED: dict[tuple[str, str, torch.dtype], LoadedModel] = {}
+_LOADED: dict[tuple[str, str, torch.dtype, bool, bool], LoadedModel] = {}
 _LOAD_LOCK = threading.Lock()
 
 
 def load_model(spec: str, device: str | None = None, dtype: str | None = None,
-               progress: Progress | None = None) -> LoadedModel:
+               progress: Progress | None = None, *, local_folders: bool = True,
+               safetensors_only: bool = False) -> LoadedModel:
     """Load (or return the already loaded) model `spec` on `device` in `dtype`.
 
     spec: a bundled model's short name ("tiny"), a hub id, a local folder, or random:<preset>.
-    progress(fraction, message) is called as
-    loading advances. Raises LoadError with a one-line reason.
+    progress(fraction, message) is called as loading advances. A hosted demo passes
+    local_folders=False (no path on the server, only the bundled model, twins and hub ids) and
+    safetensors_only=True. Raises LoadError with a one-line reason.
     """
     spec = str(spec).strip()
     if not spec:
@@ -247,7 +273,7 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
     progress = progress or (lambda fraction, message: None)
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    key = (spec, str(dev), dt)
+    key = (spec, str(dev), dt, local_folders, safetensors_only)  # a model loaded under other rules is not reused
     with _LOAD_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -259,7 +285,8 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
             if spec.startswith(TWIN_PREFIX):
                 model, tokenizer, arch, note = _build_twin(spec[len(TWIN_PREFIX):].strip().lower(), dev, dt, progress)
             else:
-                model, tokenizer, arch, note = _load_pretrained(spec, dev, dt, progress)
+                model, tokenizer, arch, note = _load_pretrained(spec, dev, dt, progress, local_folders,
+                                                                safetensors_only)
         finally:
             quiet.setLevel(level)
         model.eval()
@@ -268,6 +295,18 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
         _LOADED[key] = loaded
         progress(1.0, f"{spec} ready on {dev} in {DTYPE_NAMES[dt]}")
         return loaded
+
+
+def build_twin(preset: str, layers: int | None = None, device: str | None = None,
+               dtype: str | None = None) -> LoadedModel:
+    """A fresh random-weight twin of `preset`, not kept: with `layers`, only its first `layers` layers, so
+    that a large model's attention shape fits a small machine (the benchmarks' memory check uses this)."""
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    start = time.perf_counter()
+    model, tokenizer, arch, note = _build_twin(preset, dev, dt, lambda fraction, message: None, layers)
+    spec = TWIN_PREFIX + preset + ("" if layers is None else f" ({layers} layers)")
+    return LoadedModel(spec, model.eval(), tokenizer, arch, dev, dt, True, note, time.perf_counter() - start)
 
 
 def unload_all() -> None:

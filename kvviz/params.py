@@ -92,7 +92,8 @@ def count_params(arch: Architecture) -> ParamCount:
     attn_m, attn_v = _attention(arch)
     norm = h * (2 if lay.norm == "layer" else 1)
     moe = arch.moe
-    moe_layers = 0 if moe is None else layers - moe.first_k_dense_replace
+    # The first k layers keep a dense MLP; a model cut to k layers or fewer (the calculator's slider) has no MoE layer.
+    moe_layers = 0 if moe is None else max(layers - moe.first_k_dense_replace, 0)
     dense_m, dense_v = _mlp(arch, arch.intermediate_size)
     components = [
         Component("embedding", arch.vocab_size * h),

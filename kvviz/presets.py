@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from kvviz.arch import Architecture, ConfigError, architecture_from_source
+from kvviz.inputs import shown
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "assets" / "presets"
 
@@ -48,5 +49,5 @@ def load_preset(name: str) -> Architecture:
     key = str(name).strip().lower()
     path = PRESET_DIR / f"{key}.json"
     if key not in preset_names():
-        raise ConfigError(f"unknown preset {name!r}; run 'python -m kvviz presets' to list them")
+        raise ConfigError(f"unknown preset {shown(name)}; run 'python -m kvviz presets' to list them")
     return architecture_from_source(path, name=key)

@@ -7,13 +7,13 @@ JSON-ready dict or as text with every formula shown. It holds no arithmetic of i
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 from kvviz.arch import Architecture
 from kvviz.capacity import Capacity, capacity
 from kvviz.dtypes import DType, kv_dtype, weight_dtype
 from kvviz.hardware import DEFAULT_ACCELERATOR, Accelerator, get_accelerator
+from kvviz.inputs import number, whole_number
 from kvviz.memory import KVBreakdown, PagedAllocation, kv_breakdown, paged_allocation
 from kvviz.params import ParamCount, count_params, weight_bytes
 from kvviz.roofline import PhaseEstimate, decode_estimate, prefill_estimate
@@ -56,31 +56,14 @@ class MemoryReport:
     notes: tuple[str, ...] = field(default=())
 
 
-def whole_number(value: object, name: str, low: int, high: int) -> int:
-    """value as an int in [low, high], or ValueError naming it (bools, NaN and fractions refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-        isinstance(value, float) and (not math.isfinite(value) or not value.is_integer())
-    ):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low:,} and {high:,}, got {int(value):,}")
-    return int(value)
-
-
 def validate(query: MemoryQuery) -> MemoryQuery:
     """The query with its numbers checked; ValueError with one clear sentence otherwise."""
     batch = whole_number(query.batch, "batch", 1, MAX_BATCH)
     seq_len = whole_number(query.seq_len, "seq_len", 1, MAX_SEQ_LEN)
     block = whole_number(query.block_size, "block_size", 1, 4096)
-    util = query.mem_util
-    if isinstance(util, bool) or not isinstance(util, (int, float)) or not math.isfinite(util) or not 0 < util <= 1:
-        raise ValueError(f"mem_util must be a fraction in (0, 1], got {util!r}")
-    reserve = query.reserve_gib
-    if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or not math.isfinite(reserve) \
-            or not 0 <= reserve <= 4096:
-        raise ValueError(f"reserve must be between 0 and 4096 GiB, got {reserve!r}")
-    return MemoryQuery(batch, seq_len, query.kv_dtype, block, query.accelerator, float(util),
-                       query.weight_dtype, float(reserve))
+    util = number(query.mem_util, "mem_util", 0, 1, low_open=True)
+    reserve = number(query.reserve_gib, "reserve (GiB)", 0, 4096)
+    return MemoryQuery(batch, seq_len, query.kv_dtype, block, query.accelerator, util, query.weight_dtype, reserve)
 
 
 def memory_report(arch: Architecture, query: MemoryQuery, accel: Accelerator | None = None) -> MemoryReport:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvviz.cli import main
 from kvviz.presets import PRESET_DIR, preset_names
@@ -124,3 +126,47 @@ def test_bad_input_in_a_real_process_has_no_traceback():
     proc = run_cli("memory", "--preset", "gpt2", "--seq-len", "-1")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
+
+
+CLI_VALUES = st.sampled_from(["0", "-1", "1", "2", "1.5", "nan", "inf", "-inf", "1e999", "99999999999999999999999", "",
+                              " ", "x", "gpt2", "bf16", "cpu", "tiny", "random:nope", "/no/such", "org/uncached",
+                              "n" * 300, "x" * 100_000])
+CLI_OPTIONS = {
+    "memory": ["--preset", "--config", "--layers", "--kv-heads", "--head-dim", "--heads", "--sliding-window",
+               "--sliding-layers", "--batch", "--seq-len", "--kv-dtype", "--weight-dtype", "--block-size", "--gpu",
+               "--mem-util", "--reserve-gib"],
+    "presets": [],
+    "generate": ["--model", "--device", "--dtype", "--temperature", "--top-k", "--top-p", "--seed"],
+    "compare": ["--model", "--device", "--dtype", "--temperature", "--top-k", "--top-p", "--seed"],
+}
+
+
+@st.composite
+def command_lines(draw) -> list[str]:
+    command = draw(st.sampled_from(sorted(CLI_OPTIONS)))
+    options = draw(st.lists(st.sampled_from(CLI_OPTIONS[command]), unique=True, max_size=5)) if CLI_OPTIONS[command] \
+        else []
+    argv = [command, *(part for option in options for part in (option, draw(CLI_VALUES)))]
+    if command in ("generate", "compare"):  # always a short run: at most 2 new tokens of the tiny model
+        argv += ["--prompt", draw(CLI_VALUES), "--max-new-tokens", draw(st.sampled_from(["1", "2", "0", "-3", "1e9"]))]
+    return argv + draw(st.lists(st.sampled_from(["--json", "--no-cache", "--bogus"]), max_size=1))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(command_lines())
+def test_any_command_line_succeeds_or_fails_in_one_line(argv):
+    """Random options with wrong, huge, empty and non-finite values: exit 0, or exit 2 with one short line."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        status = main(argv)
+    message = err.getvalue()
+    assert status in (0, 2), f"{argv!r:.300}: exit {status}, {message[:300]}"
+    if status == 2:  # the error is the last line; before it only loading progress ("[ 10%] ...") and notes
+        *before, last = message.splitlines()
+        assert last.startswith("kvviz: error: ") and len(last) <= 400, f"{argv!r:.300}: {message[:500]}"
+        assert all(line.startswith(("[", "note: ")) for line in before), f"{argv!r:.300}: {message[:500]}"

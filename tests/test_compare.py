@@ -124,3 +124,23 @@ def test_cli_prompt_beyond_context(short_context_model, capsys):
     """A prompt longer than the context: a clear line and exit status 2."""
     assert main(["generate", "--model", str(short_context_model), "--prompt", "the KV cache " * 40]) == 2
     assert "context" in capsys.readouterr().err
+
+
+def test_compare_stops_when_cancelled(tiny_models):
+    """A set cancel event ends the comparison at once with CompareError, not a result of cut-short runs."""
+    import threading
+
+    from kvviz.compare import CompareError
+
+    cancel = threading.Event()
+    cancel.set()
+    lm = load_model(str(tiny_models["qwen2"]))
+    with pytest.raises(CompareError, match="stopped"):
+        compare(lm, GenerationRequest(PROMPT, max_new_tokens=8), cancel=cancel)
+
+
+def test_compare_refuses_a_prompt_over_the_limit_as_bad_input(tiny_models):
+    """A prompt longer than the host allows is the asker's error (ValueError), with both numbers."""
+    lm = load_model(str(tiny_models["qwen2"]))
+    with pytest.raises(ValueError, match=r"the prompt has \d+ tokens; this demo allows 4"):
+        compare(lm, GenerationRequest(PROMPT, max_new_tokens=4, max_prompt_tokens=4))

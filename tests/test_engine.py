@@ -228,6 +228,11 @@ def test_generation_stops_when_context_is_full(short_context_model):
     (dict(top_p=0), "top_p"),
     (dict(top_p=1.5), "top_p"),
     (dict(seed=-1), "seed"),
+    (dict(seed=2**64), "seed"),
+    (dict(top_k=10**9), "top_k"),
+    (dict(max_new_tokens=10**400), "max_new_tokens must be between 1 and 4,096, got a number with about 401 digits"),
+    (dict(use_cache="yes"), "use_cache must be true or false"),
+    (dict(max_prompt_tokens=0), "max_prompt_tokens"),
 ])
 def test_bad_requests_are_refused_at_once(tiny_models, kw, message):
     """A malformed request raises ValueError naming the field before anything runs."""
@@ -278,3 +283,16 @@ def test_no_deprecation_warnings(tiny_models, caplog, recwarn):
         run_to_end(lm, GenerationRequest(PROMPT, max_new_tokens=4, use_cache=False))
     messages = [r.getMessage() for r in caplog.records] + [str(w.message) for w in recwarn]
     assert not [m for m in messages if "deprecat" in m.lower()], messages
+
+
+def test_prompt_over_the_hosts_token_limit_is_refused_with_both_numbers(tiny_models):
+    """max_prompt_tokens is checked once the prompt is tokenized: the run fails as bad input, naming both counts."""
+    lm = load_model(str(tiny_models["qwen2"]))
+    prompt = "The cache keeps keys and values. " * 10
+    tokens, fin = run_to_end(lm, GenerationRequest(prompt, max_new_tokens=4, max_prompt_tokens=8, chat_template=False))
+    n = len(lm.tokenizer(prompt)["input_ids"])
+    assert not tokens and fin.reason == "failed" and fin.bad_input
+    assert fin.error == f"the prompt has {n:,} tokens; this demo allows 8"
+    tokens, fin = run_to_end(lm, GenerationRequest(prompt, max_new_tokens=4, max_prompt_tokens=n,
+                                                   chat_template=False))
+    assert fin.reason != "failed" and len(tokens) >= 1, "a prompt exactly at the limit runs"

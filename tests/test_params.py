@@ -45,6 +45,12 @@ def test_count_matches_transformers_on_meta_device(name):
      "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
      "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
      "n_group": 2, "topk_group": 1},
+    # Fewer layers than first_k_dense_replace (the calculator's layers slider can do this): all dense, no MoE.
+    {"model_type": "deepseek_v3", "num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 96,
+     "moe_intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 300,
+     "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 3,
+     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+     "n_group": 2, "topk_group": 1},
 ])
 def test_count_matches_transformers_for_other_shapes(raw):
     """Mixtral experts, biased projections and compressed-q MLA are counted exactly too."""

@@ -121,3 +121,45 @@ def test_worker_ends_with_its_parent(tmp_path):
         time.sleep(0.2)
     os.kill(child, signal.SIGKILL)
     pytest.fail("the worker outlived its parent")
+
+
+def test_time_limit_stops_a_job(worker):
+    """A job past its time limit is stopped within a token and reports timed_out; the worker serves on."""
+    worker.start("generate", "random:smollm2-135m", GenerationRequest("hi", max_new_tokens=2)).wait()  # loaded
+    started = time.monotonic()
+    job = worker.start("generate", "random:smollm2-135m", GenerationRequest("hi", max_new_tokens=1000),
+                       time_limit_s=1.0)
+    items = job.wait()
+    took = time.monotonic() - started
+    finished = [i for i in items if isinstance(i, Finished)]
+    assert job.timed_out and finished and finished[0].reason == "cancelled"
+    assert 1 <= sum(isinstance(i, TokenEvent) for i in items) < 1000
+    assert 1.0 <= took < 5, f"stopped after {took:.1f} s with a 1 s limit"
+    assert worker.alive() and not worker.start("generate", "tiny", GenerationRequest("hi", max_new_tokens=2)) \
+        .wait()[-1].error
+
+
+def test_a_job_that_ignores_its_stop_ends_with_the_worker_process(monkeypatch):
+    """A model still loading cannot be interrupted: past the limit and the grace, the process is ended,
+    the device freed, and the next job gets a fresh worker."""
+    import kvviz.ui.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "KILL_GRACE_S", 0.2)
+    fresh = DeviceWorker()  # its process is still starting, so the load has not even begun
+    job = fresh.start("generate", "random:smollm2-135m", GenerationRequest("hi", max_new_tokens=2), time_limit_s=0.1)
+    started = time.monotonic()
+    items = job.wait(30)
+    assert job.done and job.timed_out and time.monotonic() - started < 5
+    assert any(isinstance(i, Failed) and "stopped by the time limit of 0.1 s" in i.message for i in items)
+    assert not fresh.alive(), "the stuck worker process must be gone"
+    assert fresh._busy.acquire(blocking=False), "the device must be free for the next job"
+
+
+def test_hosted_jobs_load_no_local_folder(worker, tiny_models):
+    """In a hosted job the worker refuses a folder even when asked directly, and still loads the bundled model."""
+    items = worker.start("generate", str(tiny_models["qwen2"]), GenerationRequest("hi", max_new_tokens=2),
+                         hosted=True).wait()
+    assert any(isinstance(i, Failed) and i.bad_input and "local folders cannot be loaded here" in i.message
+               for i in items)
+    items = worker.start("generate", "tiny", GenerationRequest("hi", max_new_tokens=2), hosted=True).wait()
+    assert isinstance(items[-1], Finished) and items[-1].summary.new_tokens >= 1

@@ -15,6 +15,8 @@ from gradio.components.plot import PlotData
 
 from kvviz.dtypes import KV_DTYPES
 from kvviz.hardware import ACCELERATORS
+from kvviz.hosting import HostPolicy
+from kvviz.inputs import clip, flag, number, text, whole_number
 from kvviz.presets import preset_names
 from kvviz.ui.calculator import INPUT_DEFAULTS, calculate, preset_dims
 
@@ -34,14 +36,39 @@ def _plot(fig: dict) -> PlotData:
     return PlotData(type="plotly", plot=json.dumps(fig))
 
 
+MAX_MESSAGE_CHARS = 300  # an error message longer than this is cut: it can only be echoing what was sent
+
+
+def _error(exc: Exception) -> gr.Error:
+    """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return gr.Error(clip(message, MAX_MESSAGE_CHARS), print_exception=False)
+
+
 @dataclass
 class CalculatorTab:
     inputs: list
     outputs: list
+    run: object  # the handler, for the page's first load
 
 
-def calculator_tab() -> CalculatorTab:
-    """Controls, readouts and figures of the KV-cache calculator, wired to kvviz.ui.calculator."""
+def calc_outputs(*values):
+    """The calculator's outputs for one position of its controls; bad input becomes a message in the page."""
+    try:
+        r = calculate(*values)
+    except ValueError as exc:
+        raise _error(exc) from None
+    return (r.summary, r.formula, _plot(r.memory_fig), _plot(r.curves_fig), _plot(r.attention_fig),
+            _plot(r.window_fig), _plot(r.roofline_fig), r.details)
+
+
+def calculator_tab(policy: HostPolicy) -> CalculatorTab:
+    """Controls, readouts and figures of the KV-cache calculator, wired to kvviz.ui.calculator.
+
+    Its events take the values as sent (preprocess=False): the handler checks them itself, so a wrong
+    type from the API gets the same clear message as a wrong value. Hosted, the config box takes hub
+    ids only, and the calculator bypasses the queue: a queue full of generations never blocks it.
+    """
     gr.Markdown(CALCULATOR_INTRO)
     d = INPUT_DEFAULTS
     layers0, kv0, hd0 = preset_dims(d["preset"])
@@ -49,8 +76,10 @@ def calculator_tab() -> CalculatorTab:
         with gr.Column(scale=1, min_width=300):
             preset = gr.Dropdown(preset_names(), value=d["preset"], label="preset (sets the sliders)",
                                  elem_id="calc-preset")
-            source = gr.Textbox(label="or a config.json path or hub id (Enter to load)", max_lines=1,
-                                placeholder="Qwen/Qwen2.5-0.5B-Instruct or /path/to/config.json")
+            source = gr.Textbox(label="or a hub id (Enter to load)" if policy.hosted else
+                                "or a config.json path or hub id (Enter to load)", max_lines=1,
+                                placeholder="Qwen/Qwen2.5-0.5B-Instruct" if policy.hosted else
+                                "Qwen/Qwen2.5-0.5B-Instruct or /path/to/config.json")
             batch = gr.Slider(1, 512, value=d["batch"], step=1, label="batch (sequences at once)", elem_id="calc-batch")
             seq_len = gr.Slider(1, 262_144, value=d["seq_len"], step=1, label="seq_len (tokens per sequence)")
             layers = gr.Slider(1, 128, value=layers0, step=1, label="layers")
@@ -79,34 +108,39 @@ def calculator_tab() -> CalculatorTab:
     inputs = [preset, source, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, accelerator, mem_util, block_size]
     outputs = [summary, formula, memory_fig, curves_fig, attention_fig, window_fig, roofline_fig, details]
 
-    run = calc_outputs
-    def dims_of_preset(name: str):
+    def run(*values):
+        try:
+            values = (values[0], policy.check_source(values[1]), *values[2:])
+        except ValueError as exc:
+            raise _error(exc) from None
+        return calc_outputs(*values)
+
+    def dims_of_preset(name):
         try:
             return preset_dims(name)
-        except Exception as exc:  # an unknown preset name from the API
-            raise gr.Error(str(exc), print_exception=False) from exc
+        except ValueError as exc:  # an unknown preset name from the API
+            raise _error(exc) from None
 
-    def dims_of_source(name: str, text: str, *current):
+    def dims_of_source(name, source):
         from kvviz.ui.calculator import resolve
 
         try:
-            arch = resolve(name, text, 1, 1, 1) if text.strip() else None
+            source = policy.check_source(source)
+            arch = resolve(name, source, 1, 1, 1) if source else None
         except ValueError as exc:
-            raise gr.Error(str(exc), print_exception=False) from exc
-        return current if arch is None else (arch.num_layers, arch.num_kv_heads, arch.head_dim)
+            raise _error(exc) from None
+        return (gr.skip(),) * 3 if arch is None else (arch.num_layers, arch.num_kv_heads, arch.head_dim)
 
+    common = dict(concurrency_limit=None, preprocess=False, queue=not policy.hosted)
     # Every control recomputes at once; only the latest position matters while a slider is dragged.
     gr.on([c.change for c in (batch, seq_len, layers, kv_heads, head_dim, kv_dtype, accelerator, mem_util,
                                block_size)],
-          run, inputs, outputs, api_name="kv_memory", trigger_mode="always_last", concurrency_limit=None,
-          show_progress="hidden")
-    preset.change(dims_of_preset, preset, [layers, kv_heads, head_dim], api_visibility="private",
-                  concurrency_limit=None).then(run, inputs, outputs, api_visibility="private",
-                                               concurrency_limit=None, show_progress="hidden")
-    source.submit(dims_of_source, [preset, source, layers, kv_heads, head_dim], [layers, kv_heads, head_dim],
-                  api_visibility="private", concurrency_limit=None).then(
-        run, inputs, outputs, api_visibility="private", concurrency_limit=None, show_progress="hidden")
-    return CalculatorTab(inputs, outputs)
+          run, inputs, outputs, api_name="kv_memory", trigger_mode="always_last", show_progress="hidden", **common)
+    preset.change(dims_of_preset, preset, [layers, kv_heads, head_dim], api_visibility="private", **common).then(
+        run, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
+    source.submit(dims_of_source, [preset, source], [layers, kv_heads, head_dim], api_visibility="private",
+                  **common).then(run, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
+    return CalculatorTab(inputs, outputs, run)
 
 
 GENERATION_INTRO = """
@@ -144,47 +178,45 @@ TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
 PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the end
 
 
-def _error(exc: Exception) -> gr.Error:
-    return gr.Error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, print_exception=False)
-
-
-def _start(kind: str, spec: str, req):
-    """Start a job on the device worker process; a malformed request is refused at once."""
+def _start(kind: str, spec: object, req, policy: HostPolicy):
+    """Start a job on the device worker process: (the job, the model spec it loads). A model the host
+    does not offer is refused at once."""
     from kvviz.ui.worker import device_worker
 
-    spec = (spec or "").strip()
-    if not spec:
-        raise gr.Error("no model given", print_exception=False)
     try:
-        return device_worker().start(kind, spec, req)
+        spec = policy.check_model(spec)
+        return device_worker().start(kind, spec, req, policy.request_time_limit_s, policy.hosted), spec
     except ValueError as exc:
-        raise _error(exc) from exc
+        raise _error(exc) from None
 
 
-def _request(prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache):
-    from kvviz.engine import GenerationRequest
+def _request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None, seed=None,
+             chat_template=True, use_cache=True):
+    """The GenerationRequest for the values the page or the API sent, as sent; gr.Error for the first bad one.
 
-    def whole(value, name):
-        try:
-            if isinstance(value, bool) or float(value) != int(value):
-                raise ValueError
-            return int(value)
-        except (TypeError, ValueError, OverflowError):
-            raise gr.Error(f"{name} must be a whole number, got {value!r}", print_exception=False) from None
+    None (a cleared field) means the default: greedy, no top-k, no top-p, no seed; so do "" and -1 for the seed.
+    """
+    from kvviz.engine import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MAX_TOP_K, GenerationRequest, validate_request
 
-    def number(value, name, default):
-        try:
-            return default if value is None else float(value)
-        except (TypeError, ValueError):
-            raise gr.Error(f"{name} must be a number, got {value!r}", print_exception=False) from None
+    try:
+        n = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+        policy.check_request(n)
+        req = GenerationRequest(
+            prompt=text(prompt, "the prompt", MAX_PROMPT_CHARS), max_new_tokens=n,
+            use_cache=flag(use_cache, "use the KV cache"),
+            temperature=0.0 if temperature is None else number(temperature, "temperature", 0, 100),
+            top_k=0 if top_k is None else whole_number(top_k, "top-k", 0, MAX_TOP_K),
+            top_p=1.0 if top_p is None else number(top_p, "top-p", 0, 1, low_open=True),
+            seed=None if seed is None or seed == "" or seed == -1 else whole_number(seed, "seed", 0, MAX_SEED),
+            chat_template=flag(chat_template, "apply the chat template"),
+            max_prompt_tokens=policy.prompt_token_limit)
+        return validate_request(req)
+    except ValueError as exc:
+        raise _error(exc) from None
 
-    if not isinstance(prompt, str) and prompt is not None:
-        raise gr.Error("the prompt must be text", print_exception=False)
-    seed = None if seed in (None, "", -1) else whole(seed, "seed")
-    return GenerationRequest(prompt=prompt or "", max_new_tokens=whole(max_new_tokens, "max_new_tokens"),
-                             use_cache=bool(use_cache), temperature=number(temperature, "temperature", 0.0),
-                             top_k=whole(top_k or 0, "top_k"), top_p=number(top_p, "top_p", 1.0),
-                             seed=seed, chat_template=bool(chat_template))
+
+def _time_limit_message(job) -> str:
+    return f"stopped by the time limit: this demo allows {job.time_limit_s:g} s per request"
 
 
 def _metrics_markdown(record) -> str:
@@ -221,9 +253,26 @@ def _metrics_markdown(record) -> str:
     return "\n".join(lines)
 
 
-def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot, ttft_fig: gr.Plot,
-                   history_table: gr.DataFrame, run_picker: gr.Dropdown) -> None:
-    """Model picker, prompt, sampling settings, streaming text and live plots, Stop."""
+def _model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
+    """The model dropdown: anything locally; hosted, only what the host offers (the server checks again)."""
+    if policy.hosted:
+        return gr.Dropdown(policy.model_choices(), value=default_model, allow_custom_value=False,
+                           label="model (what this hosted demo offers)", **kw)
+    return gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True,
+                       label="model (bundled tiny, random:<preset> twins, a hub id or a local folder)", **kw)
+
+
+def _max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:
+    top = min(top, policy.max_new_tokens) if policy.hosted else top
+    return gr.Slider(1, top, value=min(128, top), step=1, label="max new tokens", **kw)
+
+
+def generation_tab(default_model: str, policy: HostPolicy, history: gr.State, lifecycle_fig: gr.Plot,
+                   ttft_fig: gr.Plot, history_table: gr.DataFrame, run_picker: gr.Dropdown) -> None:
+    """Model picker, prompt, sampling settings, streaming text and live plots, Stop.
+
+    Generate takes its values as sent (preprocess=False) and checks them itself, with the host's limits.
+    """
     from kvviz.ui import figures
     from kvviz.ui.live import RunRecord, Throttle
     from kvviz.ui.worker import Failed, Loaded, Progress
@@ -231,11 +280,13 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
     gr.Markdown(GENERATION_INTRO)
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True, elem_id="gen-model",
-                                label="model (bundled tiny, random:<preset> twins, a hub id or a local folder)")
+            model = _model_picker(policy, default_model, elem_id="gen-model")
             prompt = gr.Textbox(label="prompt", lines=3, value=EXAMPLE_PROMPTS[0], elem_id="gen-prompt")
-            gr.Examples([[p] for p in EXAMPLE_PROMPTS], [prompt], label="examples")
-            max_new = gr.Slider(1, 1024, value=128, step=1, label="max new tokens", elem_id="gen-max-new")
+            # A Dataset with a checked handler rather than gr.Examples, whose own handler fails without a
+            # message on an example index that does not exist (anyone can send one over HTTP).
+            examples = gr.Dataset(components=[prompt], samples=[[p] for p in EXAMPLE_PROMPTS], label="examples",
+                                  type="index")
+            max_new = _max_new_slider(policy, 1024, elem_id="gen-max-new")
             use_cache = gr.Checkbox(True, label="use the KV cache")
             chat = gr.Checkbox(True, label="apply the chat template (when the tokenizer has one)")
             with gr.Accordion("sampling", open=False):
@@ -256,11 +307,11 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
 
     def run(spec, prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache, request: gr.Request,
             progress=gr.Progress()):
-        req = _request(prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache)
-        job = _start("generate", spec, req)
+        req = _request(policy, prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache)
+        job, spec = _start("generate", spec, req, policy)
         session = _session(request)
         _ACTIVE[session] = job
-        record = RunRecord(model=str(spec).strip(), mode=req.mode, prompt=req.prompt)
+        record = RunRecord(model=spec, mode=req.mode, prompt=req.prompt)
         plots = Throttle(PLOT_INTERVAL_S)
         latest = (None, None)
         failure = None
@@ -289,12 +340,17 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
             job.wait(60)
             _ACTIVE.pop(session, None)
         if failure is not None:
-            raise gr.Error(failure.message.splitlines()[0], print_exception=False)
+            raise _error(ValueError(failure.message))
+        if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
+            raise _error(ValueError(_time_limit_message(job) if job.timed_out else
+                                    (record.finish and record.finish.error) or "the run ended without a result"))
         _LAST[session] = record
-        if record.finish and record.finish.error and record.summary is None:
-            raise gr.Error(record.finish.error, print_exception=False)
-        yield (record.text, _metrics_markdown(record), *latest,
-               {"lesson": record.summary.lesson(), "summary": record.summary.as_dict(), "text": record.text})
+        metrics, details = _metrics_markdown(record), {"lesson": record.summary.lesson(),
+                                                        "summary": record.summary.as_dict(), "text": record.text}
+        if job.timed_out:
+            metrics += f"\n\n**{_time_limit_message(job).capitalize()}.**"
+            details["stopped_by"] = "time_limit"
+        yield record.text, metrics, *latest, details
 
     def publish(state, request: gr.Request):
         """After a run: the life-cycle tab, the history table and the overlay picker."""
@@ -308,6 +364,12 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
         return (_plot(figures.lifecycle(record.phases, frame)), _plot(figures.ttft_parts(record.phases, frame)),
                 state, _history_frame(state), gr.update(choices=runs, value=runs[-2:]))
 
+    def pick_example(index):
+        try:
+            return EXAMPLE_PROMPTS[whole_number(index, "example", 0, len(EXAMPLE_PROMPTS) - 1)]
+        except ValueError as exc:
+            raise _error(exc) from None
+
     def halt(request: gr.Request):
         background = _ACTIVE.get(_session(request))
         if background is not None:
@@ -315,9 +377,12 @@ def generation_tab(default_model: str, history: gr.State, lifecycle_fig: gr.Plot
 
     go.click(run, [model, prompt, max_new, temperature, top_k, top_p, seed, chat, use_cache],
              [text, metrics, latency, kv, details], api_name="generate", concurrency_id=DEVICE,
-             concurrency_limit=1).then(publish, history, [lifecycle_fig, ttft_fig, history, history_table, run_picker],
-                                       api_visibility="private", concurrency_limit=None)
+             concurrency_limit=1, preprocess=False).then(
+        publish, history, [lifecycle_fig, ttft_fig, history, history_table, run_picker], api_visibility="private",
+        concurrency_limit=None)
     stop.click(halt, None, None, api_name="stop", concurrency_limit=None, queue=False)
+    examples.click(pick_example, examples, prompt, api_name="load_example", api_visibility="private", queue=False,
+                   preprocess=False, show_progress="hidden")
 
 
 def _session(request: gr.Request | None) -> str:
@@ -330,7 +395,7 @@ def _history_frame(state: dict):
     return pd.DataFrame(state.get("history", []))
 
 
-def compare_tab(default_model: str) -> None:
+def compare_tab(default_model: str, policy: HostPolicy) -> None:
     """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
     from kvviz.compare import Comparison
     from kvviz.ui import figures
@@ -338,9 +403,9 @@ def compare_tab(default_model: str) -> None:
 
     gr.Markdown(COMPARE_INTRO)
     with gr.Row():
-        model = gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True, label="model", scale=2)
+        model = _model_picker(policy, default_model, scale=2)
         prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[1], scale=3)  # a long answer: a clear curve
-        max_new = gr.Slider(1, 512, value=128, step=1, label="max new tokens", scale=2)
+        max_new = _max_new_slider(policy, 512, scale=2)
         go = gr.Button("Compare", variant="primary", elem_id="compare-btn", scale=1)
     verdict = gr.Markdown(elem_id="compare-verdict")
     with gr.Row():
@@ -352,20 +417,28 @@ def compare_tab(default_model: str) -> None:
     work = gr.Plot(show_label=False)
 
     def run(spec, prompt, max_new, progress=gr.Progress()):
-        req = _request(prompt, max_new, 0.0, 0, 1.0, None, True, True)
-        job = _start("compare", spec, req)
-        result = loaded = None
-        while not job.done:
-            for item in job.drain(0.25):
-                if isinstance(item, Progress):
-                    progress(item.fraction / 2, desc=item.message)
-                elif isinstance(item, Loaded):
-                    loaded = item
-                    progress(0.5, desc="running both modes (after a warm-up)")
-                elif isinstance(item, Failed):
-                    raise gr.Error(item.message.splitlines()[0], print_exception=False)
-                elif isinstance(item, Comparison):
-                    result = item
+        req = _request(policy, prompt, max_new)
+        job, _ = _start("compare", spec, req, policy)
+        result = loaded = failure = None
+        try:
+            while not job.done:
+                for item in job.drain(0.25):
+                    if isinstance(item, Progress):
+                        progress(item.fraction / 2, desc=item.message)
+                    elif isinstance(item, Loaded):
+                        loaded = item
+                        progress(0.5, desc="running both modes (after a warm-up)")
+                    elif isinstance(item, Failed):
+                        failure = item
+                    elif isinstance(item, Comparison):
+                        result = item
+        finally:
+            job.stop()  # an error here, or the app shutting down: free the device
+            job.wait(60)
+        if job.timed_out and result is None:
+            raise _error(ValueError(_time_limit_message(job)))
+        if failure is not None:
+            raise _error(ValueError(failure.message))
         if result is None:
             raise gr.Error("the comparison ended without a result", print_exception=False)
         parted = ("The tokens are identical." if result.tokens_identical else
@@ -384,22 +457,30 @@ def compare_tab(default_model: str) -> None:
                 _plot(figures.step_work(result.prediction)))
 
     go.click(run, [model, prompt, max_new], [verdict, cached_text, uncached_text, latency, cumulative, work],
-             api_name="compare", concurrency_id=DEVICE, concurrency_limit=1)
+             api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
 
 
-def build_app(default_model: str = "tiny") -> gr.Blocks:
-    """The whole app. Nothing heavy happens at build time: models load on first use."""
+def build_app(default_model: str = "tiny", policy: HostPolicy | None = None) -> gr.Blocks:
+    """The whole app. Nothing heavy happens at build time: models load on first use.
+
+    policy: what a hosted demo allows (kvviz.hosting); the default allows everything. Launch the
+    result with demo.queue(max_size=policy.queue_max_size) so the queue is bounded when hosted.
+    """
     from kvviz.ui import figures
 
+    policy = policy or HostPolicy()
+    default_model = policy.check_model(default_model)  # PolicyError at start-up, not on the first click
     with gr.Blocks(title="kvviz: how LLM inference really behaves") as demo:
         gr.Markdown("# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT.")
+        if policy.hosted:
+            gr.Markdown(policy.note(), elem_id="hosted-note")
         history = gr.State({"rows": {}, "history": []})
         with gr.Tab("KV-cache calculator"):
-            calc = calculator_tab()
+            calc = calculator_tab(policy)
         with gr.Tab("Live generation"):
             gen_slot = gr.Column()
         with gr.Tab("Cached vs uncached"):
-            compare_tab(default_model)
+            compare_tab(default_model, policy)
         with gr.Tab("Request lifecycle"):
             gr.Markdown(LIFECYCLE_INTRO)
             lifecycle_fig = gr.Plot(show_label=False, elem_id="lifecycle-plot")
@@ -412,7 +493,7 @@ def build_app(default_model: str = "tiny") -> gr.Blocks:
                 run_picker = gr.Dropdown([], multiselect=True, label="runs to overlay")
             overlay = gr.Plot(show_label=False)
         with gen_slot:
-            generation_tab(default_model, history, lifecycle_fig, ttft_fig, history_table, run_picker)
+            generation_tab(default_model, policy, history, lifecycle_fig, ttft_fig, history_table, run_picker)
 
         def to_csv(state):
             import tempfile
@@ -424,23 +505,38 @@ def build_app(default_model: str = "tiny") -> gr.Blocks:
         def overlay_runs(state, picked):
             import pandas as pd
 
-            frames = [pd.DataFrame(state["rows"][int(r)]) for r in picked or [] if int(r) in state.get("rows", {})]
+            rows = state.get("rows", {})
+            frames = [pd.DataFrame(rows[run_id]) for run_id in _run_ids(picked) if run_id in rows]
             if not frames:
                 return _plot(figures.empty("pick runs to overlay"))
             return _plot(figures.token_latency(pd.concat(frames), "Per-token latency of the chosen runs"))
 
         history_table.change(to_csv, history, download, api_visibility="private", concurrency_limit=None)
         run_picker.change(overlay_runs, [history, run_picker], overlay, api_visibility="private",
-                          concurrency_limit=None)
-        demo.load(calc_outputs, calc.inputs, calc.outputs, api_visibility="private",
-                  show_progress="hidden")
+                          concurrency_limit=None, preprocess=False)
+        demo.load(calc.run, calc.inputs, calc.outputs, api_visibility="private", show_progress="hidden",
+                  preprocess=False, queue=not policy.hosted)
+    _name_missing_inputs(demo)
     return demo
 
-def calc_outputs(*values):
-    """The calculator's outputs for one position of its controls; bad input becomes a message in the page."""
-    try:
-        r = calculate(*values)
-    except ValueError as exc:
-        raise gr.Error(str(exc), print_exception=False) from exc
-    return (r.summary, r.formula, _plot(r.memory_fig), _plot(r.curves_fig), _plot(r.attention_fig),
-            _plot(r.window_fig), _plot(r.roofline_fig), r.details)
+
+def _name_missing_inputs(demo: gr.Blocks) -> None:
+    """Make a call with too few values (possible over raw HTTP) get a message, not Gradio's bare "Error".
+
+    Gradio checks the count in Blocks.validate_inputs and raises a plain ValueError, which it hides
+    from the caller; this instance's check raises gr.Error instead. Extra values stay ignored, as
+    Gradio ignores them.
+    """
+    def validate_inputs(block_fn, inputs: list) -> None:
+        if len(inputs) < len(block_fn.inputs):
+            raise gr.Error(f"this endpoint takes {len(block_fn.inputs)} values; {len(inputs)} were sent",
+                           print_exception=False)
+
+    demo.validate_inputs = validate_inputs
+
+
+def _run_ids(picked: object) -> list[int]:
+    """The run ids in the overlay picker's value as sent; anything that is not one is ignored."""
+    items = picked if isinstance(picked, list) else []
+    return [int(r) for r in items if isinstance(r, (str, int)) and not isinstance(r, bool) and str(r).isdecimal()
+            and len(str(r)) < 12]

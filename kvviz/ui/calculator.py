@@ -16,8 +16,9 @@ from kvviz.arch import Architecture, ConfigError, architecture_from_source
 from kvviz.curves import attention_variants, kv_vs_seq_len, window_effect
 from kvviz.dtypes import KV_DTYPES, kv_dtype
 from kvviz.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
+from kvviz.inputs import choice, text, whole_number
 from kvviz.presets import load_preset, preset_names
-from kvviz.report import MemoryQuery, as_dict, describe, memory_report, whole_number
+from kvviz.report import MemoryQuery, as_dict, describe, memory_report
 from kvviz.ui import figures
 from kvviz.units import GIB, fmt_bytes, fmt_int
 
@@ -43,8 +44,8 @@ def _from_source(source: str) -> Architecture:
 
 
 def preset_dims(preset: str) -> tuple[int, int, int]:
-    """(layers, kv_heads, head_dim) of a preset, for the sliders it sets."""
-    a = load_preset(preset)
+    """(layers, kv_heads, head_dim) of a preset, for the sliders it sets; ValueError for an unknown one."""
+    a = load_preset(choice(preset, "preset", preset_names()))
     return a.num_layers, a.num_kv_heads, a.head_dim
 
 
@@ -76,16 +77,9 @@ def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> 
 
 def resolve(preset: str, source: str, layers: int, kv_heads: int, head_dim: int) -> Architecture:
     """The architecture the calculator shows: the config box wins over the preset, sliders on top."""
-    source = (source or "").strip()
+    source = text(source, "the config path or hub id", 512).strip()
     try:
-        if source:
-            if len(source) > 512:
-                raise ValueError("the config path or hub id is longer than 512 characters")
-            arch = _from_source(source)
-        else:
-            if preset not in preset_names():
-                raise ValueError(f"unknown preset {preset!r}")
-            arch = load_preset(preset)
+        arch = _from_source(source) if source else load_preset(choice(preset, "preset", preset_names()))
     except ConfigError as exc:
         raise ValueError(str(exc)) from exc
     return customise(arch, layers, kv_heads, head_dim)
@@ -94,10 +88,8 @@ def resolve(preset: str, source: str, layers: int, kv_heads: int, head_dim: int)
 def calculate(preset: str, source: str, batch: float, seq_len: float, layers: float, kv_heads: float,
               head_dim: float, kv_dtype_name: str, accelerator: str, mem_util: float, block_size: float) -> CalcResult:
     """Everything the calculator tab shows for one position of its controls."""
-    if kv_dtype_name not in KV_DTYPES:
-        raise ValueError(f"unknown KV dtype {kv_dtype_name!r}; choose one of {', '.join(KV_DTYPES)}")
-    if accelerator not in ACCELERATORS and accelerator != "cpu":
-        raise ValueError(f"unknown accelerator {accelerator!r}")
+    choice(kv_dtype_name, "KV dtype", list(KV_DTYPES))
+    choice(accelerator, "accelerator", [*ACCELERATORS, "cpu"])
     arch = resolve(preset, source, layers, kv_heads, head_dim)
     query = MemoryQuery(batch=batch, seq_len=seq_len, kv_dtype=kv_dtype_name, block_size=block_size,
                         accelerator=accelerator, mem_util=mem_util, weight_dtype=None)

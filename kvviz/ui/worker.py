@@ -76,6 +76,7 @@ def choose_cpu_threads(lm, cores: int) -> int:
 
 
 BATCH_S = 0.05
+KILL_GRACE_S = 10.0  # how long a stopped job may keep running before its worker process is ended
 
 
 def _exit_with_parent() -> None:
@@ -104,9 +105,10 @@ def _serve(jobs, results, cancel) -> None:
         job = jobs.get()
         if job is None:
             return
-        job_id, kind, spec, req = job
+        job_id, kind, spec, req, hosted = job
         try:
-            lm = load_model(spec, progress=lambda f, m, j=job_id: results.put((j, Progress(f, m))))
+            lm = load_model(spec, progress=lambda f, m, j=job_id: results.put((j, Progress(f, m))),
+                            local_folders=not hosted, safetensors_only=hosted)
             n = None
             if lm.device.type == "cpu":
                 key = (lm.spec, lm.dtype_name)
@@ -129,7 +131,7 @@ def _serve(jobs, results, cancel) -> None:
                 if batch:
                     results.put((job_id, batch))
             else:
-                results.put((job_id, compare(lm, req)))
+                results.put((job_id, compare(lm, req, cancel=cancel)))
         except (LoadError, ValueError) as exc:
             results.put((job_id, Failed(str(exc), bad_input=True)))
         except CompareError as exc:
@@ -154,17 +156,27 @@ class DeviceWorker:
         self._busy = threading.Lock()
         self._ids = iter(range(1, 2**62))
 
-    def start(self, kind: str, spec: str, req: GenerationRequest) -> WorkerJob:
-        """Begin a job ("generate" or "compare"); ValueError at once for a malformed request."""
+    def start(self, kind: str, spec: str, req: GenerationRequest, time_limit_s: float | None = None,
+              hosted: bool = False) -> WorkerJob:
+        """Begin a job ("generate" or "compare"); ValueError at once for a malformed request.
+
+        time_limit_s: the job is stopped once it has run this long (see WorkerJob.drain). hosted: the
+        worker loads no local folders and only safetensors weights for this job.
+        """
         validate_request(req)
         self._busy.acquire()
         self.cancel.clear()
         job_id = next(self._ids)
-        self._jobs.put((job_id, kind, spec, req))
-        return WorkerJob(self, job_id)
+        self._jobs.put((job_id, kind, spec, req, hosted))
+        return WorkerJob(self, job_id, time_limit_s)
 
     def alive(self) -> bool:
         return self._process.is_alive()
+
+    def kill(self) -> None:
+        """End the worker process at once, models and all; device_worker() starts a fresh one next time."""
+        self._process.kill()
+        self._process.join(10)
 
     def close(self) -> None:
         self._jobs.put(None)
@@ -172,15 +184,41 @@ class DeviceWorker:
 
 
 class WorkerJob:
-    """One job's messages, collected with drain(); the same interface as a local background run."""
+    """One job's messages, collected with drain(); the same interface as a local background run.
 
-    def __init__(self, worker: DeviceWorker, job_id: int) -> None:
+    A job with a time limit is stopped by the first drain() after the limit, and reports timed_out. A
+    stop reaches the generation loop within a token, but not a model that is still loading: a job
+    still running KILL_GRACE_S after its stop ends with the worker process, so the device is freed.
+    """
+
+    def __init__(self, worker: DeviceWorker, job_id: int, time_limit_s: float | None = None) -> None:
         self._worker = worker
         self._id = job_id
         self.done = False
+        self.time_limit_s = time_limit_s
+        self.timed_out = False
+        self._deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
 
     def drain(self, period_s: float) -> list[Event | Progress | Loaded | Failed | object]:
         """This job's messages of the next period_s seconds (fewer if the job ends first)."""
+        out = self._collect(period_s)
+        self._enforce_time_limit(out)
+        return out
+
+    def _enforce_time_limit(self, out: list) -> None:
+        if self.done or self._deadline is None:
+            return
+        now = time.monotonic()
+        if not self.timed_out and now >= self._deadline:
+            self.timed_out = True
+            self.stop()
+        elif self.timed_out and now >= self._deadline + KILL_GRACE_S:
+            self._worker.kill()
+            out.append(Failed(f"stopped by the time limit of {self.time_limit_s:g} s (the device worker was "
+                              "restarted to free the device)", bad_input=False))
+            self._finish()
+
+    def _collect(self, period_s: float) -> list:
         out: list = []
         deadline = time.monotonic() + period_s
         while not self.done:

@@ -1,0 +1,5 @@
+import sys
+
+from kvviz.bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,251 @@
+"""`python -m kvviz.bench PART`: the command line over the benchmark parts; each part writes CSV and JSON.
+
+Parts: overhead (1), payoff (2), memory (3), hardware (4), calculator and app (5), gpu (6: parts 1-4 on
+CUDA), load, concurrency (many clients on one app), leaks (memory over many runs), figures (plotly HTML
+and PNG from the results), and all (every part in turn; with --quick, seconds each, as CI runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from kvviz.bench.common import LESSON_PROMPT, LONG_PROMPT, write_results
+
+RESULTS = Path("results")
+
+
+def _overhead(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.overhead import overhead, summarize_overhead
+    from kvviz.loading import load_model
+
+    if args.quick:
+        args.models, args.new_tokens, args.repeats = ["random:smollm2-135m"], 8, 2
+    frames, summary = [], {}
+    for spec in args.models:
+        model, _, dtype = spec.partition("@")
+        lm = load_model(model, device=args.device, dtype=dtype or None)
+        frame = overhead(lm, args.prompt, args.new_tokens, args.repeats)
+        frames.append(frame)
+        summary[f"{model}@{lm.dtype_name}"] = summarize_overhead(frame)
+    write_results(args.out, "overhead-quick" if args.quick else "overhead", pd.concat(frames), summary, argv)
+
+
+def _load(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.overhead import load_times
+
+    if args.quick:
+        args.models, args.repeats = ["tiny"], 1
+    frame = load_times(args.models, args.repeats)
+    med = frame.groupby(["model", "mode"])["seconds"].median()
+    summary = {"median_seconds": {f"{m} ({mode})": v for (m, mode), v in med.items()}, "repeats": args.repeats}
+    write_results(args.out, "load-quick" if args.quick else "load", frame, summary, argv)
+
+
+def _payoff(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.payoff import fit_payoff, payoff
+    from kvviz.loading import load_model
+
+    lm = load_model(args.model)
+    prompts = {"short": LESSON_PROMPT} if args.quick else {"short": LESSON_PROMPT, "long": LONG_PROMPT}
+    n = 32 if args.quick else args.new_tokens
+    frames, summary = [], {}
+    for name, prompt in prompts.items():
+        rows, prediction = payoff(lm, prompt, n)
+        summary[name] = {"prompt_tokens": int(rows["seq_len"].min()), **fit_payoff(rows, prediction)}
+        frames.append(rows.assign(model=lm.spec, prompt=name).merge(prediction, on=["index"], suffixes=("", "_pred")))
+    write_results(args.out, "payoff-quick" if args.quick else "payoff", pd.concat(frames),
+                  {"model": lm.spec, "new_tokens": n, **summary}, argv)
+
+
+def _memory(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.memory_truth import FULL, QUICK, memory_truth, summarize_memory
+
+    frame = memory_truth(QUICK if args.quick else FULL, args.device)
+    write_results(args.out, "memory-quick" if args.quick else "memory", frame, summarize_memory(frame), argv)
+
+
+def _hardware(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.hardware import hardware_limit, summarize_hardware
+    from kvviz.hardware import measure_device
+
+    if args.quick:
+        args.models, args.new_tokens, args.repeats = ["tiny"], 8, 1
+    # The full run measures the peak with a 4096 matmul: smaller ones understate what a prefill reaches.
+    accel = measure_device("cpu", 32, 512, 2) if args.quick else measure_device("cpu", 256, 4096, 5)
+    frame = hardware_limit(args.models, accel, args.new_tokens, args.repeats)
+    write_results(args.out, "hardware-quick" if args.quick else "hardware", frame,
+                  summarize_hardware(frame, accel), argv)
+
+
+def _calculator(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.responsiveness import calculator_latency
+
+    frame = calculator_latency(2 if args.quick else args.repeats)
+    ms = frame["seconds"] * 1e3
+    write_results(args.out, "calculator-quick" if args.quick else "calculator", frame,
+                  {"p50_ms": ms.quantile(0.5), "p95_ms": ms.quantile(0.95), "max_ms": ms.max(), "calls": len(frame)},
+                  argv)
+
+
+def _app(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.responsiveness import app_against_cli
+
+    if args.quick:
+        args.new_tokens, args.repeats = 16, 1
+    frame = app_against_cli(args.model, args.prompt, args.new_tokens, args.repeats)
+    med = frame.groupby("where")["tpot_s"].median()
+    write_results(args.out, "app-quick" if args.quick else "app", frame,
+                  {"median_tpot_ms": (med * 1e3).to_dict(), "app_tpot_over_cli": med["app"] / med["cli"],
+                   "repeats": args.repeats, "model": args.model}, argv)
+
+
+def _concurrency(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    import shlex
+
+    from kvviz.bench.concurrency import load_test, summarize_load
+    from kvviz.bench.responsiveness import served_app
+
+    if args.quick:
+        args.clients, args.new_tokens = 4, 8
+    with served_app(*shlex.split(args.app_args)) as app:
+        jobs, calc = load_test(app.url, args.clients, args.model, args.new_tokens)
+    summary = {"app_args": args.app_args, "model": args.model, "new_tokens": args.new_tokens,
+               **summarize_load(jobs, calc)}
+    tag = "concurrency-quick" if args.quick else args.tag
+    write_results(args.out, tag, jobs, summary, argv)
+    calc.to_csv(args.out / f"{tag}-calculator.csv", index=False)
+
+
+def _leaks(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.leaks import app_generations, summarize_leaks
+    from kvviz.bench.responsiveness import served_app
+
+    if args.quick:
+        args.runs = 20
+    with served_app() as app:
+        frame = app_generations(app.url, app.pid, args.runs, args.model, args.new_tokens)
+    write_results(args.out, "leaks-quick" if args.quick else "leaks", frame,
+                  {"model": args.model, "new_tokens": args.new_tokens, **summarize_leaks(frame, min(20, args.runs))},
+                  argv)
+
+
+def _gpu(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    import torch
+
+    from kvviz.bench.gpu import run_gpu
+
+    if not args.quick and not torch.cuda.is_available():
+        raise SystemExit("python -m kvviz.bench gpu: no CUDA GPU here; --quick runs the same script on the CPU")
+    run_gpu(args.out / ("gpu-quick" if args.quick else "gpu"), args.quick, argv)
+
+
+def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.figures import write_figures
+
+    for path in write_figures(args.out, args.out / "figures", png=not args.no_png, quick=args.quick):
+        print(path)
+
+
+ALL = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "gpu")
+
+
+def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    """Every part in turn with its defaults (or quick settings), then the figures of what they wrote."""
+    for part in ALL:
+        sub = ["--quick"] if args.quick else []
+        if part == "gpu" and not args.quick:
+            import torch
+
+            if not torch.cuda.is_available():
+                print("all: no CUDA GPU here, part 6 (gpu) skipped", file=sys.stderr)
+                continue
+        start = time.perf_counter()
+        main([part, *sub, "--out", str(args.out)])
+        print(f"all: {part} took {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    no_png = ["--no-png"] if args.no_png else []
+    main(["figures", *sub, "--out", str(args.out), *no_png])
+    gpu = args.out / ("gpu-quick" if args.quick else "gpu")
+    if gpu.is_dir():  # part 6 writes plain names (overhead.csv...) into its own folder
+        main(["figures", "--out", str(gpu), *no_png])
+
+
+PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
+         "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks, "gpu": _gpu,
+         "figures": _figures, "all": _all}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kvviz.bench", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="part", required=True)
+
+    def part(name: str, help_: str, quick: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_)
+        sp.add_argument("--quick", action="store_true", help=quick)
+        sp.add_argument("--out", type=Path, default=RESULTS, help="folder for the results (default results/)")
+        return sp
+
+    ov = part("overhead", "kvviz's loop against model.generate and the lesson's plain loop",
+              "a small twin, 8 tokens, 2 repeats")
+    ov.add_argument("--models", nargs="+", default=["random:qwen2.5-0.5b"],
+                    help="models as MODEL or MODEL@DTYPE (default random:qwen2.5-0.5b)")
+    ov.add_argument("--new-tokens", type=int, default=64)
+    ov.add_argument("--repeats", type=int, default=5)
+    ov.add_argument("--prompt", default=LESSON_PROMPT)
+    ov.add_argument("--device", default="auto")
+    ld = part("load", "time to load models (twins: against default weight initialisation)", "tiny, once")
+    ld.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
+    ld.add_argument("--repeats", type=int, default=3)
+    po = part("payoff", "cached against uncached over new-token counts and two prompt lengths",
+              "32 tokens, the short prompt only")
+    po.add_argument("--model", default="tiny")
+    po.add_argument("--new-tokens", type=int, default=512)
+    me = part("memory", "measured KV bytes against the prediction, a twin of each attention family",
+              "one or two layers per family, short prompts")
+    me.add_argument("--device", default="auto")
+    hw = part("hardware", "measured bandwidth and matmul peak, and how close models run to them",
+              "small measurement, tiny only, 8 tokens, 1 repeat")
+    hw.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
+    hw.add_argument("--new-tokens", type=int, default=64)
+    hw.add_argument("--repeats", type=int, default=3)
+    ca = part("calculator", "latency of the calculator's handler, every preset", "2 calls per preset")
+    ca.add_argument("--repeats", type=int, default=20)
+    ap = part("app", "decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--prompt", default="What is a package?")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=5)
+    co = part("concurrency", "clients at once mixing generations, comparisons and calculator calls on one app",
+              "4 clients, 8 tokens")
+    co.add_argument("--clients", type=int, default=8)
+    co.add_argument("--model", default="tiny")
+    co.add_argument("--new-tokens", type=int, default=32)
+    co.add_argument("--app-args", default="", help='options for app.py, e.g. "--hosted --queue-size 4"')
+    co.add_argument("--tag", default="concurrency", help="name of the result files (default concurrency)")
+    le = part("leaks", "consecutive generations through the app, its memory and its worker's sampled", "20 runs")
+    le.add_argument("--runs", type=int, default=200)
+    le.add_argument("--model", default="tiny")
+    le.add_argument("--new-tokens", type=int, default=8)
+    part("gpu", "parts 1-4 on CUDA with Qwen2.5-0.5B and Llama-3-8B twins in bf16 (into OUT/gpu)",
+         "the same script on the CPU with a small twin (into OUT/gpu-quick)")
+    fi = part("figures", "plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
+              "draw the quick runs' results (PART-quick.csv)")
+    fi.add_argument("--no-png", action="store_true", help="HTML only (PNG needs kaleido and a chromium)")
+    al = part("all", "every part in turn, then the figures", "every part in its quick mode (CI)")
+    al.add_argument("--no-png", action="store_true", help="HTML figures only")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    PARTS[args.part](args, argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

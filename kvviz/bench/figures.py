@@ -1,0 +1,195 @@
+"""Figures of the benchmark results: plotly figures from the CSV files the parts wrote, saved as interactive
+HTML and as PNG.
+
+`write_figures(results, out)` draws what `results` holds (a part's CSV in the folder itself or in a
+sub-run folder such as results/tiny/; gpu*/ folders are separate runs and drawn on their own) and skips
+parts that were not run. Each function takes the rows and returns a plotly Figure; nothing here measures.
+This is the benchmark's only module that imports plotly (PNG export also needs kaleido and a chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+COLORS = {"kvviz": "#4c78a8", "generate": "#f58518", "plain": "#54a24b", "cached": "#4c78a8",
+          "uncached": "#e45756", "app": "#4c78a8", "cli": "#f58518"}
+TEMPLATE = "plotly_white"  # the saved PNGs are read on white pages
+
+
+def _layout(fig: go.Figure, title: str, height: int = 450, width: int = 900) -> go.Figure:
+    fig.update_layout(template=TEMPLATE, title={"text": title, "font": {"size": 15}}, height=height, width=width,
+                      margin={"l": 70, "r": 30, "t": 70, "b": 60}, legend={"orientation": "h", "y": -0.15})
+    return fig
+
+
+def overhead_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part 1: each variant's tokens/s relative to model.generate's median, per model, every repeat shown."""
+    rows = rows.assign(run=rows["model"] + " " + rows["dtype"] + ", " + rows["new_tokens"].astype(str) + " tokens")
+    base = rows[rows["variant"] == "generate"].groupby("run")["tokens_per_s"].median()
+    rows = rows.assign(relative=rows["tokens_per_s"] / rows["run"].map(base))
+    fig = go.Figure()
+    for variant, label in (("kvviz", "kvviz's instrumented loop"), ("generate", "model.generate (greedy)"),
+                           ("plain", "the lesson's plain loop")):
+        sel = rows[rows["variant"] == variant]
+        med = sel.groupby("run", sort=False)[["relative", "tokens_per_s"]].median()
+        fig.add_bar(x=med.index, y=med["relative"], name=label, marker_color=COLORS[variant], offsetgroup=variant,
+                    text=[f"{v:.1f} tok/s" for v in med["tokens_per_s"]], textposition="inside",
+                    insidetextanchor="start", textangle=-90)
+        fig.add_scatter(x=sel["run"], y=sel["relative"], mode="markers", offsetgroup=variant, showlegend=False,
+                        marker={"color": "black", "size": 5}, name=f"{label}, each repeat")
+    fig.add_hline(y=0.97, line_dash="dash")
+    fig.update_layout(barmode="group", scattermode="group", yaxis_title="tokens/s ÷ model.generate's median",
+                      xaxis_title="model")
+    return _layout(fig, "Loop overhead: median tokens/s relative to model.generate (dots: each repeat; "
+                   "dashed: the 0.97 target)")
+
+
+def payoff_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part 2: per-step latency against position and total time, cached and uncached, each prompt length."""
+    runs = list(dict.fromkeys(zip(rows["model"], rows["prompt"], strict=True)))
+    fig = make_subplots(rows=len(runs), cols=2, vertical_spacing=0.12, subplot_titles=[
+        t for model, prompt in runs for t in (f"{model}, {prompt} prompt: time per step",
+                                              f"{model}, {prompt} prompt: total time")])
+    for r, (model, prompt) in enumerate(runs, start=1):
+        run = rows[(rows["prompt"] == prompt) & (rows["model"] == model)]
+        for mode in ("cached", "uncached"):
+            m = run[run["mode"] == mode]
+            decode = m[m["phase"] == "decode"]
+            first = r == 1
+            fig.add_scatter(x=decode["seq_len"], y=decode["dt_s"] * 1e3, mode="markers", name=f"{mode}, measured",
+                            marker={"color": COLORS[mode], "size": 3}, legendgroup=mode, showlegend=first,
+                            row=r, col=1)
+            pred = decode[f"{mode}_lower_bound_s"]
+            scale = float(pred @ decode["dt_s"] / (pred @ pred))
+            fig.add_scatter(x=decode["seq_len"], y=scale * pred * 1e3, mode="lines", line={"color": "black",
+                            "dash": "dash" if mode == "cached" else "dot", "width": 1},
+                            name=f"{mode}, roofline shape (scaled)", legendgroup=mode, showlegend=first, row=r, col=1)
+            fig.add_scatter(x=m["index"] + 1, y=m["t_s"], mode="lines", line={"color": COLORS[mode]},
+                            name=f"{mode}, total", legendgroup=mode, showlegend=first, row=r, col=2)
+        fig.update_xaxes(title_text="position (tokens in the sequence)", row=r, col=1)
+        fig.update_yaxes(title_text="ms per decode step", rangemode="tozero", row=r, col=1)
+        fig.update_xaxes(title_text="new tokens", row=r, col=2)
+        fig.update_yaxes(title_text="seconds since the request", rangemode="tozero", row=r, col=2)
+    return _layout(fig, "The cache's payoff: cached steps stay flat, uncached ones grow with the sequence",
+                   height=330 * len(runs) + 120, width=1100)
+
+
+def memory_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part 3: measured cache bytes (dots) on the predicted line, per family; the no-window figure dotted."""
+    fams = list(dict.fromkeys(zip(rows["preset"], rows["family"], rows["layers"], strict=True)))
+    cols = 2
+    nrows = -(-len(fams) // cols)
+    fig = make_subplots(rows=nrows, cols=cols, vertical_spacing=0.5 / nrows, horizontal_spacing=0.1,
+                        subplot_titles=[f"{p} ({n} layers): {f}" for p, f, n in fams])
+    window_shown = False
+    for i, (preset, family, _) in enumerate(fams):
+        g = rows[(rows["preset"] == preset) & (rows["family"] == family)].sort_values("seq_len")
+        r, c = i // cols + 1, i % cols + 1
+        first = i == 0
+        if (g["no_window_bytes"] != g["predicted_bytes"]).any():
+            fig.add_scatter(x=g["seq_len"], y=g["no_window_bytes"] / 2**20, mode="lines", name="without the window",
+                            line={"color": "grey", "dash": "dot"}, legendgroup="nw", showlegend=not window_shown,
+                            row=r, col=c)
+            window_shown = True
+        fig.add_scatter(x=g["seq_len"], y=g["predicted_bytes"] / 2**20, mode="lines", name="predicted",
+                        line={"color": COLORS["cached"]}, legendgroup="p", showlegend=first, row=r, col=c)
+        exact = g["exact"].astype(bool)
+        fig.add_scatter(x=g["seq_len"], y=g["measured_bytes"] / 2**20, mode="markers", name="measured (exact)",
+                        marker={"color": "black", "size": 6, "symbol": ["circle" if e else "x" for e in exact]},
+                        legendgroup="m", showlegend=first, row=r, col=c)
+        fig.update_xaxes(title_text="tokens in the cache's sequence", row=r, col=c)
+        fig.update_yaxes(title_text="KV cache, MiB", rangemode="tozero", row=r, col=c)
+    device, dtype = rows["device"].iloc[0], rows["dtype"].iloc[0]
+    agree = "all equal" if rows["exact"].all() else f"{int((~rows['exact']).sum())} differ (×)"
+    return _layout(fig, f"Memory truth on {device} in {dtype}: cache tensors measured against the prediction, "
+                   f"{len(rows)} steps, {agree}", height=300 * nrows + 140, width=1100)
+
+
+def hardware_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part 4: decode bandwidth and prefill FLOP/s achieved, as shares of the measured ceilings."""
+    med = rows.groupby("model", sort=False).median(numeric_only=True)
+    fig = go.Figure()
+    fig.add_bar(x=med.index, y=med["decode_bandwidth_utilisation"] * 100, name="decode: bandwidth achieved",
+                marker_color=COLORS["kvviz"], text=[f"{b / 1e9:.1f} GB/s" for b in med["decode_bandwidth"]])
+    fig.add_bar(x=med.index, y=med["prefill_utilisation"] * 100, name="prefill: FLOP/s achieved",
+                marker_color=COLORS["generate"], text=[f"{f / 1e9:.0f} GFLOP/s" for f in med["prefill_flop_per_s"]])
+    fig.add_hline(y=100, line_dash="dash", annotation_text="the measured ceiling")
+    fig.update_layout(barmode="group", yaxis_title="% of the measured ceiling", xaxis_title="model")
+    return _layout(fig, "The hardware limit: how close decode and prefill run to what this machine measured")
+
+
+def calculator_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part 5: the calculator handler's latency per preset, p50 and p95 over all calls."""
+    ms = rows.assign(ms=rows["seconds"] * 1e3)
+    fig = go.Figure(go.Box(x=ms["preset"], y=ms["ms"], boxpoints="all", jitter=0.4, pointpos=0,
+                           marker={"size": 3}, line={"color": COLORS["kvviz"]}, name="one call"))
+    for q, dash in ((0.5, "dot"), (0.95, "dash")):
+        fig.add_hline(y=ms["ms"].quantile(q), line_dash=dash, annotation_text=f"p{int(q * 100)} "
+                      f"{ms['ms'].quantile(q):.1f} ms")
+    fig.update_layout(yaxis_title="ms per slider move (handler, figures serialised)", xaxis_title="preset",
+                      yaxis_rangemode="tozero")
+    return _layout(fig, "Calculator responsiveness: handler latency per preset", width=1100)
+
+
+def app_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part 5: time per output token of the same generation in the app and from the CLI, relative to the CLI."""
+    base = rows[rows["where"] == "cli"].groupby("model")["tpot_s"].median()
+    rows = rows.assign(relative=rows["tpot_s"] / rows["model"].map(base))
+    fig = go.Figure()
+    for where, label in (("app", "in the app (gradio_client)"), ("cli", "from the CLI")):
+        sel = rows[rows["where"] == where]
+        med = sel.groupby("model", sort=False)[["relative", "tpot_s"]].median()
+        fig.add_bar(x=med.index, y=med["relative"], name=label, marker_color=COLORS[where], offsetgroup=where,
+                    text=[f"{v * 1e3:.2f} ms" for v in med["tpot_s"]], textposition="inside", insidetextanchor="start")
+        fig.add_scatter(x=sel["model"], y=sel["relative"], mode="markers", offsetgroup=where, showlegend=False,
+                        marker={"color": "black", "size": 5}, name=f"{label}, each repeat")
+    fig.update_layout(barmode="group", scattermode="group", yaxis_title="TPOT ÷ the CLI's median TPOT",
+                      xaxis_title="model")
+    return _layout(fig, "The app decodes as fast as the CLI: time per output token (dots: each interleaved repeat)")
+
+
+def _gather(results: Path, name: str) -> pd.DataFrame | None:
+    """A part's rows (name.csv) from the folder and its sub-run folders (not gpu*/ runs or figures/)."""
+    runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(("gpu", "figures")))
+    paths = [results / f"{name}.csv", *(run / f"{name}.csv" for run in runs)]
+    frames = []
+    for path in paths:
+        if path.exists():
+            frame = pd.read_csv(path)
+            if name.startswith(("app", "payoff")) and "model" not in frame:  # older rows: the model is in the JSON
+                frame = frame.assign(model=json.loads(path.with_suffix(".json").read_text())["results"]["model"])
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+FIGURES: dict[str, Callable[[pd.DataFrame], go.Figure]] = {
+    "overhead": overhead_figure, "payoff": payoff_figure, "memory": memory_figure, "hardware": hardware_figure,
+    "calculator": calculator_figure, "app": app_figure,
+}
+
+
+def write_figures(results: Path, out: Path, png: bool = True, quick: bool = False) -> list[Path]:
+    """Every figure whose part has results, as out/<part>.html (interactive; plotly.js saved once beside them,
+    so the pages open offline) and, with png, out/<part>.png. quick: draw the quick runs' <part>-quick.csv."""
+    out.mkdir(parents=True, exist_ok=True)
+    if png and "BROWSER_PATH" not in os.environ and Path("/usr/bin/chromium").exists():
+        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"  # kaleido's renderer: Debian's chromium
+    written = []
+    for part, draw in FIGURES.items():
+        rows = _gather(results, f"{part}-quick" if quick else part)
+        if rows is None:
+            continue
+        fig = draw(rows)
+        fig.write_html(out / f"{part}.html", include_plotlyjs="directory")
+        written.append(out / f"{part}.html")
+        if png:
+            fig.write_image(out / f"{part}.png", scale=1)
+            written.append(out / f"{part}.png")
+    return written
