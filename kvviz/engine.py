@@ -21,11 +21,12 @@ import torch
 
 from kvviz.dtypes import kv_dtype
 from kvviz.hardware import device_accelerator
-from kvviz.inputs import flag, number, shown, whole_number
-from kvviz.loading import LoadedModel, transformers_keeps_mla_latent
-from kvviz.memory import transformers_cache_bytes
+from kvviz.inputs import clip, flag, number, shown, whole_number
+from kvviz.loading import LoadedModel, free_bytes, transformers_keeps_mla_latent
+from kvviz.memory import activation_bytes, transformers_cache_bytes
 from kvviz.metrics import RunSummary, summarize
 from kvviz.streaming import TextStream
+from kvviz.units import GIB
 
 MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 200_000
@@ -271,6 +272,11 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
 
     kvd = kv_dtype(lm.dtype_name)
     mla_latent = transformers_keeps_mla_latent()
+    limit = req.max_new_tokens if not context else min(req.max_new_tokens, context - len(ids))
+    refusal = _does_not_fit(lm, req, len(ids), limit, kvd, mla_latent)
+    if refusal:
+        yield Finished(clock.now(), "failed", "", None, refusal, bad_input=True)
+        return
     cuda = device.type == "cuda"
     base_alloc = torch.cuda.memory_allocated(device) if cuda else 0
     gen = torch.Generator(device=device).manual_seed(req.seed) if req.seed is not None else None
@@ -290,7 +296,8 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
     kv_read: list[int] = []
     prefill_s = None
     reason = "max_new_tokens"
-    limit = req.max_new_tokens if not context else min(req.max_new_tokens, context - len(ids))
+    out = None
+    failure = None
     kv_now = 0  # the cache as the previous step left it: what this step reads
     try:
         with torch.inference_mode():
@@ -326,13 +333,17 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
                 if limit < req.max_new_tokens:
                     reason = "context_full"
     except torch.OutOfMemoryError as exc:
-        del cache
+        failure = f"out of memory on {device} after {len(token_times)} tokens: {_first_line(exc)}"
+    except RuntimeError as exc:
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
+    if failure is not None:
+        # The exception's traceback held the forward pass's frames, and through them the cache, until the
+        # except clause ended; only now can the cache go and the allocator give its memory back.
+        del cache, out
+        forward_kw.clear()
         if cuda:
             torch.cuda.empty_cache()
-        yield Finished(clock.now(), "failed", "".join(text_parts), None, f"out of memory on {device}: {exc}")
-        return
-    except RuntimeError as exc:
-        yield Finished(clock.now(), "failed", "".join(text_parts), None, f"{type(exc).__name__}: {exc}")
+        yield Finished(clock.now(), "failed", "".join(text_parts), None, failure)
         return
     tail = stream.end()
     text_parts.append(tail)
@@ -344,6 +355,30 @@ def _generate_on_device(lm: LoadedModel, req: GenerationRequest, cancel: threadi
         bandwidth_bound=accel.bandwidth, bandwidth_source=f"{accel.name}: {accel.note or 'published figure'}",
     )
     yield Finished(clock.now(), reason, "".join(text_parts), summary)
+
+
+def _first_line(exc: BaseException) -> str:
+    return clip(next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__), 300)
+
+
+def _does_not_fit(lm: LoadedModel, req: GenerationRequest, prompt_tokens: int, new_tokens: int, kvd,
+                  mla_latent: bool) -> str | None:
+    """Why this run cannot fit in the device's free memory, with the numbers; None when it can.
+
+    Weights are already on the device; the run adds its cache at full length and the activations of its
+    widest forward pass: the prefill with the cache, the last step without it (which re-reads everything).
+    """
+    total = prompt_tokens + new_tokens
+    kv = transformers_cache_bytes(lm.arch, 1, total, kvd, mla_latent) if req.use_cache else 0
+    eager = getattr(lm.model.config, "_attn_implementation", None) == "eager"
+    act = activation_bytes(lm.arch, prompt_tokens if req.use_cache else total,
+                           torch.finfo(lm.dtype).bits // 8, attention_scores=eager)
+    free = free_bytes(lm.device)
+    if kv + act <= free:
+        return None
+    return (f"this run cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
+            f"{total:,} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
+            f"{free / GIB:,.2f} GiB free; ask for fewer tokens")
 
 
 def run_to_end(lm: LoadedModel, req: GenerationRequest,

@@ -162,9 +162,18 @@ def _fill_random(model: torch.nn.Module, seed: int = 0) -> None:
             flat[flat.numel() - rest:].copy_(src[:rest])
 
 
-def _free_bytes(device: torch.device) -> int:
+def free_bytes(device: torch.device) -> int:
+    """Bytes `device` can still give: on CUDA the driver's free memory plus what torch's caching allocator
+    holds unused; on a CPU the kernel's MemAvailable (free pages plus reclaimable cache)."""
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
@@ -199,7 +208,7 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
     arch = load_preset(preset) if layers is None else architecture_from_dict(
         config.to_dict(), name=f"{preset} (first {layers} layers)", source=f"preset {preset}")
     need = count_params(arch).total * torch.finfo(dtype).bits // 8
-    free = _free_bytes(device)
+    free = free_bytes(device)
     if need > 0.9 * free:
         raise LoadError(f"a twin of {preset} needs {need / 1e9:,.1f} GB of weights in {DTYPE_NAMES[dtype]}; "
                         f"{device.type} has {free / 1e9:,.1f} GB free")

@@ -92,6 +92,17 @@ def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype
     return batch * tokens * per
 
 
+def activation_bytes(arch: Architecture, tokens: int, elem_bytes: int, attention_scores: bool = False) -> int:
+    """Bytes of activations one forward pass over `tokens` tokens holds at its peak beside the weights and the
+    cache, an estimate: per token the MLP's two intermediate tensors (gate and up) and four hidden-size ones
+    (residual stream, normed input, attention output, a projection), each `elem_bytes` wide; one position's
+    logits in fp32; and, where the attention materialises them (eager), one layer's scores, heads × tokens².
+    """
+    per_token = (2 * (arch.intermediate_size or 0) + 4 * (arch.hidden_size or 0)) * elem_bytes
+    scores = arch.num_heads * tokens * tokens * elem_bytes if attention_scores else 0
+    return tokens * per_token + scores + (arch.vocab_size or 0) * 4
+
+
 def token_layer_bytes(arch: Architecture, dtype: DType, mla_mode: str = LATENT) -> int:
     """Bytes one token leaves in one layer's cache: keys and values of every KV head, or MLA's vector."""
     if arch.mla is not None and mla_mode == LATENT:

@@ -17,6 +17,7 @@ from kvviz.engine import (
     TokenEvent,
     Waiting,
     device_lock,
+    encode_prompt,
     generate,
     run_to_end,
 )
@@ -296,3 +297,72 @@ def test_prompt_over_the_hosts_token_limit_is_refused_with_both_numbers(tiny_mod
     tokens, fin = run_to_end(lm, GenerationRequest(prompt, max_new_tokens=4, max_prompt_tokens=n,
                                                    chat_template=False))
     assert fin.reason != "failed" and len(tokens) >= 1, "a prompt exactly at the limit runs"
+
+
+def _fit_figures(lm, req, prompt_tokens):
+    from kvviz.dtypes import kv_dtype
+    from kvviz.loading import transformers_keeps_mla_latent
+    from kvviz.memory import activation_bytes, transformers_cache_bytes
+
+    total = prompt_tokens + req.max_new_tokens
+    kv = transformers_cache_bytes(lm.arch, 1, total, kv_dtype(lm.dtype_name), transformers_keeps_mla_latent())
+    return kv, activation_bytes(lm.arch, prompt_tokens, 4)
+
+
+def test_a_run_that_cannot_fit_is_refused_with_the_numbers(tiny_models, monkeypatch):
+    """Before the first token, the cache at full length plus the prefill's activations are checked against the
+    device's free memory: one byte short is refused with the numbers, exactly enough runs."""
+    import kvviz.engine as engine
+
+    lm = load_model(str(tiny_models["llama"]))
+    req = GenerationRequest("The KV cache", max_new_tokens=6)
+    kv, act = _fit_figures(lm, req, len(encode_prompt(lm, req.prompt, True)[0]))
+    monkeypatch.setattr(engine, "free_bytes", lambda device: kv + act - 1)
+    tokens, fin = run_to_end(lm, req)
+    assert not tokens and fin.reason == "failed" and fin.bad_input
+    assert "cannot fit" in fin.error and "KV cache for" in fin.error and "GiB free" in fin.error, fin.error
+    monkeypatch.setattr(engine, "free_bytes", lambda device: kv + act)
+    tokens, fin = run_to_end(lm, req)
+    assert fin.error is None and len(tokens) >= 1
+
+
+def test_out_of_memory_mid_run_frees_the_cache_and_the_next_run_works(tiny_models, monkeypatch):
+    """An out-of-memory error on the third forward pass (a CUDA fault, injected: a CPU cannot raise it on
+    demand) ends the run with a clear message and its tokens so far; the cache is freed, not kept alive by
+    the exception, and the next run gives the same text as before."""
+    import functools
+    import gc
+    import weakref
+
+    import torch
+
+    lm = load_model(str(tiny_models["qwen2"]))
+    req = GenerationRequest("The KV cache", max_new_tokens=8, ignore_eos=True)
+    _, reference = run_to_end(lm, req)
+    real_forward = lm.model.forward
+    calls, caches = [], []
+
+    @functools.wraps(real_forward)  # the engine reads the forward's signature to name the cache argument
+    def failing_forward(*args, **kwargs):
+        calls.append(1)
+        caches.extend(weakref.ref(v) for k, v in kwargs.items() if k in ("cache", "past_key_values") and v is not None)
+        if len(calls) == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB.\nmore detail")
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", failing_forward)
+    tokens, alive_at_report = [], None
+    for event in generate(lm, req):
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+        elif isinstance(event, Finished):
+            fin = event
+            gc.collect()  # the generator is suspended at its report: whatever it still holds stays alive
+            alive_at_report = [ref() is not None for ref in caches]
+    assert fin.reason == "failed" and len(tokens) == 2, fin
+    assert fin.error.startswith("out of memory on cpu after 2 tokens: CUDA out of memory") and "\n" not in fin.error
+    assert fin.text == "".join(t.text for t in tokens)
+    assert caches and not any(alive_at_report), "the cache outlived the failure: the memory is not given back"
+    monkeypatch.setattr(lm.model, "forward", real_forward)
+    _, again = run_to_end(lm, req)
+    assert again.text == reference.text and again.error is None

@@ -200,3 +200,14 @@ def test_bad_batch_is_refused():
     """A batch below one is a mistake, not a zero-byte cache."""
     with pytest.raises(ValueError, match="batch"):
         kv_breakdown(load_preset("gpt2"), 0, 10, BF16)
+
+
+def test_activation_bytes_of_a_prefill():
+    """Llama-3-8B, 100 tokens in bf16: (2 × 14,336 + 4 × 4,096) × 2 bytes a token, one position's fp32
+    logits (128,256 × 4), and with eager attention 32 heads × 100² scores × 2 bytes."""
+    from kvviz.memory import activation_bytes
+    from kvviz.presets import load_preset
+
+    arch = load_preset("llama-3-8b")
+    assert activation_bytes(arch, 100, 2) == 100 * (2 * 14_336 + 4 * 4_096) * 2 + 128_256 * 4 == 9_524_224
+    assert activation_bytes(arch, 100, 2, attention_scores=True) == 9_524_224 + 32 * 100 * 100 * 2

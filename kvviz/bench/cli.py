@@ -114,7 +114,8 @@ def _concurrency(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     if args.quick:
         args.clients, args.new_tokens = 4, 8
     with served_app(*shlex.split(args.app_args)) as app:
-        jobs, calc = load_test(app.url, args.clients, args.model, args.new_tokens)
+        jobs, calc = load_test(app.url, args.clients, args.model, args.new_tokens,
+                               direct_calculator="--hosted" in args.app_args)
     summary = {"app_args": args.app_args, "model": args.model, "new_tokens": args.new_tokens,
                **summarize_load(jobs, calc)}
     tag = "concurrency-quick" if args.quick else args.tag

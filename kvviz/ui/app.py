@@ -174,6 +174,16 @@ EXAMPLE_PROMPTS = ["用三句话解释 LLM 推理中的 KV Cache。", "What is a
 DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
 _ACTIVE: dict[str, object] = {}  # session -> its running WorkerJob, so Stop can reach it
 _LAST: dict[str, object] = {}  # session -> its finished RunRecord, for the tabs drawn after a run
+LAST_KEPT = 64  # API callers never trigger the drawing step that collects a record: keep only the newest
+
+
+def _keep_last(session: str, record) -> None:
+    """Hold a session's finished run for the drawing step that follows it, dropping the oldest beyond
+    LAST_KEPT, so clients that only call the API cannot grow the server's memory without end."""
+    _LAST.pop(session, None)
+    _LAST[session] = record
+    while len(_LAST) > LAST_KEPT:
+        _LAST.pop(next(iter(_LAST)))
 TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
 PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the end
 
@@ -344,7 +354,7 @@ def generation_tab(default_model: str, policy: HostPolicy, history: gr.State, li
         if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
             raise _error(ValueError(_time_limit_message(job) if job.timed_out else
                                     (record.finish and record.finish.error) or "the run ended without a result"))
-        _LAST[session] = record
+        _keep_last(session, record)
         metrics, details = _metrics_markdown(record), {"lesson": record.summary.lesson(),
                                                         "summary": record.summary.as_dict(), "text": record.text}
         if job.timed_out:
