@@ -224,6 +224,72 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
     return model, tokenizer, arch, note
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")  # the names from_pretrained looks for in a folder
+
+
+def _folder_problem(folder: Path) -> str | None:
+    """Why a local folder cannot hold a causal language model, found before transformers reads it (whose own
+    messages for these cases name its internals, or nothing at all); None when nothing is wrong yet."""
+    import json
+
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = folder / "config.json"
+    if path_kind(config) != "file":
+        return "the folder has no config.json (it is not a transformers model folder)"
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        return f"its config.json is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    except (OSError, UnicodeDecodeError, RecursionError) as exc:
+        return f"its config.json cannot be read as JSON ({type(exc).__name__})"
+    model_type = raw.get("model_type") if isinstance(raw, dict) else None
+    if not isinstance(model_type, str) or not model_type:
+        return "its config.json names no model_type"
+    if model_type not in CONFIG_MAPPING_NAMES:
+        return f"its model_type {shown(model_type)} is not one that transformers {transformers.__version__} knows"
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return f"it is a {shown(model_type)} model, not a causal language model (kvviz runs decoder-only models)"
+    if not any(path_kind(folder / name) == "file" for name in WEIGHT_FILES):
+        return "the folder has no weights (no model.safetensors or pytorch_model.bin, nor a sharded index)"
+    return None
+
+
+def _tokenizer_problem(tokenizer) -> str | None:
+    """A tokenizer that cannot encode text: what AutoTokenizer builds from a folder without tokenizer files."""
+    if len(tokenizer) < 2 or not tokenizer("Hello")["input_ids"]:
+        return "it has no usable tokenizer (no tokenizer.json or vocabulary files beside the weights)"
+    return None
+
+
+def _weights_problem(info: dict) -> str | None:
+    """Weights that do not fill the model the config describes (from_pretrained's loading info): transformers
+    would leave those tensors random and only log it, so the text would be noise without a word said."""
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if mismatched:
+        name, in_file, in_model = mismatched[0]
+        return (f"its weights do not fit its config.json: {len(mismatched)} tensor(s) have other shapes, e.g. "
+                f"{clip(name, 80)} is {tuple(in_file)} in the weights but {tuple(in_model)} in the config")
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        return (f"its weights do not match its config.json: {len(missing)} of the model's tensors are not in "
+                f"them, e.g. {clip(missing[0], 80)}")
+    return None
+
+
+def _failure_reason(exc: BaseException) -> str:
+    """One line for an exception from the libraries below us, in words where theirs name their internals."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    if type(exc).__name__ == "SafetensorError":
+        return f"its weights file is damaged or not in safetensors format ({first})"
+    if "Unrecognized configuration class" in first:
+        return f"it is not a causal language model (kvviz runs decoder-only models): {first}"
+    return first
+
+
 def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progress: Progress,
                      local_folders: bool = True, safetensors_only: bool = False) -> tuple:
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -236,30 +302,77 @@ def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progre
     if not local and (not looks_like_hub_id(spec) or spec.startswith((".", "/", "~"))):
         raise LoadError(f"no such model folder, preset twin or hub id: {clip(spec, 120)}")
     source = str(path) if local else spec
+    problem = _folder_problem(path) if local else None
+    if problem:
+        raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
     # Pickled checkpoints (.bin) can run code when loaded; a host may insist on safetensors.
     weights_format = {"use_safetensors": True} if safetensors_only else {}
 
     def load(local_files_only: bool) -> tuple:
         progress(0.1, f"loading tokenizer of {spec}")
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_files_only)
+        if problem := _tokenizer_problem(tokenizer):
+            raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
+        if problem := _weights_do_not_fit(source, dtype, device, local_files_only):
+            raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
         progress(0.3, f"loading weights of {spec}")
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=False,
-                                                     local_files_only=local_files_only, **weights_format)
+        # Mismatched shapes are loaded (left random) rather than raised, so that the refusal below can say which.
+        model, info = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, trust_remote_code=False, local_files_only=local_files_only,
+            output_loading_info=True, ignore_mismatched_sizes=True, **weights_format)
+        if problem := _weights_problem(info):
+            raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
         return tokenizer, model
 
     try:
         tokenizer, model = load(True) if local else from_hub(load, spec, "model")
     except HubUnreachable as exc:
         raise LoadError(str(exc)) from exc
+    except LoadError:
+        raise
     except Exception as exc:  # a foreign folder can fail in any library below us (safetensors, tokenizers...)
-        reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        raise LoadError(f"cannot load {spec}: {reason}") from exc
+        raise LoadError(f"cannot load {clip(spec, 120)}: {_failure_reason(exc)}") from exc
     try:
         arch = architecture_from_dict(model.config.to_dict(), name=spec, source=source)
     except ConfigError as exc:
         raise LoadError(f"{spec}: {exc}") from exc
     progress(0.8, f"moving {spec} to {device}")
     return model.to(device), tokenizer, arch, f"tokenizer: {type(tokenizer).__name__} from {source}"
+
+
+def _weights_do_not_fit(source: str, dtype: torch.dtype, device: torch.device, local_files_only: bool) -> str | None:
+    """Why the model's weights, counted from its config before any is read, cannot fit in the device's free
+    memory (with the numbers); None when they fit or the config cannot be counted (loading then says why)."""
+    from transformers import AutoConfig
+
+    from kvviz.params import count_params
+
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False, local_files_only=local_files_only)
+        need = count_params(architecture_from_dict(config.to_dict())).total * torch.finfo(dtype).bits // 8
+    except Exception:  # an unreadable or foreign config: the load itself reports it in its own words
+        return None
+    free = free_bytes(device)
+    if need <= 0.9 * free:
+        return None
+    return (f"its weights need {need / 1e9:,.2f} GB in {DTYPE_NAMES[dtype]} and {device.type} has "
+            f"{free / 1e9:,.2f} GB free")
+
+
+def _drop_half_built(exc: BaseException, device: torch.device) -> None:
+    """Free what a failed load built: its model is reachable only from the frames of the exception's
+    traceback (and of the exceptions it chains), which would keep it until the exception is long gone."""
+    import gc
+    import traceback
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)  # the frames' locals; the frames still running are skipped
+        exc = exc.__cause__ or exc.__context__
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 _LOADED: dict[tuple[str, str, torch.dtype, bool, bool], LoadedModel] = {}
@@ -296,6 +409,9 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
             else:
                 model, tokenizer, arch, note = _load_pretrained(spec, dev, dt, progress, local_folders,
                                                                 safetensors_only)
+        except BaseException as exc:
+            _drop_half_built(exc, dev)  # nothing is kept: a failed load must not hold memory either
+            raise
         finally:
             quiet.setLevel(level)
         model.eval()

@@ -1,8 +1,9 @@
 """`python -m kvviz.bench PART`: the command line over the benchmark parts; each part writes CSV and JSON.
 
 Parts: overhead (1), payoff (2), memory (3), hardware (4), calculator and app (5), gpu (6: parts 1-4 on
-CUDA), load, concurrency (many clients on one app), leaks (memory over many runs), figures (plotly HTML
-and PNG from the results), and all (every part in turn; with --quick, seconds each, as CI runs it).
+CUDA), load, concurrency (many clients on one app), leaks (memory over many runs), cancel (how soon Stop, a
+cancelled call or a closed tab frees the device), figures (plotly HTML and PNG from the results), and all
+(every part in turn; with --quick, seconds each, as CI runs it).
 """
 
 from __future__ import annotations
@@ -136,6 +137,19 @@ def _leaks(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
                   argv)
 
 
+def _cancel(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.cancel import release_times, summarize_release
+    from kvviz.bench.responsiveness import served_app
+
+    if args.quick:
+        args.models, args.repeats, args.new_tokens = ["random:smollm2-135m"], 1, 300
+    with served_app() as app:
+        frame = release_times(app.url, args.models, args.repeats, args.new_tokens)
+    write_results(args.out, "cancel-quick" if args.quick else "cancel", frame,
+                  {"repeats": args.repeats, "max_new_tokens": args.new_tokens, "ways": sorted(frame["way"].unique()),
+                   **summarize_release(frame)}, argv)
+
+
 def _gpu(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     import torch
 
@@ -153,7 +167,8 @@ def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
         print(path)
 
 
-ALL = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "gpu")
+ALL = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "cancel",
+       "gpu")
 
 
 def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -177,8 +192,8 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
-         "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks, "gpu": _gpu,
-         "figures": _figures, "all": _all}
+         "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks, "cancel": _cancel,
+         "gpu": _gpu, "figures": _figures, "all": _all}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -232,6 +247,12 @@ def parser() -> argparse.ArgumentParser:
     le.add_argument("--runs", type=int, default=200)
     le.add_argument("--model", default="tiny")
     le.add_argument("--new-tokens", type=int, default=8)
+    cn = part("cancel", "time from Stop, a cancelled call or a closed tab to the next request starting, beside TPOT",
+              "one repeat on the smallest twin, 300-token runs")
+    cn.add_argument("--models", nargs="+", default=["random:smollm2-135m", "random:qwen2.5-0.5b"],
+                    help="random twins for the long run (they never meet their end of sequence)")
+    cn.add_argument("--repeats", type=int, default=3)
+    cn.add_argument("--new-tokens", type=int, default=1000, help="length the long run asks for")
     part("gpu", "parts 1-4 on CUDA with Qwen2.5-0.5B and Llama-3-8B twins in bf16 (into OUT/gpu)",
          "the same script on the CPU with a small twin (into OUT/gpu-quick)")
     fi = part("figures", "plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",

@@ -100,7 +100,7 @@ def load_test(url: str, clients: int, model: str, new_tokens: int,
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             row |= {"status": "queue full" if "full" in message.lower() else "error", "message": message}
-        row["wall_s"] = time.perf_counter() - t0
+        row |= {"wall_s": time.perf_counter() - t0, "start_s": t0 - origin}
         rows.append(row)
 
     def move_calculator() -> None:
@@ -120,9 +120,11 @@ def load_test(url: str, clients: int, model: str, new_tokens: int,
                 refused = None
             except Exception as exc:
                 refused = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            calc_rows.append({"seconds": time.perf_counter() - t, "during_jobs": busy.is_set(), "refused": refused})
+            calc_rows.append({"start_s": t - origin, "seconds": time.perf_counter() - t, "during_jobs": busy.is_set(),
+                              "refused": refused})
             time.sleep(0.05)
 
+    origin = time.perf_counter()
     busy.set()
     threads = [threading.Thread(target=visitor, args=(j, c)) for j, c in zip(jobs, conns, strict=True)]
     watcher = threading.Thread(target=calculator)

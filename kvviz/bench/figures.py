@@ -155,6 +155,27 @@ def app_figure(rows: pd.DataFrame) -> go.Figure:
     return _layout(fig, "The app decodes as fast as the CLI: time per output token (dots: each interleaved repeat)")
 
 
+def concurrency_figure(rows: pd.DataFrame) -> go.Figure:
+    """Many clients at once: each job's wait in the queue and its run on the device, on one time axis."""
+    fig = go.Figure()
+    rows = rows.sort_values("client")
+    label = rows["client"].astype(str) + " " + rows["kind"]
+    done = rows["status"] == "finished"
+    fig.add_bar(y=label[done], x=rows.loc[done, "queue_s"], base=rows.loc[done, "start_s"], orientation="h",
+                name="waiting in the queue", marker_color="#bab0ac")
+    fig.add_bar(y=label[done], x=rows.loc[done, "wall_s"] - rows.loc[done, "queue_s"],
+                base=rows.loc[done, "start_s"] + rows.loc[done, "queue_s"], orientation="h", name="running",
+                marker_color=COLORS["kvviz"])
+    refused = rows[~done]
+    if len(refused):
+        fig.add_scatter(y=label[~done], x=refused["start_s"] + refused["wall_s"], mode="markers+text",
+                        text=refused["status"], textposition="middle right", marker={"symbol": "x", "size": 9,
+                        "color": COLORS["uncached"]}, name="told the queue is full")
+    fig.update_layout(barmode="overlay", xaxis_title="seconds since the clients started", yaxis_title="client",
+                      yaxis={"autorange": "reversed"})
+    return _layout(fig, "Clients at once on one device: queue wait and run of each job", height=120 + 28 * len(rows))
+
+
 def _gather(results: Path, name: str) -> pd.DataFrame | None:
     """A part's rows (name.csv) from the folder and its sub-run folders (not gpu*/ runs or figures/)."""
     runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(("gpu", "figures")))
@@ -171,7 +192,8 @@ def _gather(results: Path, name: str) -> pd.DataFrame | None:
 
 FIGURES: dict[str, Callable[[pd.DataFrame], go.Figure]] = {
     "overhead": overhead_figure, "payoff": payoff_figure, "memory": memory_figure, "hardware": hardware_figure,
-    "calculator": calculator_figure, "app": app_figure,
+    "calculator": calculator_figure, "app": app_figure, "concurrency": concurrency_figure,
+    "concurrency-hosted": concurrency_figure,
 }
 
 

@@ -191,11 +191,11 @@ PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the e
 def _start(kind: str, spec: object, req, policy: HostPolicy):
     """Start a job on the device worker process: (the job, the model spec it loads). A model the host
     does not offer is refused at once."""
-    from kvviz.ui.worker import device_worker
+    from kvviz.ui.worker import start_job
 
     try:
         spec = policy.check_model(spec)
-        return device_worker().start(kind, spec, req, policy.request_time_limit_s, policy.hosted), spec
+        return start_job(kind, spec, req, policy.request_time_limit_s, policy.hosted), spec
     except ValueError as exc:
         raise _error(exc) from None
 
@@ -346,9 +346,12 @@ def generation_tab(default_model: str, policy: HostPolicy, history: gr.State, li
                 # which costs more than the model's own step on a small model.
                 yield record.text, _metrics_markdown(record), *latest, None
         finally:
-            job.stop()  # Stop pressed, tab closed or error: free the device within a token
-            job.wait(60)
-            _ACTIVE.pop(session, None)
+            # Stop pressed: the job is done already. The tab closed or the client cancelled: Gradio closes
+            # this generator from its event loop, so the job is stopped (within a token) and drained on a
+            # thread of its own rather than waited for here, which would stall the whole server meanwhile.
+            job.abandon()
+            if _ACTIVE.get(session) is job:
+                del _ACTIVE[session]
         if failure is not None:
             raise _error(ValueError(failure.message))
         if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
@@ -442,9 +445,13 @@ def compare_tab(default_model: str, policy: HostPolicy) -> None:
                         failure = item
                     elif isinstance(item, Comparison):
                         result = item
+                if not job.done:
+                    # Nothing to show until both modes ran, but a generator that yields can be closed by Gradio
+                    # when the tab goes away or the call is cancelled (and the finally below stops the job);
+                    # a plain function would hold the device to its end.
+                    yield (gr.skip(),) * 6
         finally:
-            job.stop()  # an error here, or the app shutting down: free the device
-            job.wait(60)
+            job.abandon()  # a cancelled call, a closed tab, an error here, the app shutting down: free the device
         if job.timed_out and result is None:
             raise _error(ValueError(_time_limit_message(job)))
         if failure is not None:
@@ -461,10 +468,10 @@ def compare_tab(default_model: str, policy: HostPolicy) -> None:
               f"Uncached: TPOT {u.tpot_s * 1e3:,.2f} ms, {u.tokens_per_s:,.1f} tokens/s. "
               f"{loaded.spec} on {loaded.device} in {loaded.dtype}."
               + ("\n\n*Random weights: the timing is real, the text is noise.*" if loaded.random_weights else ""))
-        return (md, result.cached_text, result.uncached_text,
-                _plot(figures.token_latency(result.rows, "Per-token latency, cached against uncached")),
-                _plot(figures.cumulative_time(result.rows, result.prediction)),
-                _plot(figures.step_work(result.prediction)))
+        yield (md, result.cached_text, result.uncached_text,
+               _plot(figures.token_latency(result.rows, "Per-token latency, cached against uncached")),
+               _plot(figures.cumulative_time(result.rows, result.prediction)),
+               _plot(figures.step_work(result.prediction)))
 
     go.click(run, [model, prompt, max_new], [verdict, cached_text, uncached_text, latency, cumulative, work],
              api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)

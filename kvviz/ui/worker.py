@@ -4,8 +4,9 @@ A model's Python-heavy forward pass and a web server in one process share one in
 the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
 device job (a generation, a comparison) in this worker process, which loads and keeps the models, and
 streams kvviz.engine's events back through a queue. The app drains that queue a few times a second.
-Stop sets an event the worker's generation loop checks before every token. Nothing here imports
-gradio; the worker process never imports it either.
+Stop sets an event the worker's generation loop checks before every token; a job that has not ended
+KILL_GRACE_S after its stop (a model still loading cannot be interrupted) ends with the worker process, so
+a stop always frees the device. Nothing here imports gradio; the worker process never imports it either.
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ def _serve(jobs, results, cancel) -> None:
             results.put((job_id, None))
 
 
+class WorkerGone(RuntimeError):
+    """The worker process ended (killed to free the device) while a job waited for it; start on a fresh one."""
+
+
 class DeviceWorker:
     """The parent's handle on the worker process. One job runs at a time."""
 
@@ -165,6 +170,9 @@ class DeviceWorker:
         """
         validate_request(req)
         self._busy.acquire()
+        if not self.alive():  # ended while this job waited for the one before it
+            self._busy.release()
+            raise WorkerGone("the device worker process ended")
         self.cancel.clear()
         job_id = next(self._ids)
         self._jobs.put((job_id, kind, spec, req, hosted))
@@ -188,7 +196,9 @@ class WorkerJob:
 
     A job with a time limit is stopped by the first drain() after the limit, and reports timed_out. A
     stop reaches the generation loop within a token, but not a model that is still loading: a job
-    still running KILL_GRACE_S after its stop ends with the worker process, so the device is freed.
+    still running KILL_GRACE_S after its stop (the limit's or anyone's) ends with the worker process at
+    the next drain(), so the device is freed. Only drain() frees the device: a job nobody follows any
+    more is handed to abandon(), which drains it to the end on a thread of its own.
     """
 
     def __init__(self, worker: DeviceWorker, job_id: int, time_limit_s: float | None = None) -> None:
@@ -198,24 +208,26 @@ class WorkerJob:
         self.time_limit_s = time_limit_s
         self.timed_out = False
         self._deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+        self._stopped_at: float | None = None
 
     def drain(self, period_s: float) -> list[Event | Progress | Loaded | Failed | object]:
         """This job's messages of the next period_s seconds (fewer if the job ends first)."""
         out = self._collect(period_s)
-        self._enforce_time_limit(out)
+        self._enforce_limits(out)
         return out
 
-    def _enforce_time_limit(self, out: list) -> None:
-        if self.done or self._deadline is None:
+    def _enforce_limits(self, out: list) -> None:
+        if self.done:
             return
         now = time.monotonic()
-        if not self.timed_out and now >= self._deadline:
+        if self._deadline is not None and not self.timed_out and now >= self._deadline:
             self.timed_out = True
             self.stop()
-        elif self.timed_out and now >= self._deadline + KILL_GRACE_S:
+        elif self._stopped_at is not None and now >= self._stopped_at + KILL_GRACE_S:
             self._worker.kill()
-            out.append(Failed(f"stopped by the time limit of {self.time_limit_s:g} s (the device worker was "
-                              "restarted to free the device)", bad_input=False))
+            why = (f"stopped by the time limit of {self.time_limit_s:g} s" if self.timed_out else
+                   f"stopped, but the job did not end within {KILL_GRACE_S:g} s")
+            out.append(Failed(f"{why} (the device worker was restarted to free the device)", bad_input=False))
             self._finish()
 
     def _collect(self, period_s: float) -> list:
@@ -248,6 +260,22 @@ class WorkerJob:
         """Ask the generation to stop at its next token."""
         if not self.done:
             self._worker.cancel.set()
+            if self._stopped_at is None:
+                self._stopped_at = time.monotonic()
+
+    def abandon(self) -> None:
+        """Stop the job and drain what is left of it on a thread of its own, returning at once.
+
+        For a caller that will not follow the job any more: the app's generator when its tab went away,
+        which the web server closes from its event loop, where waiting even one token would stall every
+        other visitor. The device is free once the job ends, or, past KILL_GRACE_S, once its process does;
+        the next job's start() waits for that.
+        """
+        if self.done:
+            return
+        self.stop()
+        threading.Thread(target=self.wait, args=(KILL_GRACE_S + 30,), daemon=True,
+                         name=f"kvviz-abandoned-job-{self._id}").start()
 
     def wait(self, timeout_s: float = 600.0) -> list:
         """Every remaining message, until the job ends."""
@@ -270,3 +298,13 @@ def device_worker() -> DeviceWorker:
             _WORKER = DeviceWorker()
         return _WORKER
 
+
+def start_job(kind: str, spec: str, req: GenerationRequest, time_limit_s: float | None = None,
+              hosted: bool = False) -> WorkerJob:
+    """DeviceWorker.start on the app's worker, waiting for the job before it; if that job's worker process was
+    ended to free the device meanwhile, on the fresh one that replaces it."""
+    while True:
+        try:
+            return device_worker().start(kind, spec, req, time_limit_s, hosted)
+        except WorkerGone:
+            continue
