@@ -113,7 +113,7 @@ def _concurrency(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.responsiveness import served_app
 
     if args.quick:
-        args.clients, args.new_tokens = 4, 8
+        args.clients, args.model, args.new_tokens = 4, "tiny", 8
     with served_app(*shlex.split(args.app_args)) as app:
         jobs, calc = load_test(app.url, args.clients, args.model, args.new_tokens,
                                direct_calculator="--hosted" in args.app_args)
@@ -239,7 +239,8 @@ def parser() -> argparse.ArgumentParser:
     co = part("concurrency", "clients at once mixing generations, comparisons and calculator calls on one app",
               "4 clients, 8 tokens")
     co.add_argument("--clients", type=int, default=8)
-    co.add_argument("--model", default="tiny")
+    co.add_argument("--model", default="random:smollm2-135m",
+                    help="default: a twin slow enough (about 55 ms a token here) to keep the device busy")
     co.add_argument("--new-tokens", type=int, default=32)
     co.add_argument("--app-args", default="", help='options for app.py, e.g. "--hosted --queue-size 4"')
     co.add_argument("--tag", default="concurrency", help="name of the result files (default concurrency)")
