@@ -3,47 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 
 import pytest
 from gradio_client import Client
 
-from .conftest import REPO
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .conftest import running_app
 
 
 @pytest.fixture(scope="module")
-def app_url():
+def app_url(tmp_path_factory):
     """app.py started on a free loopback port, as a user would start it."""
-    port = _free_port()
-    env = os.environ | {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"app.py exited: {proc.stdout.read()}")
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("app.py did not start listening within 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(30)
+    with running_app(log=tmp_path_factory.mktemp("api") / "app.log") as url:
+        yield url
 
 
 def test_kv_memory_api(app_url):
