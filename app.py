@@ -1,7 +1,7 @@
 """Start kvviz's web app: `python app.py [--host H] [--port P] [--share] [--model M] [--hosted] [limits]`.
 
 This file only reads the command line and launches; the app is built in kvviz.ui.app and the hosted
-demo's limits are kvviz.hosting's (each option also reads a KVVIZ_* environment variable).
+demo's limits are kvviz.engine.hosting's (each option also reads a KVVIZ_* environment variable).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    from kvviz.hosting import HostPolicy, PolicyError
+    from kvviz.engine.hosting import HostPolicy, PolicyError
 
     try:
         policy = HostPolicy.from_env_and_args(vars(args))

@@ -11,14 +11,14 @@ import json
 import sys
 from collections.abc import Sequence
 
-from kvviz.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
-from kvviz.dtypes import KV_DTYPES, WEIGHT_DTYPES
-from kvviz.hardware import DEFAULT_ACCELERATOR, accelerator_names
-from kvviz.inputs import clip
-from kvviz.loading import DEFAULT_MODEL, LoadError
-from kvviz.params import count_params
-from kvviz.presets import HUB_IDS, load_preset, preset_names
-from kvviz.report import MemoryQuery, as_dict, describe, memory_report, render_text
+from kvviz.base.errors import first_line
+from kvviz.calc.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
+from kvviz.calc.dtypes import KV_DTYPES, WEIGHT_DTYPES
+from kvviz.calc.hardware import DEFAULT_ACCELERATOR, accelerator_names
+from kvviz.calc.params import count_params
+from kvviz.calc.presets import HUB_IDS, load_preset, preset_names
+from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report, render_text
+from kvviz.engine.loading import DEFAULT_MODEL, LoadError
 
 USAGE_ERROR = 2
 
@@ -130,15 +130,15 @@ class RunFailed(Exception):
 
 
 def _request(args: argparse.Namespace, use_cache: bool = True):
-    from kvviz.engine import GenerationRequest, validate_request
+    from kvviz.engine.request import GenerationRequest
 
-    return validate_request(GenerationRequest(
-        prompt=args.prompt, max_new_tokens=args.max_new_tokens, use_cache=use_cache, temperature=args.temperature,
-        top_k=args.top_k, top_p=args.top_p, seed=args.seed, chat_template=not args.no_chat_template))
+    return GenerationRequest.from_untrusted(
+        args.prompt, args.max_new_tokens, use_cache=use_cache, temperature=args.temperature, top_k=args.top_k,
+        top_p=args.top_p, seed=args.seed, chat_template=not args.no_chat_template)
 
 
 def _load(args: argparse.Namespace):
-    from kvviz.loading import load_model
+    from kvviz.engine.loading import load_model
 
     def progress(fraction: float, message: str) -> None:
         if not args.json:
@@ -159,8 +159,8 @@ def _summary_text(summary) -> str:
 
 
 def _generate(args: argparse.Namespace) -> str:
-    from kvviz.compare import token_frame
-    from kvviz.engine import Finished, TokenEvent, generate
+    from kvviz.engine.compare import token_frame
+    from kvviz.engine.loop import Finished, TokenEvent, generate
 
     req = _request(args, use_cache=not args.no_cache)
     lm = _load(args)
@@ -185,7 +185,7 @@ def _generate(args: argparse.Namespace) -> str:
 
 
 def _compare(args: argparse.Namespace) -> str:
-    from kvviz.compare import CompareError, compare
+    from kvviz.engine.compare import CompareError, compare
 
     req = _request(args)
     lm = _load(args)
@@ -222,8 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (UsageError, ConfigError, ValueError, LoadError, OSError) as exc:
         # One line, never a traceback; OSError: a path the system cannot even look up, or read.
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"kvviz: error: {clip(message, 300)}", file=sys.stderr)
+        print(f"kvviz: error: {first_line(exc)}", file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
         return 130

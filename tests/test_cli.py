@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvviz.calc.presets import PRESET_DIR, preset_names
 from kvviz.cli import main
-from kvviz.presets import PRESET_DIR, preset_names
-
-from .conftest import REPO
+from tests.helpers import REPO
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

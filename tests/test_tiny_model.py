@@ -10,8 +10,9 @@ from itertools import groupby
 import pytest
 
 from kvviz.cli import main
-from kvviz.engine import GenerationRequest, run_to_end
-from kvviz.loading import BUNDLED, DEFAULT_MODEL, load_model
+from kvviz.engine.loading import BUNDLED, DEFAULT_MODEL, load_model
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.request import GenerationRequest
 
 FOLDER = BUNDLED["tiny"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from kvviz import train_tiny
-from kvviz.engine import GenerationRequest, run_to_end
-from kvviz.loading import load_model
+from kvviz.engine.loading import load_model
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.request import GenerationRequest
 
 
 def test_quick_training_writes_a_loadable_model(tmp_path):

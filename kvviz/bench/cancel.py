@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from kvviz.base.errors import first_line
+
 WAYS = ("stop", "cancel", "tab")  # the /stop endpoint, gradio_client's job.cancel(), closing the page
 LONG_PROMPT = "What is a package?"
 NEXT_PROMPT = "The kernel"
@@ -211,7 +213,7 @@ def _open_browser(stack: ExitStack) -> tuple[object | None, str | None]:
     except ImportError:
         return None, "playwright is not installed"
     except Exception as exc:  # playwright's own Error: no browser to launch
-        return None, f"no Chromium to drive: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+        return None, f"no Chromium to drive: {first_line(exc)}"
 
 
 def release_times(url: str, long_models: list[str], repeats: int, max_new: int = 1000,

@@ -23,7 +23,7 @@ RESULTS = Path("results")
 
 def _overhead(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.overhead import overhead, summarize_overhead
-    from kvviz.loading import load_model
+    from kvviz.engine.loading import load_model
 
     if args.quick:
         args.models, args.new_tokens, args.repeats = ["random:smollm2-135m"], 8, 2
@@ -50,7 +50,7 @@ def _load(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 def _payoff(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.payoff import fit_payoff, payoff
-    from kvviz.loading import load_model
+    from kvviz.engine.loading import load_model
 
     lm = load_model(args.model)
     prompts = {"short": LESSON_PROMPT} if args.quick else {"short": LESSON_PROMPT, "long": LONG_PROMPT}
@@ -73,7 +73,7 @@ def _memory(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 def _hardware(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.hardware import hardware_limit, summarize_hardware
-    from kvviz.hardware import measure_device
+    from kvviz.calc.hardware import measure_device
 
     if args.quick:
         args.models, args.new_tokens, args.repeats = ["tiny"], 8, 1

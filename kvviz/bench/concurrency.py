@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from kvviz.base.errors import first_line
+
 PROMPTS = (
     "What is a package?", "How do I install a kernel?", "What does apt do?", "Explain the boot process.",
     "What is a mirror?", "How are users created?", "What is a service?", "Where are logs kept?",
@@ -98,7 +100,7 @@ def load_test(url: str, clients: int, model: str, new_tokens: int,
             row |= {"status": "finished", "queue_s": queue_s, "own_text": text == expected[(job.kind, job.prompt)],
                     "stream_prefixes": all(text.startswith(p) for p in streamed), "streamed_updates": len(streamed)}
         except Exception as exc:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = first_line(exc)
             row |= {"status": "queue full" if "full" in message.lower() else "error", "message": message}
         row |= {"wall_s": time.perf_counter() - t0, "start_s": t0 - origin}
         rows.append(row)
@@ -119,7 +121,7 @@ def load_test(url: str, clients: int, model: str, new_tokens: int,
                 move_calculator()
                 refused = None
             except Exception as exc:
-                refused = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                refused = first_line(exc)
             calc_rows.append({"start_s": t - origin, "seconds": time.perf_counter() - t, "during_jobs": busy.is_set(),
                               "refused": refused})
             time.sleep(0.05)

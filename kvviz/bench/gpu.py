@@ -25,8 +25,8 @@ from kvviz.bench.leaks import cuda_generations, summarize_leaks
 from kvviz.bench.memory_truth import FULL, QUICK, memory_truth, summarize_memory
 from kvviz.bench.overhead import overhead, summarize_overhead
 from kvviz.bench.payoff import fit_payoff, payoff
-from kvviz.hardware import measure_device
-from kvviz.loading import load_model, unload_all
+from kvviz.calc.hardware import measure_device
+from kvviz.engine.loading import load_model, unload_all
 
 GPU_MODELS = ("random:qwen2.5-0.5b@bf16", "random:llama-3-8b@bf16")
 QUICK_MODELS = ("random:smollm2-135m@fp32",)

@@ -1,5 +1,5 @@
 """Part 4, the hardware limit: decode bandwidth achieved against the measured memory bandwidth, and prefill
-FLOP/s achieved against the measured matmul peak (kvviz.hardware.measure_device measures both).
+FLOP/s achieved against the measured matmul peak (kvviz.calc.hardware.measure_device measures both).
 """
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from kvviz.bench.common import LONG_PROMPT
-from kvviz.engine import GenerationRequest
-from kvviz.loading import load_model
+from kvviz.engine.loading import load_model
+from kvviz.engine.request import GenerationRequest
 
 
 def hardware_limit(specs: list[str], accel, new_tokens: int, repeats: int, device: str | None = None,
@@ -18,12 +18,12 @@ def hardware_limit(specs: list[str], accel, new_tokens: int, repeats: int, devic
 
     Models are MODEL or MODEL@DTYPE. Decode bytes per step are the model's weight bytes plus the KV cache
     read (the engine's figure); prefill FLOPs are the memory model's count for the prompt
-    (kvviz.roofline.prefill_estimate, which like the engine computes logits for the last prompt token only).
+    (kvviz.calc.roofline.prefill_estimate, which like the engine computes logits for the last prompt token only).
     """
-    from kvviz.dtypes import kv_dtype, weight_dtype
-    from kvviz.engine import run_to_end
-    from kvviz.params import count_params
-    from kvviz.roofline import prefill_estimate
+    from kvviz.calc.dtypes import kv_dtype, weight_dtype
+    from kvviz.calc.params import count_params
+    from kvviz.calc.roofline import prefill_estimate
+    from kvviz.engine.loop import run_to_end
 
     rows = []
     for spec in specs:

@@ -51,8 +51,9 @@ def cuda_generations(spec: str, runs: int, new_tokens: int = 8, device: str = "c
     """`runs` generations in-process (no app) with the allocator's figure after each: CUDA memory flat."""
     import torch
 
-    from kvviz.engine import GenerationRequest, run_to_end
-    from kvviz.loading import load_model
+    from kvviz.engine.loading import load_model
+    from kvviz.engine.loop import run_to_end
+    from kvviz.engine.request import GenerationRequest
 
     model, _, dtype = spec.partition("@")
     lm = load_model(model, device=device, dtype=dtype or None)

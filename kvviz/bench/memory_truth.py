@@ -4,7 +4,7 @@ twin of each attention family.
 Each twin is built from a preset's config (random weights, shrunk to its first few layers where a large
 model would not fit: every layer keeps the model's attention shape). kvviz's engine prefills a prompt of
 the chosen length and decodes a few tokens; at every step it reads the bytes of the cache's tensors and
-the memory model's prediction for that length (kvviz.memory.transformers_cache_bytes, which follows what
+the memory model's prediction for that length (kvviz.calc.memory.transformers_cache_bytes, which follows what
 the installed transformers keeps: window - 1 tokens in sliding layers between steps, MLA's latent since
 5.15). They must be equal. On CUDA the allocator's growth over the run is reported beside them: it also
 holds the step's activations and the allocator's rounding, which the cache's tensors do not.
@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kvviz.dtypes import kv_dtype
-from kvviz.engine import GenerationRequest, run_to_end
-from kvviz.loading import build_twin
-from kvviz.memory import kv_cache_bytes
+from kvviz.calc.dtypes import kv_dtype
+from kvviz.calc.memory import kv_cache_bytes
+from kvviz.engine.loading import build_twin
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.request import GenerationRequest
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import pandas as pd
 import torch
 
 from kvviz.bench.common import sync as _sync
-from kvviz.engine import Finished, GenerationRequest, TokenEvent, encode_prompt, generate
-from kvviz.loading import LoadedModel
+from kvviz.engine.loading import LoadedModel
+from kvviz.engine.loop import Finished, TokenEvent, encode_prompt, generate
+from kvviz.engine.request import GenerationRequest
 
 
 def run_kvviz(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
@@ -51,7 +52,7 @@ def run_plain(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float
     """The lesson's loop: prefill, then feed one token at a time with the cache, nothing else."""
     from transformers import DynamicCache
 
-    from kvviz.engine import _cache_kwarg
+    from kvviz.engine.loop import _cache_kwarg
 
     _sync(lm.device)
     start = time.perf_counter()
@@ -101,9 +102,9 @@ import json, sys, time
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 import transformers.initialization
-from kvviz.loading import BUNDLED, TWIN_PREFIX, load_model
-from kvviz.arch import load_config_dict
-from kvviz.presets import PRESET_DIR
+from kvviz.engine.loading import BUNDLED, TWIN_PREFIX, load_model
+from kvviz.calc.arch import load_config_dict
+from kvviz.calc.presets import PRESET_DIR
 spec, mode = sys.argv[1], sys.argv[2]
 if spec.startswith(TWIN_PREFIX):
     raw, _ = load_config_dict(PRESET_DIR / (spec[len(TWIN_PREFIX):] + ".json"))

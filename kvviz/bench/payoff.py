@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvviz.engine import GenerationRequest
-from kvviz.loading import LoadedModel
+from kvviz.engine.loading import LoadedModel
+from kvviz.engine.request import GenerationRequest
 
 
 def payoff(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cached against uncached on one prompt to `new_tokens` tokens (EOS ignored): per-token rows of both
-    modes and the roofline prediction per step (kvviz.compare does the warm-up and both runs)."""
-    from kvviz.compare import compare
+    modes and the roofline prediction per step (kvviz.engine.compare does the warm-up and both runs)."""
+    from kvviz.engine.compare import compare
 
     result = compare(lm, GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True))
     return result.rows, result.prediction

@@ -13,11 +13,12 @@ from pathlib import Path
 import gradio as gr
 from gradio.components.plot import PlotData
 
-from kvviz.dtypes import KV_DTYPES
-from kvviz.hardware import ACCELERATORS
-from kvviz.hosting import HostPolicy
-from kvviz.inputs import clip, flag, number, text, whole_number
-from kvviz.presets import preset_names
+from kvviz.base.errors import first_line
+from kvviz.base.inputs import whole_number
+from kvviz.calc.dtypes import KV_DTYPES
+from kvviz.calc.hardware import ACCELERATORS
+from kvviz.calc.presets import preset_names
+from kvviz.engine.hosting import HostPolicy
 from kvviz.ui.calculator import INPUT_DEFAULTS, calculate, preset_dims
 
 CALCULATOR_INTRO = """
@@ -36,13 +37,9 @@ def _plot(fig: dict) -> PlotData:
     return PlotData(type="plotly", plot=json.dumps(fig))
 
 
-MAX_MESSAGE_CHARS = 300  # an error message longer than this is cut: it can only be echoing what was sent
-
-
 def _error(exc: Exception) -> gr.Error:
     """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return gr.Error(clip(message, MAX_MESSAGE_CHARS), print_exception=False)
+    return gr.Error(first_line(exc), print_exception=False)
 
 
 @dataclass
@@ -206,21 +203,12 @@ def _request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k
 
     None (a cleared field) means the default: greedy, no top-k, no top-p, no seed; so do "" and -1 for the seed.
     """
-    from kvviz.engine import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MAX_TOP_K, GenerationRequest, validate_request
+    from kvviz.engine.request import GenerationRequest
 
     try:
-        n = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
-        policy.check_request(n)
-        req = GenerationRequest(
-            prompt=text(prompt, "the prompt", MAX_PROMPT_CHARS), max_new_tokens=n,
-            use_cache=flag(use_cache, "use the KV cache"),
-            temperature=0.0 if temperature is None else number(temperature, "temperature", 0, 100),
-            top_k=0 if top_k is None else whole_number(top_k, "top-k", 0, MAX_TOP_K),
-            top_p=1.0 if top_p is None else number(top_p, "top-p", 0, 1, low_open=True),
-            seed=None if seed is None or seed == "" or seed == -1 else whole_number(seed, "seed", 0, MAX_SEED),
-            chat_template=flag(chat_template, "apply the chat template"),
-            max_prompt_tokens=policy.prompt_token_limit)
-        return validate_request(req)
+        return GenerationRequest.from_untrusted(
+            prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+            chat_template=chat_template, use_cache=use_cache, policy=policy)
     except ValueError as exc:
         raise _error(exc) from None
 
@@ -410,7 +398,7 @@ def _history_frame(state: dict):
 
 def compare_tab(default_model: str, policy: HostPolicy) -> None:
     """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
-    from kvviz.compare import Comparison
+    from kvviz.engine.compare import Comparison
     from kvviz.ui import figures
     from kvviz.ui.worker import Failed, Loaded, Progress
 
@@ -480,7 +468,7 @@ def compare_tab(default_model: str, policy: HostPolicy) -> None:
 def build_app(default_model: str = "tiny", policy: HostPolicy | None = None) -> gr.Blocks:
     """The whole app. Nothing heavy happens at build time: models load on first use.
 
-    policy: what a hosted demo allows (kvviz.hosting); the default allows everything. Launch the
+    policy: what a hosted demo allows (kvviz.engine.hosting); the default allows everything. Launch the
     result with demo.queue(max_size=policy.queue_max_size) so the queue is bounded when hosted.
     """
     from kvviz.ui import figures

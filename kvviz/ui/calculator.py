@@ -12,15 +12,15 @@ import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from kvviz.arch import Architecture, ConfigError, architecture_from_source
-from kvviz.curves import attention_variants, kv_vs_seq_len, window_effect
-from kvviz.dtypes import KV_DTYPES, kv_dtype
-from kvviz.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
-from kvviz.inputs import choice, text, whole_number
-from kvviz.presets import load_preset, preset_names
-from kvviz.report import MemoryQuery, as_dict, describe, memory_report
+from kvviz.base.inputs import choice, text, whole_number
+from kvviz.base.units import GIB, fmt_bytes, fmt_int
+from kvviz.calc.arch import Architecture, ConfigError, architecture_from_source
+from kvviz.calc.curves import attention_variants, kv_vs_seq_len, window_effect
+from kvviz.calc.dtypes import KV_DTYPES, kv_dtype
+from kvviz.calc.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
+from kvviz.calc.presets import load_preset, preset_names
+from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report
 from kvviz.ui import figures
-from kvviz.units import GIB, fmt_bytes, fmt_int
 
 DEFAULT_PRESET = "llama-3-8b"
 CURVE_BATCHES = (1, 4, 16, 64)

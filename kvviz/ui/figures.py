@@ -14,8 +14,8 @@ import math
 
 import pandas as pd
 
-from kvviz.report import MemoryReport
-from kvviz.units import GIB, fmt_seconds
+from kvviz.base.units import GIB, fmt_seconds
+from kvviz.calc.report import MemoryReport
 
 INK = "#8a8f98"  # mid grey: legible on white and on near-black
 GRID = "rgba(138, 143, 152, 0.25)"
@@ -150,7 +150,7 @@ def to_plotly(fig: Figure):
 def token_latency(frame: pd.DataFrame, title: str = "Per-token latency") -> Figure:
     """Time from the previous token (ms) for each output token, prefill (the first token) apart from decode.
 
-    frame: per-token rows (kvviz.engine.TokenEvent fields) with a `mode` or `run` column to group by.
+    frame: per-token rows (kvviz.engine.loop.TokenEvent fields) with a `mode` or `run` column to group by.
     The y axis is logarithmic because the first token waits for the whole prompt.
     """
     data = []

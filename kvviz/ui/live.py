@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from kvviz.engine import (
+from kvviz.engine.loop import (
     DeviceAcquired,
     Event,
     Finished,
@@ -23,7 +23,7 @@ from kvviz.engine import (
     TokenEvent,
     Waiting,
 )
-from kvviz.metrics import RunSummary
+from kvviz.engine.metrics import RunSummary
 
 _RUN_IDS = itertools.count(1)
 

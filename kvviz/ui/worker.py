@@ -3,7 +3,7 @@
 A model's Python-heavy forward pass and a web server in one process share one interpreter lock, and
 the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
 device job (a generation, a comparison) in this worker process, which loads and keeps the models, and
-streams kvviz.engine's events back through a queue. The app drains that queue a few times a second.
+streams kvviz.engine.loop's events back through a queue. The app drains that queue a few times a second.
 Stop sets an event the worker's generation loop checks before every token; a job that has not ended
 KILL_GRACE_S after its stop (a model still loading cannot be interrupted) ends with the worker process, so
 a stop always frees the device. Nothing here imports gradio; the worker process never imports it either.
@@ -17,7 +17,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kvviz.engine import Event, Finished, GenerationRequest, validate_request
+from kvviz.engine.loop import Event, Finished
+from kvviz.engine.request import GenerationRequest
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def _step_seconds(lm, threads: int, steps: int = 6) -> float:
     import torch
     from transformers import DynamicCache
 
-    from kvviz.engine import _cache_kwarg
+    from kvviz.engine.loop import _cache_kwarg
 
     torch.set_num_threads(threads)
     kw = {_cache_kwarg(lm.model): DynamicCache(config=lm.model.config)}
@@ -96,9 +97,9 @@ def _serve(jobs, results, cancel) -> None:
     threading.Thread(target=_exit_with_parent, daemon=True, name="kvviz-parent-watch").start()
     import torch
 
-    from kvviz.compare import CompareError, compare
-    from kvviz.engine import generate
-    from kvviz.loading import LoadError, load_model
+    from kvviz.engine.compare import CompareError, compare
+    from kvviz.engine.loading import LoadError, load_model
+    from kvviz.engine.loop import generate
 
     cores = torch.get_num_threads()
     threads: dict[tuple, int] = {}
@@ -163,12 +164,11 @@ class DeviceWorker:
 
     def start(self, kind: str, spec: str, req: GenerationRequest, time_limit_s: float | None = None,
               hosted: bool = False) -> WorkerJob:
-        """Begin a job ("generate" or "compare"); ValueError at once for a malformed request.
+        """Begin a job ("generate" or "compare") for a request that is valid by construction.
 
         time_limit_s: the job is stopped once it has run this long (see WorkerJob.drain). hosted: the
         worker loads no local folders and only safetensors weights for this job.
         """
-        validate_request(req)
         self._busy.acquire()
         if not self.alive():  # ended while this job waited for the one before it
             self._busy.release()

@@ -1,0 +1,97 @@
+"""Capacity: how much KV cache fits beside the weights on an accelerator, and what that allows.
+
+The budget follows vLLM's accounting: the memory-utilisation fraction of the device, less the
+weights, less a runtime reserve (activations, CUDA context, workspace), is what the block
+allocator may hand out. From it: token slots, the largest batch at a length, the longest length
+at a batch. This module knows devices and the memory model; it measures nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvviz.base.units import GIB
+from kvviz.calc.arch import Architecture
+from kvviz.calc.dtypes import DType
+from kvviz.calc.formula import Formula
+from kvviz.calc.hardware import Accelerator
+from kvviz.calc.memory import bytes_per_token, paged_bytes
+
+NO_CONTEXT_LIMIT = 10**9  # search bound for models whose config gives no max_position_embeddings
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What fits on one accelerator.
+
+    token_slots: tokens the block pool holds if every layer keeps every token (vLLM's "KV cache
+    size in tokens"); max_batch: sequences of seq_len that fit at once; max_seq_len: the longest
+    sequence at `batch`, capped by the model's context (seq_len_capped says the cap, not memory, bound it).
+    """
+
+    accelerator: Accelerator
+    mem_util: float
+    usable_bytes: int
+    weights_bytes: int
+    reserve_bytes: int
+    kv_budget_bytes: int
+    token_slots: int
+    batch: int
+    seq_len: int
+    max_batch: int
+    max_seq_len: int
+    seq_len_capped: bool
+    fits: bool
+    formula: Formula
+
+
+def _longest(arch: Architecture, batch: int, dtype: DType, block_size: int, budget: int) -> tuple[int, bool]:
+    """Largest seq_len whose paged cache for `batch` sequences fits `budget`, and whether the cap bound it."""
+    cap = arch.max_position_embeddings or NO_CONTEXT_LIMIT
+    if paged_bytes(arch, batch, cap, dtype, block_size) <= budget:
+        return cap, True
+    lo, hi = 0, cap  # paged_bytes(lo) fits, paged_bytes(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if paged_bytes(arch, batch, mid, dtype, block_size) <= budget else (lo, mid)
+    return lo, False
+
+
+def capacity(
+    arch: Architecture,
+    accel: Accelerator,
+    dtype: DType,
+    weights_bytes: int,
+    batch: int,
+    seq_len: int,
+    mem_util: float = 0.9,
+    reserve_bytes: int = GIB,
+    block_size: int = 16,
+) -> Capacity:
+    """Answer the capacity questions for `arch` on `accel` with the cache in `dtype`."""
+    if not 0 < mem_util <= 1:
+        raise ValueError("mem_util must be in (0, 1]")
+    usable = int(accel.memory_bytes * mem_util)
+    budget = usable - weights_bytes - reserve_bytes - arch.num_layers * dtype.tensor_overhead_bytes
+    formula = Formula(
+        "KV budget",
+        "accelerator_memory × mem_util − weights − reserve",
+        f"{accel.memory_bytes:,} × {mem_util:g} − {weights_bytes:,} − {reserve_bytes:,}",
+        max(budget, 0),
+    )
+    if budget <= 0:
+        return Capacity(accel, mem_util, usable, weights_bytes, reserve_bytes, max(budget, 0), 0, batch, seq_len,
+                        0, 0, False, False, formula)
+    block_bytes = block_size * bytes_per_token(arch, dtype)
+    per_seq = paged_bytes(arch, 1, max(seq_len, 1), dtype, block_size)
+    max_seq_len, capped = _longest(arch, batch, dtype, block_size, budget)
+    return Capacity(
+        accelerator=accel, mem_util=mem_util, usable_bytes=usable, weights_bytes=weights_bytes,
+        reserve_bytes=reserve_bytes, kv_budget_bytes=budget,
+        token_slots=budget // block_bytes * block_size,
+        batch=batch, seq_len=seq_len,
+        max_batch=budget // per_seq,
+        max_seq_len=max_seq_len, seq_len_capped=capped,
+        fits=paged_bytes(arch, batch, seq_len, dtype, block_size) <= budget,
+        formula=formula,
+    )

@@ -1,0 +1,277 @@
+"""The KV-cache memory model: how many bytes the cache of a batch of sequences holds, layer by layer.
+
+The lesson's estimate, batch × seq_len × layers × 2 × kv_heads × head_dim × bytes_per_elem, is
+exact for plain attention. Real models bend it three ways and this module follows each:
+grouped-query attention (kv_heads < heads), sliding-window layers (a layer keeps at most `window`
+tokens), and DeepSeek's latent attention (one compressed vector per token and layer in a serving
+engine and in transformers since 5.15, expanded per-head keys and values in a naive implementation).
+Quantised formats add
+their scales (dtypes.py). Paged allocation rounds each sequence up to whole blocks, as vLLM does.
+This module knows architectures and formats, not devices or weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvviz.calc.arch import SLIDING, Architecture
+from kvviz.calc.dtypes import DType
+from kvviz.calc.formula import Factor, Formula, product, total
+
+LATENT = "latent"  # what an engine implementing MLA keeps (vLLM, SGLang)
+EXPANDED = "expanded"  # per-head K/V of an MLA model, as a naive implementation (transformers < 5.15) keeps
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Consecutive or not, the layers that share an attention kind and window."""
+
+    kind: str
+    window: int | None
+    count: int
+
+
+@dataclass(frozen=True)
+class GroupBytes:
+    """One layer group's share of the cache for a given batch and length."""
+
+    group: LayerGroup
+    tokens_kept: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class KVBreakdown:
+    """The cache of `batch` sequences of `seq_len` tokens, and how it was counted.
+
+    bytes: what an engine that supports the architecture keeps (windows applied, MLA latent).
+    no_window_bytes: what an engine that ignores the sliding window would allocate (None without windows).
+    mla_expanded_bytes: the expanded per-head keys and values a naive implementation keeps, as transformers
+        did before 5.15 (None without MLA).
+    """
+
+    batch: int
+    seq_len: int
+    dtype: DType
+    bytes: int
+    bytes_per_token: int
+    no_window_bytes: int | None
+    mla_expanded_bytes: int | None
+    groups: tuple[GroupBytes, ...]
+    formula: Formula
+    per_token_formula: Formula
+    no_window_formula: Formula | None
+    mla_expanded_formula: Formula | None
+
+
+def layer_groups(arch: Architecture) -> tuple[LayerGroup, ...]:
+    """Layers grouped by attention kind, in order of first appearance: full layers, sliding layers."""
+    counts: dict[str, int] = {}
+    for kind in arch.layer_types:
+        counts[kind] = counts.get(kind, 0) + 1
+    return tuple(LayerGroup(kind, arch.sliding_window if kind == SLIDING else None, n) for kind, n in counts.items())
+
+
+def cached_tokens(seq_len: int, window: int | None) -> int:
+    """Tokens one layer keeps for one sequence: all of them, or the last `window` in a sliding layer."""
+    return seq_len if window is None else min(seq_len, window)
+
+
+def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType,
+                             mla_latent: bool = True) -> int:
+    """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens.
+
+    A sliding layer keeps the last window - 1 tokens there (the next token brings the span back to
+    `window`). An MLA model keeps the latent since transformers 5.15 and the expanded per-head keys
+    and values before it: mla_latent says which.
+    """
+    per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
+    tokens = sum(cached_tokens(seq_len, None if g.window is None else g.window - 1) * g.count
+                 for g in layer_groups(arch))
+    return batch * tokens * per
+
+
+def activation_bytes(arch: Architecture, tokens: int, elem_bytes: int, attention_scores: bool = False) -> int:
+    """Bytes of activations one forward pass over `tokens` tokens holds at its peak beside the weights and the
+    cache, an estimate: per token the MLP's two intermediate tensors (gate and up) and four hidden-size ones
+    (residual stream, normed input, attention output, a projection), each `elem_bytes` wide; one position's
+    logits in fp32; and, where the attention materialises them (eager), one layer's scores, heads × tokens².
+    """
+    per_token = (2 * (arch.intermediate_size or 0) + 4 * (arch.hidden_size or 0)) * elem_bytes
+    scores = arch.num_heads * tokens * tokens * elem_bytes if attention_scores else 0
+    return tokens * per_token + scores + (arch.vocab_size or 0) * 4
+
+
+def token_layer_bytes(arch: Architecture, dtype: DType, mla_mode: str = LATENT) -> int:
+    """Bytes one token leaves in one layer's cache: keys and values of every KV head, or MLA's vector."""
+    if arch.mla is not None and mla_mode == LATENT:
+        return dtype.vector_bytes(arch.mla.latent_dim)
+    heads = arch.num_heads if arch.mla is not None else arch.num_kv_heads
+    return heads * (dtype.vector_bytes(arch.head_dim) + dtype.vector_bytes(arch.v_head_dim))
+
+
+def bytes_per_token(arch: Architecture, dtype: DType, mla_mode: str = LATENT) -> int:
+    """Bytes one token adds to one sequence's cache across all layers, before any window caps it."""
+    return arch.num_layers * token_layer_bytes(arch, dtype, mla_mode)
+
+
+def kv_cache_bytes(
+    arch: Architecture,
+    batch: int,
+    seq_len: int,
+    dtype: DType,
+    *,
+    apply_window: bool = True,
+    mla_mode: str = LATENT,
+) -> int:
+    """Bytes of the KV cache for `batch` sequences of `seq_len` tokens, summed layer by layer.
+
+    Sliding layers keep min(seq_len, window) tokens unless apply_window is False. Per-layer
+    constants of the format (fp8's per-tensor scales) are added once per layer.
+    """
+    per = token_layer_bytes(arch, dtype, mla_mode)
+    tokens = sum(
+        cached_tokens(seq_len, g.window if apply_window else None) * g.count for g in layer_groups(arch)
+    )
+    return batch * tokens * per + arch.num_layers * dtype.tensor_overhead_bytes
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _vector(symbol: str, dim: int, dtype: DType) -> list[Factor]:
+    """Factors for the bytes of one stored vector of `dim` values in `dtype`."""
+    if dtype.group_size is None:
+        return [Factor(symbol, str(dim)), Factor("bytes_per_elem", _fmt_num(dtype.nominal_bytes))]
+    groups = math.ceil(dim / dtype.group_size)
+    sym = f"({symbol} × {dtype.bits}/8 + ⌈{symbol}/{dtype.group_size}⌉ × {dtype.group_overhead_bytes})"
+    val = f"({dim} × {dtype.bits}/8 + {groups} × {dtype.group_overhead_bytes})"
+    return [Factor(sym, val)]
+
+
+def _per_token_layer(arch: Architecture, dtype: DType, mla_mode: str) -> list[Factor]:
+    """Factors for token_layer_bytes, matching its arithmetic."""
+    if arch.mla is not None and mla_mode == LATENT:
+        return _vector("(kv_lora_rank + qk_rope_head_dim)", arch.mla.latent_dim, dtype)
+    if arch.mla is not None:
+        heads = Factor("heads", str(arch.num_heads))
+        if dtype.group_size is None:
+            width = Factor("(qk_head_dim + v_head_dim)", f"({arch.head_dim} + {arch.v_head_dim})")
+            return [heads, width, Factor("bytes_per_elem", _fmt_num(dtype.nominal_bytes))]
+        k = product(*_vector("qk_head_dim", arch.head_dim, dtype))
+        v = product(*_vector("v_head_dim", arch.v_head_dim, dtype))
+        return [heads, Factor(f"({k[0]} + {v[0]})", f"({k[1]} + {v[1]})")]
+    return [Factor("2", "2"), Factor("kv_heads", str(arch.num_kv_heads)), *_vector("head_dim", arch.head_dim, dtype)]
+
+
+def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, label: str, *,
+                apply_window: bool, mla_mode: str) -> Formula:
+    groups = layer_groups(arch)
+    if not apply_window:
+        groups = (LayerGroup("all", None, arch.num_layers),)
+    terms = []
+    for g in groups:
+        if g.window is None:
+            tokens = Factor("seq_len", str(seq_len))
+        else:
+            tokens = Factor("min(seq_len, window)", f"min({seq_len}, {g.window})")
+        layers_sym = "layers" if len(groups) == 1 else f"{g.kind}_layers"
+        terms.append(product(Factor("batch", str(batch)), tokens, Factor(layers_sym, str(g.count)),
+                             *_per_token_layer(arch, dtype, mla_mode)))
+    if dtype.tensor_overhead_bytes:
+        terms.append(product(Factor("layers", str(arch.num_layers)),
+                             Factor("scale_bytes_per_layer", str(dtype.tensor_overhead_bytes))))
+    symbolic, substituted = total(*terms)
+    value = kv_cache_bytes(arch, batch, seq_len, dtype, apply_window=apply_window, mla_mode=mla_mode)
+    return Formula(label, symbolic, substituted, value)
+
+
+def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> KVBreakdown:
+    """The KV cache of `batch` sequences of `seq_len` tokens with every labelled variant and formula."""
+    if batch < 1 or seq_len < 0:
+        raise ValueError("batch must be at least 1 and seq_len at least 0")
+    kept_label = "KV cache (window applied)" if arch.n_sliding else "KV cache"
+    if arch.mla is not None:
+        kept_label = "KV cache, MLA latent (what vLLM, SGLang and transformers >= 5.15 keep)"
+    formula = _kv_formula(arch, batch, seq_len, dtype, kept_label, apply_window=True, mla_mode=LATENT)
+    per_token = product(Factor("layers", str(arch.num_layers)), *_per_token_layer(arch, dtype, LATENT))
+    per_token_formula = Formula("KV bytes per token (all layers, one sequence)", *per_token,
+                                bytes_per_token(arch, dtype))
+    no_window = None
+    if arch.n_sliding:
+        no_window = _kv_formula(arch, batch, seq_len, dtype,
+                                "KV cache if the engine ignores the sliding window (allocates every token)",
+                                apply_window=False, mla_mode=LATENT)
+    expanded = None
+    if arch.mla is not None:
+        expanded = _kv_formula(arch, batch, seq_len, dtype,
+                               "KV cache, MLA expanded per-head K/V (a naive implementation; transformers "
+                               "before 5.15 kept this)",
+                               apply_window=True, mla_mode=EXPANDED)
+    per_layer = token_layer_bytes(arch, dtype)
+    groups = tuple(
+        GroupBytes(g, cached_tokens(seq_len, g.window), batch * cached_tokens(seq_len, g.window) * g.count * per_layer)
+        for g in layer_groups(arch)
+    )
+    return KVBreakdown(
+        batch=batch, seq_len=seq_len, dtype=dtype, bytes=int(formula.value),
+        bytes_per_token=bytes_per_token(arch, dtype),
+        no_window_bytes=int(no_window.value) if no_window else None,
+        mla_expanded_bytes=int(expanded.value) if expanded else None,
+        groups=groups, formula=formula, per_token_formula=per_token_formula,
+        no_window_formula=no_window, mla_expanded_formula=expanded,
+    )
+
+
+@dataclass(frozen=True)
+class PagedAllocation:
+    """The cache as a paged allocator holds it: each layer's tokens rounded up to whole blocks.
+
+    blocks_per_seq counts the blocks of one full-attention layer (a sliding layer needs at most
+    the blocks covering its window); wasted bytes are the unused slots of each last block.
+    """
+
+    block_size: int
+    blocks_per_seq: int
+    block_bytes: int
+    allocated_bytes: int
+    exact_bytes: int
+    wasted_bytes_per_seq: int
+    wasted_bytes: int
+    formula: Formula
+
+
+def paged_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16) -> int:
+    """Bytes a block allocator holds: each layer's kept tokens rounded up to whole blocks of block_size."""
+    slots = sum(math.ceil(cached_tokens(seq_len, g.window) / block_size) * block_size * g.count
+                for g in layer_groups(arch))
+    return batch * slots * token_layer_bytes(arch, dtype)
+
+
+def paged_allocation(
+    arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16
+) -> PagedAllocation:
+    """How a vLLM-style block allocator stores the cache, and how much of its last blocks stands empty."""
+    if block_size < 1:
+        raise ValueError("block_size must be at least 1")
+    per = token_layer_bytes(arch, dtype)
+    allocated = paged_bytes(arch, batch, seq_len, dtype, block_size)
+    exact = kv_cache_bytes(arch, batch, seq_len, dtype) - arch.num_layers * dtype.tensor_overhead_bytes
+    formula = Formula(
+        "Paged KV cache (each layer's tokens rounded up to whole blocks)",
+        "batch × Σ_layers ⌈tokens_kept / block_size⌉ × block_size × bytes_per_token_per_layer",
+        f"{batch} × {allocated // (batch * per * block_size)} (layer-blocks per sequence) × {block_size} × {per}",
+        allocated,
+    )
+    return PagedAllocation(
+        block_size=block_size,
+        blocks_per_seq=math.ceil(seq_len / block_size),
+        block_bytes=block_size * bytes_per_token(arch, dtype),
+        allocated_bytes=allocated,
+        exact_bytes=exact,
+        wasted_bytes_per_seq=(allocated - exact) // batch,
+        wasted_bytes=allocated - exact,
+        formula=formula,
+    )

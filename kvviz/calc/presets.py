@@ -1,0 +1,53 @@
+"""The reference architectures shipped as config.json files under assets/presets/.
+
+Presets are plain Hugging Face configs, read by the same parser as a user's file, so a preset can
+never know more than a real config would. This module only finds and names them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from kvviz.base.inputs import shown
+from kvviz.calc.arch import Architecture, ConfigError, architecture_from_source
+
+PRESET_DIR = Path(__file__).resolve().parents[2] / "assets" / "presets"
+
+# The public checkpoint each preset's config comes from.
+HUB_IDS: dict[str, str] = {
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "qwen2.5-72b": "Qwen/Qwen2.5-72B-Instruct",
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B",
+    "qwen3-8b": "Qwen/Qwen3-8B",
+    "llama-2-7b": "meta-llama/Llama-2-7b-hf",
+    "llama-3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B",
+    "llama-3-70b": "meta-llama/Meta-Llama-3-70B",
+    "mistral-7b-v0.1": "mistralai/Mistral-7B-v0.1",
+    "gemma-2-2b": "google/gemma-2-2b",
+    "gemma-2-9b": "google/gemma-2-9b",
+    "gemma-2-27b": "google/gemma-2-27b",
+    "deepseek-v2-lite": "deepseek-ai/DeepSeek-V2-Lite",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "smollm2-135m": "HuggingFaceTB/SmolLM2-135M",
+    "tinyllama-1.1b": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+    "gpt2": "openai-community/gpt2",
+}
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets, in the order of the reference table."""
+    shipped = {p.stem for p in PRESET_DIR.glob("*.json")}
+    return [name for name in HUB_IDS if name in shipped] + sorted(shipped - set(HUB_IDS))
+
+
+@cache
+def load_preset(name: str) -> Architecture:
+    """The Architecture of preset `name`; ConfigError listing the presets if there is none."""
+    key = str(name).strip().lower()
+    path = PRESET_DIR / f"{key}.json"
+    if key not in preset_names():
+        raise ConfigError(f"unknown preset {shown(name)}; run 'python -m kvviz presets' to list them")
+    return architecture_from_source(path, name=key)

@@ -1,0 +1,235 @@
+"""What a shared, hosted demo allows: which models, how large a request, how long a queue, how much time.
+
+A HostPolicy is read once at start-up from the command line and the environment (KVVIZ_*); the app
+asks it about every request before anything runs, because the API can send anything the page would
+not. Hosted mode is on under --share and on a Hugging Face Space (SPACE_ID set) and off otherwise;
+--hosted / --no-hosted, or KVVIZ_HOSTED, decide over both. Off, the policy allows everything: a local
+user loads any folder, hub id or twin, as before. Hosted, it offers the bundled model, the random
+twins under a size limit and the hub ids the host named; no local path, whatever it is called.
+This module knows the presets and their sizes; it knows nothing of gradio, torch or the worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from kvviz.base.hub import source_kind
+from kvviz.base.inputs import clip, flag, number, shown, text, whole_number
+from kvviz.calc.params import count_params
+from kvviz.calc.presets import load_preset, preset_names
+
+BUNDLED_MODEL = "tiny"  # kvviz.engine.loading.BUNDLED's one entry (a test keeps the two in step)
+TWIN_PREFIX = "random:"  # as kvviz.engine.loading.TWIN_PREFIX
+ENGINE_MAX_NEW_TOKENS = 4096  # kvviz.engine.loop.MAX_NEW_TOKENS: no host can allow more than the engine does
+MAX_SPEC_CHARS = 256  # a hub id is at most 96; anything longer is not a model this demo offers
+
+
+class PolicyError(ValueError):
+    """What this host does not allow, in one line that says what it does allow."""
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """The limits of a hosted demo. hosted=False switches every check off."""
+
+    hosted: bool = False
+    max_new_tokens: int = 256
+    max_prompt_tokens: int = 1024
+    max_twin_params: int = 600_000_000  # twins strictly smaller load; the 0.5-0.6 B ones fit a free CPU Space
+    allowed_models: tuple[str, ...] = ()  # hub ids offered besides the bundled model and the twins
+    queue_size: int = 16  # requests that may wait; one more is told the queue is full
+    time_limit_s: float = 120.0  # seconds one generation or comparison may hold the device
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check_field(f.name, getattr(self, f.name), f.name)
+
+    @classmethod
+    def from_env_and_args(cls, args: Mapping[str, object] | None = None,
+                          env: Mapping[str, str] | None = None) -> HostPolicy:
+        """The policy from command-line values (None = not given) over KVVIZ_* variables over defaults.
+
+        args keys are the fields' names plus `share`; values may be text (as typed) or already typed.
+        PolicyError names the option or variable that is wrong.
+        """
+        args = {k: v for k, v in (args or {}).items() if v is not None}
+        env = os.environ if env is None else env
+        values: dict = {}
+        for f in fields(cls):
+            option, variable = f"--{f.name.replace('_', '-')}", f"KVVIZ_{f.name.upper()}"
+            if f.name in args:
+                values[f.name] = _check_field(f.name, _PARSERS[f.name](args[f.name], option), option)
+            elif env.get(variable, "").strip():
+                values[f.name] = _check_field(f.name, _PARSERS[f.name](env[variable], variable), variable)
+        if "hosted" not in values:
+            values["hosted"] = bool(args.get("share")) or bool(env.get("SPACE_ID", "").strip())
+        return cls(**values)
+
+    def twins(self) -> list[str]:
+        """The random twins this host offers: every preset strictly under the size limit, smallest first."""
+        small = sorted((_params(name), name) for name in preset_names() if _params(name) < self.max_twin_params)
+        return [f"{TWIN_PREFIX}{name}" for _, name in small]
+
+    def model_choices(self) -> list[str]:
+        """What the model pickers offer in hosted mode."""
+        return [BUNDLED_MODEL, *self.twins(), *self.allowed_models]
+
+    def check_model(self, spec: object) -> str:
+        """The model spec to load, in its canonical form; PolicyError for one this host does not offer."""
+        spec = _text(spec, "model", MAX_SPEC_CHARS if self.hosted else 4096).strip()
+        if not spec:
+            raise PolicyError("no model given")
+        if not self.hosted:
+            return spec
+        if spec == BUNDLED_MODEL or spec in self.allowed_models:
+            return spec
+        if spec.lower().startswith(TWIN_PREFIX):
+            return self._check_twin(spec[len(TWIN_PREFIX):].strip().lower())
+        if source_kind(spec) == "path":
+            raise PolicyError(f"this hosted demo loads no local folders or files; choose one of "
+                              f"{', '.join(self.model_choices())}")
+        raise PolicyError(f"this hosted demo does not offer {shown(spec)}; choose one of "
+                          f"{', '.join(self.model_choices())}")
+
+    def _check_twin(self, preset: str) -> str:
+        if preset not in preset_names():
+            raise PolicyError(f"unknown preset {shown(preset)} for a random twin; choose one of "
+                              f"{', '.join(self.twins())}")
+        n = _params(preset)
+        if n >= self.max_twin_params:
+            raise PolicyError(f"{TWIN_PREFIX}{preset} has {_millions(n)} parameters; this demo allows twins under "
+                              f"{_millions(self.max_twin_params)}")
+        return f"{TWIN_PREFIX}{preset}"
+
+    def check_source(self, source: object) -> str:
+        """The calculator's config source (a path or hub id); hosted, a hub id only, never a local path."""
+        source = _text(source, "the config path or hub id", 512).strip()
+        if self.hosted and source and source_kind(source) != "hub":
+            raise PolicyError("this hosted demo reads no local files: give a hub id such as "
+                              "Qwen/Qwen2.5-0.5B-Instruct, or pick a preset")
+        return source
+
+    def check_request(self, max_new_tokens: int) -> None:
+        """PolicyError, with both numbers, for more new tokens than this host allows.
+
+        The prompt's length in tokens is known only once it is tokenized: the request carries
+        max_prompt_tokens to the engine, which refuses a longer prompt with the same kind of message.
+        """
+        if self.hosted and max_new_tokens > self.max_new_tokens:
+            raise PolicyError(f"max_new_tokens is {max_new_tokens:,}; this demo allows up to {self.max_new_tokens:,}")
+
+    @property
+    def prompt_token_limit(self) -> int | None:
+        return self.max_prompt_tokens if self.hosted else None
+
+    @property
+    def queue_max_size(self) -> int | None:
+        """Gradio's queue bound: None (unbounded) unless hosted."""
+        return self.queue_size if self.hosted else None
+
+    @property
+    def request_time_limit_s(self) -> float | None:
+        return self.time_limit_s if self.hosted else None
+
+    def note(self) -> str:
+        """The one line the page shows in hosted mode (empty otherwise)."""
+        if not self.hosted:
+            return ""
+        hub = f", {', '.join(self.allowed_models)}" if self.allowed_models else ""
+        return (f"Hosted demo limits: models {BUNDLED_MODEL}, random twins under {_millions(self.max_twin_params)} "
+                f"parameters{hub}; at most {self.max_new_tokens:,} new tokens and {self.max_prompt_tokens:,} "
+                f"prompt tokens; {self.time_limit_s:g} s per request; at most {self.queue_size:,} "
+                f"{'request' if self.queue_size == 1 else 'requests'} waiting.")
+
+
+_BOUNDS = {"max_new_tokens": (1, ENGINE_MAX_NEW_TOKENS), "max_prompt_tokens": (1, 1_000_000),
+           "max_twin_params": (1, 10**13), "queue_size": (1, 10_000)}
+
+
+def _check_field(name: str, value: object, where: str) -> object:
+    """value if field `name` may hold it; PolicyError naming `where` (the option or variable) otherwise.
+
+    The checks are kvviz.base.inputs', so a host's settings are refused in the same words as a request's."""
+    try:
+        if name in _BOUNDS:
+            low, high = _BOUNDS[name]
+            return whole_number(value, where, low, high, integral_floats=False)
+        if name == "time_limit_s":
+            return number(value, f"{where} (seconds)", 0, 86_400, low_open=True)
+        if name == "hosted":
+            return flag(value, where)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+    if not isinstance(value, tuple):  # allowed_models
+        raise PolicyError(f"{where} must be a tuple of hub ids, got {shown(value)}")
+    for model in value:
+        if not isinstance(model, str) or source_kind(model) != "hub":
+            raise PolicyError(f"{where}: allowed models must be hub ids such as Qwen/Qwen2.5-0.5B-Instruct, "
+                              f"got {shown(model)}")
+    return value
+
+
+def _text(value: object, name: str, max_chars: int) -> str:
+    try:
+        return text(value, name, max_chars)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+
+
+def _params(preset: str) -> int:
+    return count_params(load_preset(preset)).total
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:,.0f} M" if n < 10**10 else f"{n / 1e9:,.0f} B"
+
+
+# Parsing a value given on the command line or in the environment, named by where it came from.
+def _parse_bool(value: object, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise PolicyError(f"{where} must be 1 or 0 (true or false), got {shown(value)}")
+
+
+_SUFFIXES = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
+
+
+def _parse_count(value: object, where: str) -> int:
+    """A whole number, as 600000000, 600_000_000, 600M or 0.6B."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    word = clip(str(value).strip().lower().replace("_", "").replace(",", ""))
+    scale = _SUFFIXES.get(word[-1:], 1)
+    try:
+        number = float(word[:-1] if scale > 1 else word)
+    except ValueError:
+        raise PolicyError(f"{where} must be a whole number (such as 16, 600M or 0.6B), got {shown(value)}") from None
+    n = number * scale
+    if not math.isfinite(n) or n != int(n):
+        raise PolicyError(f"{where} must be a whole number, got {shown(value)}")
+    return int(n)
+
+
+def _parse_seconds(value: object, where: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise PolicyError(f"{where} must be a number of seconds, got {shown(value)}") from None
+
+
+def _parse_models(value: object, where: str) -> tuple[str, ...]:
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return tuple(m.strip() for m in items if str(m).strip())
+
+
+_PARSERS = {"hosted": _parse_bool, "max_new_tokens": _parse_count, "max_prompt_tokens": _parse_count,
+            "max_twin_params": _parse_count, "allowed_models": _parse_models, "queue_size": _parse_count,
+            "time_limit_s": _parse_seconds}

@@ -1,0 +1,85 @@
+"""A generation request, and the one place its values are checked.
+
+GenerationRequest cannot exist with a bad value: its constructor checks every field and raises
+ValueError with one line naming the first bad one, in the same words whoever built it. Values from
+outside (the page, the web API, the command line) come in through GenerationRequest.from_untrusted,
+which also applies the host's limits (kvviz.engine.hosting) and reads a cleared field as its default.
+The prompt's length in tokens is known only once it is tokenized, so the host's prompt limit travels
+with the request and the engine applies it. Nothing here knows models, gradio or the worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvviz.base.inputs import flag, number, text, whole_number
+from kvviz.engine.hosting import ENGINE_MAX_NEW_TOKENS, HostPolicy
+
+MAX_NEW_TOKENS = ENGINE_MAX_NEW_TOKENS
+MAX_PROMPT_CHARS = 200_000
+MAX_TOP_K = 1_000_000  # more than any vocabulary: the filter is then off
+MAX_SEED = 2**64 - 1  # the largest seed torch.Generator accepts
+
+# How each field is named in a message, whoever sent the value.
+LABELS = {"max_new_tokens": "max_new_tokens", "temperature": "temperature (0 = greedy)", "top_k": "top_k (0 = off)",
+          "top_p": "top_p", "seed": "seed", "max_prompt_tokens": "max_prompt_tokens", "use_cache": "use_cache",
+          "chat_template": "chat_template", "ignore_eos": "ignore_eos"}
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What to generate. temperature 0 means greedy; top_k 0 and top_p 1 switch those filters off."""
+
+    prompt: str
+    max_new_tokens: int = 64
+    use_cache: bool = True
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    chat_template: bool = True
+    ignore_eos: bool = False  # run to max_new_tokens whatever the model emits (benchmarks do this)
+    max_prompt_tokens: int | None = None  # a host's limit, checked once the prompt is tokenized
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise ValueError("the prompt is empty")
+        text(self.prompt, "the prompt", MAX_PROMPT_CHARS)
+        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+        number(self.temperature, LABELS["temperature"], 0, 100)
+        _whole(self.top_k, "top_k", 0, MAX_TOP_K)
+        number(self.top_p, LABELS["top_p"], 0, 1, low_open=True)
+        if self.seed is not None:
+            _whole(self.seed, "seed", 0, MAX_SEED)
+        if self.max_prompt_tokens is not None:
+            _whole(self.max_prompt_tokens, "max_prompt_tokens", 1, MAX_PROMPT_CHARS)
+        for name in ("use_cache", "chat_template", "ignore_eos"):
+            flag(getattr(self, name), LABELS[name])
+
+    @property
+    def mode(self) -> str:
+        return "cached" if self.use_cache else "uncached"
+
+    @classmethod
+    def from_untrusted(cls, prompt: object, max_new_tokens: object, *, temperature: object = None,
+                       top_k: object = None, top_p: object = None, seed: object = None, chat_template: object = True,
+                       use_cache: object = True, policy: HostPolicy | None = None) -> GenerationRequest:
+        """The request for values as a caller sent them (JSON numbers may be integral floats), within the host's
+        limits. None means the field's default (greedy, no top-k, no top-p, no seed); so do "" and -1 for the seed.
+        ValueError (PolicyError for a host's limit) names the first bad value."""
+        policy = policy or HostPolicy()
+        n = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+        policy.check_request(n)
+        return cls(
+            prompt=text(prompt, "the prompt", MAX_PROMPT_CHARS), max_new_tokens=n,
+            use_cache=use_cache, chat_template=chat_template,
+            temperature=0.0 if temperature is None else number(temperature, LABELS["temperature"], 0, 100),
+            top_k=0 if top_k is None else whole_number(top_k, LABELS["top_k"], 0, MAX_TOP_K),
+            top_p=1.0 if top_p is None else number(top_p, LABELS["top_p"], 0, 1, low_open=True),
+            seed=None if seed is None or seed == "" or seed == -1 else whole_number(seed, "seed", 0, MAX_SEED),
+            max_prompt_tokens=policy.prompt_token_limit)
+
+
+def _whole(value: object, name: str, low: int, high: int) -> int:
+    """A request holds ints, not integral floats: from_untrusted converts what a caller sent."""
+    return whole_number(value, LABELS[name], low, high, integral_floats=False)

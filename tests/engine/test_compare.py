@@ -1,0 +1,147 @@
+"""Cached against uncached side by side, and the random-weight twins."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kvviz.cli import main
+from kvviz.engine.compare import compare, first_divergence
+from kvviz.engine.loading import load_model, twin_tokenizer
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.request import GenerationRequest
+
+PROMPT = "The KV cache keeps every layer's keys and values."
+
+
+def test_compare_fp32_agrees_and_predicts_both_curves(tiny_models):
+    """In fp32 both runs give the same tokens; the prediction grows per step without the cache only."""
+    lm = load_model(str(tiny_models["qwen2"]))
+    result = compare(lm, GenerationRequest(PROMPT, max_new_tokens=16))
+    assert result.tokens_identical and result.first_divergence is None
+    assert result.compared_tokens == 16
+    assert set(result.rows["mode"]) == {"cached", "uncached"} and len(result.rows) == 32
+    assert result.speedup > 0
+    pred = result.prediction
+    assert len(pred) == 16
+    assert pred["uncached_flops"].is_monotonic_increasing and pred["uncached_flops"].iloc[-1] > \
+        5 * pred["cached_flops"].iloc[-1], "without the cache each step redoes the whole sequence"
+    decode = pred.iloc[1:]
+    growth = decode["cached_flops"].iloc[-1] / decode["cached_flops"].iloc[0]
+    assert growth < 1.1, "a cached step's work should stay almost flat"
+    assert (result.rows.query("mode == 'uncached'")["kv_bytes"] == 0).all()
+
+
+def test_compare_reports_where_half_precision_parts(tiny_models):
+    """In fp16 on the CPU the two modes may part; if they do, the first differing index is reported."""
+    lm = load_model(str(tiny_models["llama"]), dtype="fp16")
+    result = compare(lm, GenerationRequest(PROMPT, max_new_tokens=24))
+    cached = result.rows.query("mode == 'cached'")["token_id"].tolist()
+    uncached = result.rows.query("mode == 'uncached'")["token_id"].tolist()
+    assert result.first_divergence == first_divergence(cached, uncached)
+    assert result.tokens_identical == (cached == uncached)
+
+
+@pytest.mark.parametrize("a,b,expected", [([1, 2, 3], [1, 2, 3], None), ([1, 2, 3], [1, 5, 3], 1),
+                                          ([4], [5], 0), ([1, 2], [1, 2, 3], None)])
+def test_first_divergence(a, b, expected):
+    """The first index where two token lists differ, within the shorter one."""
+    assert first_divergence(a, b) == expected
+
+
+def test_twin_builds_fast_and_says_its_text_is_noise():
+    """random:<preset> builds the preset's shape with random weights, offline, in seconds."""
+    start = time.perf_counter()
+    lm = load_model("random:smollm2-135m")
+    assert time.perf_counter() - start < 60  # loose: CI machines vary; the benchmark measures it properly
+    assert lm.random_weights and "noise" in lm.tokenizer_note
+    assert sum(p.numel() for p in lm.model.parameters()) == 134_515_008
+    tokens, fin = run_to_end(lm, GenerationRequest("用三句话解释 KV Cache", max_new_tokens=5))
+    assert fin.reason == "max_new_tokens" and len(tokens) == 5
+    assert all(t.kv_bytes == t.kv_bytes_predicted for t in tokens)
+
+
+def test_twin_tokenizer_round_trips_any_text():
+    """The twin tokenizer encodes any UTF-8 text byte by byte and decodes it back unchanged."""
+    tok = twin_tokenizer(1000)
+    text = "KV cache 预填充 🙂 ü"
+    ids = tok(text)["input_ids"]
+    assert len(ids) == len(text.encode())
+    assert tok.decode(ids) == text
+    assert tok.decode([500]) == "<500>" and tok.eos_token_id == 999
+
+
+def test_cli_generate_json(tiny_models, capsys):
+    """`generate --json` prints one object with the lesson's keys, the text and per-token rows."""
+    assert main(["generate", "--model", str(tiny_models["qwen2"]), "--prompt", PROMPT, "--max-new-tokens", "6",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["lesson"]) == {"prompt_tokens", "new_tokens", "ttft_s", "tpot_s", "tokens_per_s"}
+    assert out["lesson"]["new_tokens"] == 6 and len(out["tokens"]) == 6
+    assert out["text"] == "".join(t["text"] for t in out["tokens"])
+    assert {"itl_p50_s", "queue_s", "prefill_tokens_per_s", "bandwidth_achieved"} <= set(out["summary"])
+
+
+def test_cli_generate_streams_then_summarises(tiny_models, capsys):
+    """Without --json the text streams to stdout, then the lesson's dict and the other metrics."""
+    assert main(["generate", "--model", str(tiny_models["llama"]), "--prompt", PROMPT, "--max-new-tokens", "4",
+                 "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert '"prompt_tokens"' in out and "itl_p90_s" in out and "uncached" in out
+
+
+def test_cli_compare(tiny_models, capsys):
+    """`compare --json` reports both runs, the speedup and the agreement."""
+    assert main(["compare", "--model", str(tiny_models["mistral"]), "--prompt", PROMPT, "--max-new-tokens", "5",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens_identical"] is True and out["speedup"] > 0
+    assert len(out["rows"]) == 10 and len(out["prediction"]) == 5
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--prompt", ""], "empty"),
+    (["--max-new-tokens", "0"], "max_new_tokens"),
+    (["--max-new-tokens", "99999"], "max_new_tokens"),
+    (["--top-p", "2"], "top_p"),
+    (["--model", "/no/such/model"], "no such model"),
+    (["--model", "org/not-cached"], "HF_HUB_OFFLINE"),
+    (["--device", "cuda"], "CUDA"),
+])
+def test_cli_generation_bad_input(tiny_models, capsys, monkeypatch, args, message):
+    """Bad generation input: one line naming the problem, exit status 2."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    base = {"--model": str(tiny_models["qwen2"]), "--prompt": "hi", "--max-new-tokens": "2"}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    argv = ["generate", *[x for kv in base.items() for x in kv]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("kvviz: error:") and message in err[-1]
+
+
+def test_cli_prompt_beyond_context(short_context_model, capsys):
+    """A prompt longer than the context: a clear line and exit status 2."""
+    assert main(["generate", "--model", str(short_context_model), "--prompt", "the KV cache " * 40]) == 2
+    assert "context" in capsys.readouterr().err
+
+
+def test_compare_stops_when_cancelled(tiny_models):
+    """A set cancel event ends the comparison at once with CompareError, not a result of cut-short runs."""
+    import threading
+
+    from kvviz.engine.compare import CompareError
+
+    cancel = threading.Event()
+    cancel.set()
+    lm = load_model(str(tiny_models["qwen2"]))
+    with pytest.raises(CompareError, match="stopped"):
+        compare(lm, GenerationRequest(PROMPT, max_new_tokens=8), cancel=cancel)
+
+
+def test_compare_refuses_a_prompt_over_the_limit_as_bad_input(tiny_models):
+    """A prompt longer than the host allows is the asker's error (ValueError), with both numbers."""
+    lm = load_model(str(tiny_models["qwen2"]))
+    with pytest.raises(ValueError, match=r"the prompt has \d+ tokens; this demo allows 4"):
+        compare(lm, GenerationRequest(PROMPT, max_new_tokens=4, max_prompt_tokens=4))

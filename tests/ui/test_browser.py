@@ -1,0 +1,129 @@
+"""The app in a real browser (Debian's Chromium driven by Playwright), as a person uses it.
+
+Screenshots of every tab go to $KVVIZ_SCREENSHOTS when it is set (README's pictures are made that
+way), otherwise to the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.ui.test_app_api import app_url  # noqa: F401 - the running app fixture
+
+pytestmark = pytest.mark.browser
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def page(app_url) -> Page:  # noqa: F811
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(app_url)
+        expect(pg.locator("#calc-summary h3")).to_contain_text("KV cache", timeout=60_000)
+        yield pg
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = Path(os.environ.get("KVVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _tab(page: Page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def _type(page: Page, selector: str, value: str) -> None:
+    """Type a value into a field and press Enter, as a person sets a slider's number box or a dropdown."""
+    box = page.locator(selector)
+    box.fill(value)
+    box.press("Enter")
+
+
+def test_calculator_slider_and_preset(page: Page, shots: Path):
+    """Moving the batch slider changes the total; picking a preset resets the sliders and the model."""
+    summary = page.locator("#calc-summary")
+    expect(summary).to_contain_text("8.000 GiB")  # llama-3-8b, batch 8 × 8192, bf16
+    _type(page, "#calc-batch input[type=number]", "32")
+    expect(summary).to_contain_text("32.000 GiB", timeout=20_000)
+    preset = page.locator("#calc-preset input")
+    preset.click()
+    preset.fill("gemma-2-9b")
+    page.get_by_role("option", name="gemma-2-9b").click()
+    expect(summary).to_contain_text("gemma-2-9b", timeout=20_000)
+    expect(summary).to_contain_text("ignores the sliding window")
+    page.screenshot(path=str(shots / "calculator.png"), full_page=True)
+
+
+def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
+    """Generate on the bundled model: text appears, the latency plot draws, the metrics fill in."""
+    _tab(page, "Live generation")
+    page.locator("#gen-prompt textarea").fill("What is a package?")
+    page.click("#generate-btn")
+    expect(page.locator("#gen-metrics")).to_contain_text("finished by", timeout=90_000)
+    assert page.locator("#gen-text textarea").input_value().strip()
+    expect(page.locator("#latency-plot .js-plotly-plot")).to_be_visible()
+    page.screenshot(path=str(shots / "generation.png"), full_page=True)
+    _tab(page, "Request lifecycle")
+    expect(page.locator("#lifecycle-plot .js-plotly-plot")).to_be_visible(timeout=20_000)
+    page.screenshot(path=str(shots / "lifecycle.png"), full_page=True)
+    _tab(page, "History")
+    expect(page.get_by_text("Download CSV")).to_be_visible()
+    page.screenshot(path=str(shots / "history.png"), full_page=True)
+
+
+def test_compare(page: Page, shots: Path):
+    """The comparison reports the speedup and whether the tokens agree."""
+    _tab(page, "Cached vs uncached")
+    page.click("#compare-btn")
+    expect(page.locator("#compare-verdict")).to_contain_text("faster with the cache", timeout=120_000)
+    expect(page.locator("#compare-verdict")).to_contain_text("identical")
+    page.screenshot(path=str(shots / "compare.png"), full_page=True)
+
+
+def test_stop_during_a_long_run(page: Page):
+    """Stop ends a long generation early and says it was cancelled."""
+    _tab(page, "Live generation")
+    _type(page, "#gen-model input", "random:smollm2-135m")
+    _type(page, "#gen-max-new input[type=number]", "1000")
+    page.click("#generate-btn")
+    expect(page.locator("#gen-metrics")).to_contain_text("running", timeout=60_000)  # this run's tokens flow
+    page.click("#stop-btn")
+    expect(page.locator("#gen-metrics")).to_contain_text("finished by cancelled", timeout=30_000)
+
+
+def test_empty_prompt_shows_a_message(page: Page):
+    """An empty prompt is refused with a message in the page, and the app keeps working."""
+    _tab(page, "Live generation")
+    _type(page, "#gen-model input", "tiny")
+    page.locator("#gen-prompt textarea").fill("")
+    page.click("#generate-btn")
+    expect(page.get_by_text("the prompt is empty")).to_be_visible(timeout=20_000)
+
+
+def test_calculator_bad_input_shows_a_message(page: Page):
+    """A kv_heads that does not divide the query heads is refused in the page; the next value works."""
+    _tab(page, "KV-cache calculator")
+    _type(page, "#calc-kv-heads input[type=number]", "3")
+    expect(page.get_by_text("kv_heads must divide")).to_be_visible(timeout=20_000)
+    _type(page, "#calc-kv-heads input[type=number]", "4")
+    expect(page.locator("#calc-summary")).to_contain_text("modified: kv_heads=4", timeout=20_000)
+
+
+def test_unknown_model_shows_a_message(page: Page):
+    """A model that cannot be found is refused with a message in the page; the tab stays usable."""
+    _tab(page, "Live generation")
+    _type(page, "#gen-model input", "no-such-org/no-such-model")
+    page.locator("#gen-prompt textarea").fill("The kernel")
+    page.click("#generate-btn")
+    expect(page.get_by_text("not in the local cache").first).to_be_visible(timeout=30_000)
+    _type(page, "#gen-model input", "tiny")
