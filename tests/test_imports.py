@@ -27,5 +27,5 @@ def test_core_imports_neither_gradio_nor_plotly():
     proc = subprocess.run([sys.executable, "-c", CHECK], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     count, loaded = proc.stdout.split(" ", 1)
-    assert int(count) >= 30, "the check must actually import the core modules"
+    assert int(count) >= 25, "the check must actually import the core modules"
     assert loaded.strip() == "[]", f"core imported UI libraries: {loaded}"
