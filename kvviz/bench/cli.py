@@ -196,71 +196,72 @@ PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _mem
          "gpu": _gpu, "figures": _figures, "all": _all}
 
 
+def _models(*default: str, help_: str | None = None) -> tuple[str, dict]:
+    return "--models", {"nargs": "+", "default": list(default), **({"help": help_} if help_ else {})}
+
+
+def _int(flag: str, default: int, help_: str | None = None) -> tuple[str, dict]:
+    return flag, {"type": int, "default": default, **({"help": help_} if help_ else {})}
+
+
+def _text(flag: str, default: str, help_: str | None = None) -> tuple[str, dict]:
+    return flag, {"default": default, **({"help": help_} if help_ else {})}
+
+
+NO_PNG = ("--no-png", {"action": "store_true", "help": "HTML figures only (PNG needs kaleido and a chromium)"})
+
+# Each part: what it measures, what --quick makes of it, and its own options (flag, add_argument's keywords).
+PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
+    "overhead": ("kvviz's loop against model.generate and the lesson's plain loop", "a small twin, 8 tokens, 2 repeats",
+                 [_models("random:qwen2.5-0.5b", help_="models as MODEL or MODEL@DTYPE (default random:qwen2.5-0.5b)"),
+                  _int("--new-tokens", 64), _int("--repeats", 5), _text("--prompt", LESSON_PROMPT),
+                  _text("--device", "auto")]),
+    "load": ("time to load models (twins: against default weight initialisation)", "tiny, once",
+             [_models("tiny", "random:qwen2.5-0.5b"), _int("--repeats", 3)]),
+    "payoff": ("cached against uncached over new-token counts and two prompt lengths",
+               "32 tokens, the short prompt only", [_text("--model", "tiny"), _int("--new-tokens", 512)]),
+    "memory": ("measured KV bytes against the prediction, a twin of each attention family",
+               "one or two layers per family, short prompts", [_text("--device", "auto")]),
+    "hardware": ("measured bandwidth and matmul peak, and how close models run to them",
+                 "small measurement, tiny only, 8 tokens, 1 repeat",
+                 [_models("tiny", "random:qwen2.5-0.5b"), _int("--new-tokens", 64), _int("--repeats", 3)]),
+    "calculator": ("latency of the calculator's handler, every preset", "2 calls per preset",
+                   [_int("--repeats", 20)]),
+    "app": ("decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat",
+            [_text("--model", "tiny"), _text("--prompt", "What is a package?"), _int("--new-tokens", 128),
+             _int("--repeats", 5)]),
+    "concurrency": ("clients at once mixing generations, comparisons and calculator calls on one app",
+                    "4 clients, 8 tokens",
+                    [_int("--clients", 8),
+                     _text("--model", "random:smollm2-135m",
+                           "default: a twin slow enough (about 55 ms a token here) to keep the device busy"),
+                     _int("--new-tokens", 32),
+                     _text("--app-args", "", 'options for app.py, e.g. "--hosted --queue-size 4"'),
+                     _text("--tag", "concurrency", "name of the result files (default concurrency)")]),
+    "leaks": ("consecutive generations through the app, its memory and its worker's sampled", "20 runs",
+              [_int("--runs", 200), _text("--model", "tiny"), _int("--new-tokens", 8)]),
+    "cancel": ("time from Stop, a cancelled call or a closed tab to the next request starting, beside TPOT",
+               "one repeat on the smallest twin, 300-token runs",
+               [_models("random:smollm2-135m", "random:qwen2.5-0.5b",
+                        help_="random twins for the long run (they never meet their end of sequence)"),
+                _int("--repeats", 3), _int("--new-tokens", 1000, "length the long run asks for")]),
+    "gpu": ("parts 1-4 on CUDA with Qwen2.5-0.5B and Llama-3-8B twins in bf16 (into OUT/gpu)",
+            "the same script on the CPU with a small twin (into OUT/gpu-quick)", []),
+    "figures": ("plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
+                "draw the quick runs' results (PART-quick.csv)", [NO_PNG]),
+    "all": ("every part in turn, then the figures", "every part in its quick mode (CI)", [NO_PNG]),
+}
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kvviz.bench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="part", required=True)
-
-    def part(name: str, help_: str, quick: str) -> argparse.ArgumentParser:
+    for name, (help_, quick, options) in PART_OPTIONS.items():
         sp = sub.add_parser(name, help=help_)
         sp.add_argument("--quick", action="store_true", help=quick)
         sp.add_argument("--out", type=Path, default=RESULTS, help="folder for the results (default results/)")
-        return sp
-
-    ov = part("overhead", "kvviz's loop against model.generate and the lesson's plain loop",
-              "a small twin, 8 tokens, 2 repeats")
-    ov.add_argument("--models", nargs="+", default=["random:qwen2.5-0.5b"],
-                    help="models as MODEL or MODEL@DTYPE (default random:qwen2.5-0.5b)")
-    ov.add_argument("--new-tokens", type=int, default=64)
-    ov.add_argument("--repeats", type=int, default=5)
-    ov.add_argument("--prompt", default=LESSON_PROMPT)
-    ov.add_argument("--device", default="auto")
-    ld = part("load", "time to load models (twins: against default weight initialisation)", "tiny, once")
-    ld.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
-    ld.add_argument("--repeats", type=int, default=3)
-    po = part("payoff", "cached against uncached over new-token counts and two prompt lengths",
-              "32 tokens, the short prompt only")
-    po.add_argument("--model", default="tiny")
-    po.add_argument("--new-tokens", type=int, default=512)
-    me = part("memory", "measured KV bytes against the prediction, a twin of each attention family",
-              "one or two layers per family, short prompts")
-    me.add_argument("--device", default="auto")
-    hw = part("hardware", "measured bandwidth and matmul peak, and how close models run to them",
-              "small measurement, tiny only, 8 tokens, 1 repeat")
-    hw.add_argument("--models", nargs="+", default=["tiny", "random:qwen2.5-0.5b"])
-    hw.add_argument("--new-tokens", type=int, default=64)
-    hw.add_argument("--repeats", type=int, default=3)
-    ca = part("calculator", "latency of the calculator's handler, every preset", "2 calls per preset")
-    ca.add_argument("--repeats", type=int, default=20)
-    ap = part("app", "decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat")
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--prompt", default="What is a package?")
-    ap.add_argument("--new-tokens", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=5)
-    co = part("concurrency", "clients at once mixing generations, comparisons and calculator calls on one app",
-              "4 clients, 8 tokens")
-    co.add_argument("--clients", type=int, default=8)
-    co.add_argument("--model", default="random:smollm2-135m",
-                    help="default: a twin slow enough (about 55 ms a token here) to keep the device busy")
-    co.add_argument("--new-tokens", type=int, default=32)
-    co.add_argument("--app-args", default="", help='options for app.py, e.g. "--hosted --queue-size 4"')
-    co.add_argument("--tag", default="concurrency", help="name of the result files (default concurrency)")
-    le = part("leaks", "consecutive generations through the app, its memory and its worker's sampled", "20 runs")
-    le.add_argument("--runs", type=int, default=200)
-    le.add_argument("--model", default="tiny")
-    le.add_argument("--new-tokens", type=int, default=8)
-    cn = part("cancel", "time from Stop, a cancelled call or a closed tab to the next request starting, beside TPOT",
-              "one repeat on the smallest twin, 300-token runs")
-    cn.add_argument("--models", nargs="+", default=["random:smollm2-135m", "random:qwen2.5-0.5b"],
-                    help="random twins for the long run (they never meet their end of sequence)")
-    cn.add_argument("--repeats", type=int, default=3)
-    cn.add_argument("--new-tokens", type=int, default=1000, help="length the long run asks for")
-    part("gpu", "parts 1-4 on CUDA with Qwen2.5-0.5B and Llama-3-8B twins in bf16 (into OUT/gpu)",
-         "the same script on the CPU with a small twin (into OUT/gpu-quick)")
-    fi = part("figures", "plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
-              "draw the quick runs' results (PART-quick.csv)")
-    fi.add_argument("--no-png", action="store_true", help="HTML only (PNG needs kaleido and a chromium)")
-    al = part("all", "every part in turn, then the figures", "every part in its quick mode (CI)")
-    al.add_argument("--no-png", action="store_true", help="HTML figures only")
+        for flag, keywords in options:
+            sp.add_argument(flag, **keywords)
     return p
 
 

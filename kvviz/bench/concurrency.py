@@ -73,6 +73,49 @@ def references(url: str, jobs: list[Job], model: str, new_tokens: int) -> dict[t
     return {(j.kind, j.prompt): _run(client, j, model, new_tokens)[0] for j in jobs}
 
 
+def _visit(client, job: Job, model: str, new_tokens: int, expected: dict, origin: float) -> dict:
+    """One client's job, timed: its row for the results (finished with its own text, or refused and why)."""
+    t0 = time.perf_counter()
+    row = {"client": job.client, "kind": job.kind, "prompt": job.prompt}
+    try:
+        text, streamed, queue_s = _run(client, job, model, new_tokens)
+        row |= {"status": "finished", "queue_s": queue_s, "own_text": text == expected[(job.kind, job.prompt)],
+                "stream_prefixes": all(text.startswith(p) for p in streamed), "streamed_updates": len(streamed)}
+    except Exception as exc:
+        message = first_line(exc)
+        row |= {"status": "queue full" if "full" in message.lower() else "error", "message": message}
+    return row | {"wall_s": time.perf_counter() - t0, "start_s": t0 - origin}
+
+
+def _calculator_mover(url: str, direct: bool):
+    """A function that moves the calculator's controls once, as a visitor's page would."""
+    if direct:
+        import httpx
+
+        return lambda: httpx.post(f"{url}gradio_api/run/kv_memory", json={"data": list(CALC_ARGS)},
+                                  timeout=60).raise_for_status()
+    from gradio_client import Client
+
+    calc = Client(url, verbose=False)
+    return lambda: calc.predict(*CALC_ARGS, api_name="/kv_memory")
+
+
+def _calculator_calls(move, busy: threading.Event, origin: float) -> list[dict]:
+    """Move the calculator every 50 ms while the jobs run: one row per call, with its latency or refusal."""
+    rows = []
+    while busy.is_set():
+        t = time.perf_counter()
+        try:
+            move()
+            refused = None
+        except Exception as exc:
+            refused = first_line(exc)
+        rows.append({"start_s": t - origin, "seconds": time.perf_counter() - t, "during_jobs": busy.is_set(),
+                     "refused": refused})
+        time.sleep(0.05)
+    return rows
+
+
 def load_test(url: str, clients: int, model: str, new_tokens: int,
               direct_calculator: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All clients at once, plus one client moving the calculator throughout: (job rows, calculator rows).
@@ -85,7 +128,7 @@ def load_test(url: str, clients: int, model: str, new_tokens: int,
     jobs = plan(clients)
     expected = references(url, jobs, model, new_tokens)
     conns = [Client(url, verbose=False) for _ in jobs]
-    calc = Client(url, verbose=False)
+    move = _calculator_mover(url, direct_calculator)
     start_line = threading.Barrier(len(jobs) + 1)
     busy = threading.Event()
     rows: list[dict] = []
@@ -93,38 +136,11 @@ def load_test(url: str, clients: int, model: str, new_tokens: int,
 
     def visitor(job: Job, client) -> None:
         start_line.wait()
-        t0 = time.perf_counter()
-        row = {"client": job.client, "kind": job.kind, "prompt": job.prompt}
-        try:
-            text, streamed, queue_s = _run(client, job, model, new_tokens)
-            row |= {"status": "finished", "queue_s": queue_s, "own_text": text == expected[(job.kind, job.prompt)],
-                    "stream_prefixes": all(text.startswith(p) for p in streamed), "streamed_updates": len(streamed)}
-        except Exception as exc:
-            message = first_line(exc)
-            row |= {"status": "queue full" if "full" in message.lower() else "error", "message": message}
-        row |= {"wall_s": time.perf_counter() - t0, "start_s": t0 - origin}
-        rows.append(row)
-
-    def move_calculator() -> None:
-        if direct_calculator:
-            import httpx
-
-            httpx.post(f"{url}gradio_api/run/kv_memory", json={"data": list(CALC_ARGS)}, timeout=60).raise_for_status()
-        else:
-            calc.predict(*CALC_ARGS, api_name="/kv_memory")
+        rows.append(_visit(client, job, model, new_tokens, expected, origin))
 
     def calculator() -> None:
         start_line.wait()
-        while busy.is_set():
-            t = time.perf_counter()
-            try:
-                move_calculator()
-                refused = None
-            except Exception as exc:
-                refused = first_line(exc)
-            calc_rows.append({"start_s": t - origin, "seconds": time.perf_counter() - t, "during_jobs": busy.is_set(),
-                              "refused": refused})
-            time.sleep(0.05)
+        calc_rows.extend(_calculator_calls(move, busy, origin))
 
     origin = time.perf_counter()
     busy.set()

@@ -258,60 +258,53 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
         if value is None:
             raise ConfigError(f"config is missing the key {key!r}")
         values[key] = _positive_int(value, key)
-    mla_present = [k for k in _MLA_KEYS if raw.get(k) is not None]
-    if mla_present and len(mla_present) != len(_MLA_KEYS):
-        missing = next(k for k in _MLA_KEYS if raw.get(k) is None)
-        raise ConfigError(f"config has multi-head latent attention keys but is missing {missing!r}")
-
-    layers = values["num_hidden_layers"]
-    heads = values["num_attention_heads"]
-    hidden = values["hidden_size"]
-    if raw.get("head_dim") is None and not mla_present and hidden % heads:
-        raise ConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) "
-                          "and the config gives no head_dim")
+    mla = _mla(raw)
+    layers, heads, hidden = values["num_hidden_layers"], values["num_attention_heads"], values["hidden_size"]
+    if raw.get("head_dim") is None and mla is None:
+        _head_dim_from_hidden(hidden, heads)  # refuse before transformers is asked to normalise the config
     cfg = _normalised(raw)
     kv_heads = _positive_int(getattr(cfg, "num_key_value_heads", None) or heads, "num_key_value_heads")
     if heads % kv_heads:
         raise ConfigError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")
-    head_dim = raw.get("head_dim") or getattr(cfg, "head_dim", None)
-    if head_dim is None:
-        if hidden % heads:
-            raise ConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) "
-                              "and the config gives no head_dim")
-        head_dim = hidden // heads
-    head_dim = _positive_int(head_dim, "head_dim")
+    head_dim = _positive_int(raw.get("head_dim") or getattr(cfg, "head_dim", None)
+                             or _head_dim_from_hidden(hidden, heads), "head_dim")
     kinds, window = _layer_types(cfg, raw, layers)
     layout, notes = _layout_for(model_type, cfg)
-
-    mla = None
-    if mla_present:
-        mla = MLA(*(_positive_int(raw[k], k) for k in _MLA_KEYS),
-                  q_lora_rank=_positive_int(raw["q_lora_rank"], "q_lora_rank") if raw.get("q_lora_rank") else None)
     intermediate = _first(raw, ("intermediate_size", "n_inner")) or (4 * hidden if model_type == "gpt2" else None)
     if intermediate is None:
         raise ConfigError("config is missing the key 'intermediate_size'")
     max_pos = _first(raw, ("max_position_embeddings", "n_positions", "max_sequence_length"))
     return Architecture(
-        name=name or raw.get("_name_or_path") or model_type,
-        model_type=model_type,
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=mla.qk_head_dim if mla else head_dim,
-        v_head_dim=mla.v_head_dim if mla else head_dim,
-        layer_types=kinds,
-        sliding_window=window,
-        mla=mla,
-        moe=_moe(raw, model_type),
-        hidden_size=hidden,
-        intermediate_size=_positive_int(intermediate, "intermediate_size"),
+        name=name or raw.get("_name_or_path") or model_type, model_type=model_type,
+        num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
+        head_dim=mla.qk_head_dim if mla else head_dim, v_head_dim=mla.v_head_dim if mla else head_dim,
+        layer_types=kinds, sliding_window=window, mla=mla, moe=_moe(raw, model_type),
+        hidden_size=hidden, intermediate_size=_positive_int(intermediate, "intermediate_size"),
         vocab_size=values["vocab_size"],
         max_position_embeddings=_positive_int(max_pos, "max_position_embeddings") if max_pos else None,
         tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", raw.get("tie_word_embeddings", False))),
-        layout=layout,
-        source=source,
-        notes=notes,
+        layout=layout, source=source, notes=notes,
     )
+
+
+def _head_dim_from_hidden(hidden: int, heads: int) -> int:
+    """hidden_size / num_attention_heads, the head_dim of a config that gives none; ConfigError if it is not whole."""
+    if hidden % heads:
+        raise ConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) "
+                          "and the config gives no head_dim")
+    return hidden // heads
+
+
+def _mla(raw: dict) -> MLA | None:
+    """DeepSeek's multi-head latent attention sizes, when the config has them (all of them, or ConfigError)."""
+    present = [k for k in _MLA_KEYS if raw.get(k) is not None]
+    if not present:
+        return None
+    if len(present) != len(_MLA_KEYS):
+        missing = next(k for k in _MLA_KEYS if raw.get(k) is None)
+        raise ConfigError(f"config has multi-head latent attention keys but is missing {missing!r}")
+    return MLA(*(_positive_int(raw[k], k) for k in _MLA_KEYS),
+               q_lora_rank=_positive_int(raw["q_lora_rank"], "q_lora_rank") if raw.get("q_lora_rank") else None)
 
 
 def _moe(raw: dict, model_type: str) -> MoE | None:
