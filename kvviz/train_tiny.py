@@ -287,32 +287,16 @@ def train(cfg: TrainConfig, out: Path, work: Path, docs: list[dict], resume: boo
     model = build_model(cfg, tokenizer)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
-    log: list[dict] = []
-    step, best = 0, (float("inf"), None)
     ckpt = work / "checkpoint.pt"
-    if resume and ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
-        if state["config"] != asdict(cfg):
-            raise SystemExit(f"{ckpt} was made with other settings; remove it or drop --resume")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        step, log, best = state["step"], state["log"], (state["best_loss"], state["best_model"])
-        print(f"resuming at step {step}", file=sys.stderr)
+    step, log, best = _resume(ckpt, cfg, model, opt, gen) if resume and ckpt.exists() else (0, [], (float("inf"), None))
     data = batches(train_ids, cfg.seq_len, cfg.batch_size, gen)
     start = time.perf_counter()
     model.train()
     bar = tqdm(total=cfg.steps, initial=step, desc="training", unit="step", dynamic_ncols=True)
     while step < cfg.steps:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        loss = loss_of(model, next(data))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = _optimizer_step(model, opt, next(data), lr_at(step, cfg))
         step += 1
-        entry = {"step": step, "train_loss": loss.item(), "lr": lr_at(step - 1, cfg),
+        entry = {"step": step, "train_loss": loss, "lr": lr_at(step - 1, cfg),
                  "tokens": step * cfg.batch_size * cfg.seq_len}
         if step % cfg.eval_every == 0 or step == cfg.steps:
             entry["val_loss"] = evaluate(model, val_ids, cfg)
@@ -336,6 +320,30 @@ def train(cfg: TrainConfig, out: Path, work: Path, docs: list[dict], resume: boo
     model.load_state_dict(best[1])  # the weights with the lowest validation loss
     return _write(out, cfg, model, tokenizer, log, best[0], time.perf_counter() - start,
                   {"train_tokens": len(train_ids), "val_tokens": len(val_ids), "paragraphs": len(docs)})
+
+
+def _resume(ckpt: Path, cfg: TrainConfig, model, opt, gen: torch.Generator) -> tuple[int, list[dict], tuple]:
+    """Model, optimizer and data order restored from a checkpoint made with the same settings: (step, log, best)."""
+    state = torch.load(ckpt, weights_only=False)
+    if state["config"] != asdict(cfg):
+        raise SystemExit(f"{ckpt} was made with other settings; remove it or drop --resume")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    print(f"resuming at step {state['step']}", file=sys.stderr)
+    return state["step"], state["log"], (state["best_loss"], state["best_model"])
+
+
+def _optimizer_step(model, opt, batch: torch.Tensor, lr: float) -> float:
+    """One step of AdamW at learning rate `lr`, gradients clipped to norm 1; returns the batch's loss."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    loss = loss_of(model, batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item()
 
 
 def _write(out: Path, cfg: TrainConfig, model, tokenizer, log: list[dict], val_loss: float, seconds: float,
