@@ -50,7 +50,7 @@ def _attention_widths(arch: Architecture, phase: str) -> tuple[int, str]:
     return 2 * arch.num_heads * (arch.head_dim + arch.v_head_dim), "2 × heads × (qk_head_dim + v_head_dim)"
 
 
-def _causal_pairs(seq_len: int, window: int | None) -> int:
+def causal_pairs(seq_len: int, window: int | None) -> int:
     """(query, key) pairs in causal attention over seq_len tokens: Σ_i min(i, window) for i = 1..seq_len."""
     if window is None or seq_len <= window:
         return seq_len * (seq_len + 1) // 2
@@ -74,7 +74,7 @@ def prefill_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, 
                      kv_dtype: DType, batch: int, prompt_len: int) -> PhaseEstimate:
     """Lower bound on processing `batch` prompts of `prompt_len` tokens at once."""
     per_pair, pair_sym = _attention_widths(arch, "prefill")
-    pairs = sum(_causal_pairs(prompt_len, g.window if g.kind == SLIDING else None) * g.count
+    pairs = sum(causal_pairs(prompt_len, g.window if g.kind == SLIDING else None) * g.count
                 for g in layer_groups(arch))
     # Only the last prompt token of each sequence needs logits, so the output projection runs once a
     # sequence (as generate and serving engines do); everything else multiplies every prompt token.

@@ -11,7 +11,7 @@ from kvviz.calc.hardware import ACCELERATORS, get_accelerator, measure_cpu
 from kvviz.calc.memory import paged_bytes
 from kvviz.calc.params import count_params, weight_bytes
 from kvviz.calc.presets import load_preset
-from kvviz.calc.roofline import _causal_pairs, decode_estimate, prefill_estimate
+from kvviz.calc.roofline import causal_pairs, decode_estimate, prefill_estimate
 
 BF16 = kv_dtype("bf16")
 H100 = ACCELERATORS["h100-sxm"]
@@ -91,9 +91,9 @@ def test_prefill_is_compute_bound_and_decode_is_not():
 
 
 @pytest.mark.parametrize("seq_len,window", [(1, None), (10, None), (10, 4), (4, 4), (3, 4), (1000, 37)])
-def test_causal_pairs(seq_len, window):
+def testcausal_pairs(seq_len, window):
     """Closed form of Σ_i min(i, window) equals the sum done the long way."""
-    assert _causal_pairs(seq_len, window) == sum(min(i, window or i) for i in range(1, seq_len + 1))
+    assert causal_pairs(seq_len, window) == sum(min(i, window or i) for i in range(1, seq_len + 1))
 
 
 def test_every_estimate_is_labelled_a_lower_bound():
