@@ -9,8 +9,9 @@ it was measured. This module knows nothing of models.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
+
+from kvviz.base.device import Stopwatch, sync
 
 
 @dataclass(frozen=True)
@@ -76,15 +77,14 @@ def _physical_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _best_seconds(fn, repeats: int, sync) -> float:
+def _best_seconds(fn, repeats: int, device) -> float:
     fn()  # warm-up: first touch of the pages, thread-pool start, kernel selection
-    sync()
+    sync(device)
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        watch = Stopwatch(device)
         fn()
-        sync()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, watch.elapsed())
     return best
 
 
@@ -100,14 +100,13 @@ def measure_device(device: str = "cpu", matvec_mib: int = 256, matmul_n: int = 2
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
-    sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
     cols = 4096
     rows = matvec_mib * 2**20 // (torch.finfo(dtype).bits // 8 * cols)
     a = torch.randn(rows, cols, device=dev, dtype=dtype)
     x = torch.randn(cols, device=dev, dtype=dtype)
-    bandwidth = a.numel() * a.element_size() / _best_seconds(lambda: torch.mv(a, x), repeats, sync)
+    bandwidth = a.numel() * a.element_size() / _best_seconds(lambda: torch.mv(a, x), repeats, dev)
     m = torch.randn(matmul_n, matmul_n, device=dev, dtype=dtype)
-    flops = 2 * matmul_n**3 / _best_seconds(lambda: torch.mm(m, m), repeats, sync)
+    flops = 2 * matmul_n**3 / _best_seconds(lambda: torch.mm(m, m), repeats, dev)
     dtype_name = "bf16" if cuda else "fp32"
     if cuda:
         name, memory = torch.cuda.get_device_name(dev), torch.cuda.get_device_properties(dev).total_memory
