@@ -178,6 +178,31 @@ def free_bytes(device: torch.device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
+WEIGHTS_SHARE = 0.9  # of the free memory a model's weights may take when it is loaded: see check_fit
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """A need in bytes weighed against what the device can still give (free_bytes), by check_fit's rule."""
+
+    need_bytes: int
+    free_bytes: int
+    ok: bool
+
+
+def check_fit(need_bytes: int, device: torch.device, *, share: float = 1.0) -> MemoryFit:
+    """The one fit rule: `need_bytes` more fit on `device` when need_bytes <= share x free_bytes(device).
+
+    A run on a loaded model (kvviz.engine.admission) uses share 1: its need, the cache at full length and the
+    activations of its widest pass, is counted whole, and the weights it runs on are already in place.
+    Loading uses WEIGHTS_SHARE (0.9): its need is only the parameters counted from the config before anything
+    is read, and loading also takes what that count leaves out (buffers, the copies made while weights are
+    read, cast and moved, the allocator's rounding), so a tenth of the free memory is kept back for it.
+    """
+    free = free_bytes(device)
+    return MemoryFit(need_bytes=need_bytes, free_bytes=free, ok=need_bytes <= share * free)
+
+
 def _twin_config(preset: str, layers: int | None):
     """The preset's transformers config; with `layers`, its first `layers` layers only (same attention)."""
     from transformers import AutoConfig
@@ -209,10 +234,10 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
     arch = load_preset(preset) if layers is None else architecture_from_dict(
         config.to_dict(), name=f"{preset} (first {layers} layers)", source=f"preset {preset}")
     need = count_params(arch).total * torch.finfo(dtype).bits // 8
-    free = free_bytes(device)
-    if need > 0.9 * free:
+    fit = check_fit(need, device, share=WEIGHTS_SHARE)
+    if not fit.ok:
         raise LoadError(f"a twin of {preset} needs {need / 1e9:,.1f} GB of weights in {DTYPE_NAMES[dtype]}; "
-                        f"{device.type} has {free / 1e9:,.1f} GB free")
+                        f"{device.type} has {fit.free_bytes / 1e9:,.1f} GB free")
     progress(0.2, f"building {preset} with random weights")
     with no_init_weights(), torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
@@ -353,11 +378,11 @@ def _weights_do_not_fit(source: str, dtype: torch.dtype, device: torch.device, l
         need = count_params(architecture_from_dict(config.to_dict())).total * torch.finfo(dtype).bits // 8
     except Exception:  # an unreadable or foreign config: the load itself reports it in its own words
         return None
-    free = free_bytes(device)
-    if need <= 0.9 * free:
+    fit = check_fit(need, device, share=WEIGHTS_SHARE)
+    if fit.ok:
         return None
     return (f"its weights need {need / 1e9:,.2f} GB in {DTYPE_NAMES[dtype]} and {device.type} has "
-            f"{free / 1e9:,.2f} GB free")
+            f"{fit.free_bytes / 1e9:,.2f} GB free")
 
 
 def _drop_half_built(exc: BaseException, device: torch.device) -> None:
