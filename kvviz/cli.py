@@ -160,7 +160,8 @@ def _summary_text(summary) -> str:
 
 def _generate(args: argparse.Namespace) -> str:
     from kvviz.engine.compare import token_frame
-    from kvviz.engine.loop import Finished, TokenEvent, generate
+    from kvviz.engine.events import Finished, TokenEvent
+    from kvviz.engine.loop import generate
 
     req = _request(args, use_cache=not args.no_cache)
     lm = _load(args)

@@ -1,5 +1,6 @@
-"""What every benchmark part shares: the prompts, the device sync around timed regions, the description of
-the machine, and writing a part's rows (CSV) and summary (JSON, with the machine and the command).
+"""What every benchmark part shares: the prompts, the description of the machine, and writing a part's rows
+(CSV) and summary (JSON, with the machine and the command). Timed regions sync the device through
+kvviz.base.device, as the engine does.
 
 Nothing under kvviz.bench except figures.py imports more than torch, transformers, pandas and kvviz's
 core, so the measuring parts run on a GPU machine with nothing else installed.
@@ -21,12 +22,6 @@ LONG_PROMPT = (
     "The KV cache keeps every layer's keys and values, so that decoding a token does not recompute the "
     "history of the sequence. Prefill reads the whole prompt at once; decode produces one token at a time. "
 ) * 8  # about 430 tokens of the bundled model: with 512 new ones it stays inside its 1,024 context
-
-
-def sync(device: torch.device) -> None:
-    """Wait for the device, so the clock read after it covers the work queued before it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def machine() -> dict:

@@ -8,66 +8,65 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from kvviz.bench.common import sync as _sync
+from kvviz.base.device import Stopwatch, sync
+from kvviz.engine.admission import encode_prompt
+from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.loading import LoadedModel
-from kvviz.engine.loop import Finished, TokenEvent, encode_prompt, generate
+from kvviz.engine.loop import generate
 from kvviz.engine.request import GenerationRequest
+from kvviz.engine.steps import cache_kwarg, new_cache
 
 
 def run_kvviz(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
     """kvviz's instrumented loop, consumed whole: (tokens, seconds from call to last token)."""
-    _sync(lm.device)
-    start = time.perf_counter()
+    sync(lm.device)
+    watch = Stopwatch(lm.device)
     n = 0
     for event in generate(lm, GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True)):
         if isinstance(event, TokenEvent):
             n += 1
         elif isinstance(event, Finished) and event.error:
             raise RuntimeError(event.error)
-    return n, time.perf_counter() - start
+    return n, watch.elapsed()
 
 
 def run_generate(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
     """transformers' model.generate, greedy, forced to the same number of tokens."""
-    _sync(lm.device)
-    start = time.perf_counter()
+    sync(lm.device)
+    watch = Stopwatch(lm.device)
     ids, _ = encode_prompt(lm, prompt, chat_template=True)
     input_ids = torch.tensor([ids], device=lm.device)
     with torch.inference_mode():
         out = lm.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                                 pad_token_id=lm.tokenizer.eos_token_id)
-    _sync(lm.device)
-    return out.shape[1] - input_ids.shape[1], time.perf_counter() - start
+    return out.shape[1] - input_ids.shape[1], watch.elapsed()
 
 
 def run_plain(lm: LoadedModel, prompt: str, new_tokens: int) -> tuple[int, float]:
-    """The lesson's loop: prefill, then feed one token at a time with the cache, nothing else."""
-    from transformers import DynamicCache
+    """The lesson's loop: prefill, then feed one token at a time with the cache, nothing else.
 
-    from kvviz.engine.loop import _cache_kwarg
-
-    _sync(lm.device)
-    start = time.perf_counter()
+    Deliberately not the engine's prefill/decode_step: the lesson's loop computes the logits of every
+    prompt position (no logits_to_keep), and this variant measures exactly that loop.
+    """
+    sync(lm.device)
+    watch = Stopwatch(lm.device)
     ids, _ = encode_prompt(lm, prompt, chat_template=True)
-    generated = torch.tensor([ids], device=lm.device)
-    cache = DynamicCache(config=lm.model.config)
-    kw = {_cache_kwarg(lm.model): cache}
+    generated = torch.tensor([ids], device=lm.device)  # [1, prompt_len]
+    kw = {cache_kwarg(lm.model): new_cache(lm.model)}
     with torch.inference_mode():
         for step in range(new_tokens):
-            cur = generated if step == 0 else generated[:, -1:]
+            cur = generated if step == 0 else generated[:, -1:]  # [1, prompt_len], then [1, 1]
             out = lm.model(input_ids=cur, use_cache=True, **kw)
-            next_token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            next_token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)  # [1, 1]
             generated = torch.cat([generated, next_token], dim=-1)
-    _sync(lm.device)
-    return new_tokens, time.perf_counter() - start
+    return new_tokens, watch.elapsed()
 
 
 VARIANTS: dict[str, Callable[[LoadedModel, str, int], tuple[int, float]]] = {

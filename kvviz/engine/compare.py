@@ -18,8 +18,9 @@ from kvviz.calc.dtypes import kv_dtype, weight_dtype
 from kvviz.calc.hardware import device_accelerator
 from kvviz.calc.params import count_params
 from kvviz.calc.roofline import decode_estimate, prefill_estimate
+from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.loading import LoadedModel
-from kvviz.engine.loop import Finished, TokenEvent, run_to_end
+from kvviz.engine.loop import run_to_end
 from kvviz.engine.metrics import RunSummary
 from kvviz.engine.request import GenerationRequest
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from kvviz.engine.loop import (
+from kvviz.engine.events import (
     DeviceAcquired,
     Event,
     Finished,

@@ -17,8 +17,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kvviz.engine.loop import Event, Finished
+from kvviz.engine.events import Event, Finished
 from kvviz.engine.request import GenerationRequest
+from kvviz.engine.threads import choose_cpu_threads
 
 
 @dataclass(frozen=True)
@@ -43,38 +44,6 @@ class Loaded:
 class Failed:
     message: str
     bad_input: bool  # the request or the model asked for was wrong (not a fault of the worker)
-
-
-def _step_seconds(lm, threads: int, steps: int = 6) -> float:
-    """Median seconds of one cached decode step of `lm` with `threads` torch threads."""
-    import statistics
-
-    import torch
-    from transformers import DynamicCache
-
-    from kvviz.engine.loop import _cache_kwarg
-
-    torch.set_num_threads(threads)
-    kw = {_cache_kwarg(lm.model): DynamicCache(config=lm.model.config)}
-    token = torch.zeros((1, 8), dtype=torch.long, device=lm.device)
-    times = []
-    with torch.inference_mode():
-        for _ in range(steps + 2):
-            start = time.perf_counter()
-            out = lm.model(input_ids=token, use_cache=True, **kw)
-            token = out.logits[:, -1:].argmax(-1)  # [1, 1]
-            int(token)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times[2:])  # the first two include the prefill and warm-up
-
-
-def choose_cpu_threads(lm, cores: int) -> int:
-    """Torch threads for `lm` in the worker: one core is left to the web server and the browser
-    unless using it too makes a decode step more than 10% faster (measured now, a dozen steps)."""
-    if cores <= 1:
-        return 1
-    fewer, all_cores = _step_seconds(lm, cores - 1), _step_seconds(lm, cores)
-    return cores if all_cores < 0.9 * fewer else cores - 1
 
 
 BATCH_S = 0.05

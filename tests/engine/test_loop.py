@@ -7,21 +7,19 @@ import time
 
 import pytest
 
-from kvviz.engine.loading import LoadError, load_model
-from kvviz.engine.loop import (
+from kvviz.engine.admission import encode_prompt
+from kvviz.engine.events import (
     DeviceAcquired,
     Finished,
-    GenerationRequest,
     PrefillDone,
     PromptTokenized,
     RequestReceived,
     TokenEvent,
     Waiting,
-    device_lock,
-    encode_prompt,
-    generate,
-    run_to_end,
 )
+from kvviz.engine.loading import LoadError, load_model
+from kvviz.engine.loop import device_lock, generate, run_to_end
+from kvviz.engine.request import GenerationRequest
 from kvviz.engine.streaming import REPLACEMENT, TextStream
 from tests.tiny import FAMILIES
 
@@ -311,16 +309,16 @@ def _fit_figures(lm, req, prompt_tokens):
 def test_a_run_that_cannot_fit_is_refused_with_the_numbers(tiny_models, monkeypatch):
     """Before the first token, the cache at full length plus the prefill's activations are checked against the
     device's free memory: one byte short is refused with the numbers, exactly enough runs."""
-    import kvviz.engine.loop as engine
+    import kvviz.engine.loading as loading
 
     lm = load_model(str(tiny_models["llama"]))
     req = GenerationRequest("The KV cache", max_new_tokens=6)
     kv, act = _fit_figures(lm, req, len(encode_prompt(lm, req.prompt, True)[0]))
-    monkeypatch.setattr(engine, "free_bytes", lambda device: kv + act - 1)
+    monkeypatch.setattr(loading, "free_bytes", lambda device: kv + act - 1)
     tokens, fin = run_to_end(lm, req)
     assert not tokens and fin.reason == "failed" and fin.bad_input
     assert "cannot fit" in fin.error and "KV cache for" in fin.error and "GiB free" in fin.error, fin.error
-    monkeypatch.setattr(engine, "free_bytes", lambda device: kv + act)
+    monkeypatch.setattr(loading, "free_bytes", lambda device: kv + act)
     tokens, fin = run_to_end(lm, req)
     assert fin.error is None and len(tokens) >= 1
 

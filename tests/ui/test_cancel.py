@@ -16,7 +16,7 @@ import pytest
 from gradio_client import Client
 
 from kvviz.bench import cancel
-from kvviz.engine.loop import Finished
+from kvviz.engine.events import Finished
 from kvviz.engine.request import GenerationRequest
 from tests.helpers import running_app
 

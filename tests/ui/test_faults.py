@@ -19,8 +19,8 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from kvviz.engine.events import Finished
 from kvviz.engine.loading import BUNDLED, LoadError, load_model
-from kvviz.engine.loop import Finished
 from kvviz.engine.request import GenerationRequest
 from tests.helpers import running_app
 

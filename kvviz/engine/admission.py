@@ -1,0 +1,93 @@
+"""Admission: whether a tokenized request may run, decided before any forward pass.
+
+admit() checks the prompt against the host's token limit and the model's context, caps the new tokens
+at what the context still holds, and checks that the run fits in the device's free memory (the one fit
+rule, kvviz.engine.loading.check_fit). It returns a Plan the loop follows, or a Refusal the loop reports
+as bad input. The request's own values were checked when it was built (kvviz.engine.request); what is
+checked here needs the model and the prompt's length in tokens. Nothing here runs the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.base.units import GIB
+from kvviz.calc.dtypes import kv_dtype
+from kvviz.calc.memory import activation_bytes, transformers_cache_bytes
+from kvviz.engine.loading import LoadedModel, check_fit, transformers_keeps_mla_latent
+from kvviz.engine.request import GenerationRequest
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An admitted request: what the loop needs to run it."""
+
+    prompt_ids: tuple[int, ...]
+    max_tokens: int  # max_new_tokens, or fewer when the context ends first
+    limit_reason: str  # the finish when max_tokens are made: "max_new_tokens" or "context_full"
+    stop_ids: frozenset[int]  # tokens that end the run (EOS); empty when the request ignores EOS
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request cannot run, in one line with the numbers: the asker's to fix, not a fault."""
+
+    reason: str
+
+
+def encode_prompt(lm: LoadedModel, prompt: str, chat_template: bool) -> tuple[list[int], bool]:
+    """Token ids of the prompt, through the tokenizer's chat template when asked and when it has one."""
+    tok = lm.tokenizer
+    if chat_template and getattr(tok, "chat_template", None):
+        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                       add_generation_prompt=True)
+        return tok(text, add_special_tokens=False)["input_ids"], True
+    return tok(prompt)["input_ids"], False
+
+
+def eos_ids(lm: LoadedModel) -> frozenset[int]:
+    """The token ids that end a generation: the tokenizer's EOS and the model's generation_config ones."""
+    ids = {lm.tokenizer.eos_token_id}
+    gen = getattr(lm.model, "generation_config", None)
+    extra = getattr(gen, "eos_token_id", None) if gen is not None else None
+    ids.update(extra if isinstance(extra, (list, tuple)) else [extra])
+    return frozenset(i for i in ids if i is not None)
+
+
+def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Plan | Refusal:
+    """The plan for running `req` on `lm` with this tokenized prompt, or why it cannot run."""
+    n = len(prompt_ids)
+    if req.max_prompt_tokens is not None and n > req.max_prompt_tokens:
+        return Refusal(f"the prompt has {n:,} tokens; this demo allows {req.max_prompt_tokens:,}")
+    context = lm.context_length
+    if context and n >= context:
+        return Refusal(f"the prompt has {n:,} tokens; the model's context is {context:,}")
+    max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - n)
+    refusal = run_does_not_fit(lm, req.use_cache, n, max_tokens)
+    if refusal:
+        return Refusal(refusal)
+    return Plan(prompt_ids=tuple(prompt_ids), max_tokens=max_tokens,
+                limit_reason="context_full" if max_tokens < req.max_new_tokens else "max_new_tokens",
+                stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
+
+
+def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int) -> str | None:
+    """Why this run cannot fit in the device's free memory, with the numbers; None when it can.
+
+    Weights are already on the device; the run adds its cache at full length and the activations of its
+    widest forward pass: the prefill with the cache, the last step without it (which re-reads everything).
+    """
+    total = prompt_tokens + new_tokens
+    kv = (transformers_cache_bytes(lm.arch, 1, total, kv_dtype(lm.dtype_name), transformers_keeps_mla_latent())
+          if use_cache else 0)
+    eager = getattr(lm.model.config, "_attn_implementation", None) == "eager"
+    act = activation_bytes(lm.arch, prompt_tokens if use_cache else total,
+                           torch.finfo(lm.dtype).bits // 8, attention_scores=eager)
+    fit = check_fit(kv + act, lm.device)
+    if fit.ok:
+        return None
+    return (f"this run cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
+            f"{total:,} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
+            f"{fit.free_bytes / GIB:,.2f} GiB free; ask for fewer tokens")

@@ -1,0 +1,94 @@
+"""The forward passes of generation, one small function per phase (as gpt-fast's prefill / decode_one_token).
+
+    prefill(model, prompt_ids, cache)    the whole prompt in one pass; fills the cache
+    decode_step(model, token, cache)     one new token; the cache supplies every earlier one
+    uncached_step(model, sequence)       no cache: the whole sequence again, every step
+
+Each returns the logits of the next token only ([1, vocab]); sample() picks it. In transformers one forward
+serves all three: what differs is what goes in (the prompt, one token, everything) and whether a cache
+comes along. Batch is 1 throughout. This module knows models and caches; it does not time, measure,
+tokenize or decide when to stop (kvviz.engine.loop does).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+
+from kvviz.engine.request import GenerationRequest
+
+
+@functools.cache
+def _forward_parameters(model_class: type) -> frozenset[str]:
+    # Read once per model class: inspecting a signature costs more than a tiny model's whole decode step.
+    return frozenset(inspect.signature(model_class.forward).parameters)
+
+
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """The forward argument that takes the cache: `cache` in recent transformers, `past_key_values` before."""
+    return "cache" if "cache" in _forward_parameters(type(model)) else "past_key_values"
+
+
+def new_cache(model: torch.nn.Module):
+    """An empty transformers DynamicCache shaped for `model` (sliding-window layers included)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+def cache_nbytes(cache) -> int:
+    """Bytes held by the key and value tensors of a transformers Cache, layer by layer."""
+    total = 0
+    for layer in cache.layers:
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def _next_token_logits(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
+    """One forward pass over `input_ids` ([1, n]) that computes logits for the last position only."""
+    kw = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(type(model)) else {}
+    if cache is not None:
+        kw[cache_kwarg(model)] = cache
+    out = model(input_ids=input_ids, use_cache=cache is not None, **kw)
+    return out.logits[:, -1, :]  # [1, vocab]
+
+
+def prefill(model: torch.nn.Module, prompt_ids: torch.Tensor, cache) -> torch.Tensor:
+    """Read the whole prompt in one pass, leaving every layer's keys and values in `cache` (None keeps nothing,
+    as an uncached run's first step). Compute-heavy: prompt_len positions at once. Logits [1, vocab]."""
+    # prompt_ids: [1, prompt_len]; after the pass the cache holds prompt_len tokens
+    return _next_token_logits(model, prompt_ids, cache)
+
+
+def decode_step(model: torch.nn.Module, token: torch.Tensor, cache) -> torch.Tensor:
+    """Feed the one token just sampled; attention reads the earlier ones from `cache`, which grows by one.
+    Memory-bound: the step reads all the weights and the cache to compute one position. Logits [1, vocab]."""
+    # token: [1, 1]; the cache holds seq_len - 1 tokens before the pass and seq_len after
+    return _next_token_logits(model, token, cache)
+
+
+def uncached_step(model: torch.nn.Module, sequence: torch.Tensor) -> torch.Tensor:
+    """A step without a cache: the prompt and every token so far go through the model again, a prefill of
+    seq_len tokens each time, so a step's work grows with the sequence. Logits [1, vocab]."""
+    # sequence: [1, seq_len]
+    return _next_token_logits(model, sequence, None)
+
+
+def sample(logits: torch.Tensor, req: GenerationRequest, generator: torch.Generator | None) -> torch.Tensor:
+    """Next token id from logits [1, vocab]: argmax when greedy, else temperature, top-k, top-p sampling."""
+    if req.temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)  # [1, 1]
+    logits = logits.float() / req.temperature
+    if req.top_k:
+        kth = torch.topk(logits, min(req.top_k, logits.shape[-1])).values[..., -1, None]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if req.top_p < 1:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cumulative - sorted_logits.softmax(-1) >= req.top_p  # keep the smallest set reaching top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)  # [1, 1]
