@@ -63,6 +63,8 @@ def test_chinese_prompt_answers_in_chinese():
     tokens, fin = run_to_end(lm, GenerationRequest("什么是内核？", max_new_tokens=60))
     assert len(re.findall(r"[\u4e00-\u9fff]", fin.text)) >= 10, fin.text
     assert "\ufffd" not in fin.text and "".join(t.text for t in tokens) == fin.text
+    assert fin.text == lm.tokenizer.decode([t.token_id for t in tokens], skip_special_tokens=True,
+                                           clean_up_tokenization_spaces=False), "the stream is not the decoding"
 
 
 def test_metrics_recorded_beside_the_model():

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kvviz.cli import main
+from kvviz.engine.admission import encode_prompt
 from kvviz.engine.compare import compare, first_divergence
 from kvviz.engine.loading import load_model, twin_tokenizer
 from kvviz.engine.loop import run_to_end
@@ -34,14 +35,40 @@ def test_compare_fp32_agrees_and_predicts_both_curves(tiny_models):
     assert (result.rows.query("mode == 'uncached'")["kv_bytes"] == 0).all()
 
 
-def test_compare_reports_where_half_precision_parts(tiny_models):
-    """In fp16 on the CPU the two modes may part; if they do, the first differing index is reported."""
-    lm = load_model(str(tiny_models["llama"]), dtype="fp16")
-    result = compare(lm, GenerationRequest(PROMPT, max_new_tokens=24))
+def test_compare_reports_where_the_runs_part(tiny_models, monkeypatch):
+    """When the uncached run is made to choose another token at step K (its forward pass is steered there),
+    compare reports K as the first divergence: the index a plain walk over both runs' tokens finds."""
+    import functools
+
+    lm = load_model(str(tiny_models["qwen2"]))
+    req = GenerationRequest(PROMPT, max_new_tokens=16, ignore_eos=True)
+    reference = [t.token_id for t in run_to_end(lm, req)[0]]
+    prompt_len = len(encode_prompt(lm, PROMPT, chat_template=True)[0])
+    parting = 6  # after the warm-up's four tokens, before the end
+    forced = (reference[parting] + 1) % lm.arch.vocab_size
+    real_forward = lm.model.forward
+
+    @functools.wraps(real_forward)
+    def steered(*args, **kwargs):
+        out = real_forward(*args, **kwargs)
+        if not kwargs.get("use_cache") and kwargs["input_ids"].shape[1] == prompt_len + parting:
+            out.logits[0, -1, forced] = out.logits.max() + 10  # the uncached run's step `parting` only
+        return out
+
+    monkeypatch.setattr(lm.model, "forward", steered)
+    result = compare(lm, req)
     cached = result.rows.query("mode == 'cached'")["token_id"].tolist()
     uncached = result.rows.query("mode == 'uncached'")["token_id"].tolist()
-    assert result.first_divergence == first_divergence(cached, uncached)
-    assert result.tokens_identical == (cached == uncached)
+    assert cached == reference, "the cached run should not have been touched"
+    assert uncached[:parting] == reference[:parting] and uncached[parting] == forced
+    walked = None
+    for index in range(min(len(cached), len(uncached))):
+        if cached[index] != uncached[index]:
+            walked = index
+            break
+    assert walked == parting
+    assert result.first_divergence == parting, f"compare reported {result.first_divergence}, the runs part at 6"
+    assert result.tokens_identical is False and result.compared_tokens == 16
 
 
 @pytest.mark.parametrize("a,b,expected", [([1, 2, 3], [1, 2, 3], None), ([1, 2, 3], [1, 5, 3], 1),
@@ -81,6 +108,9 @@ def test_cli_generate_json(tiny_models, capsys):
     assert set(out["lesson"]) == {"prompt_tokens", "new_tokens", "ttft_s", "tpot_s", "tokens_per_s"}
     assert out["lesson"]["new_tokens"] == 6 and len(out["tokens"]) == 6
     assert out["text"] == "".join(t["text"] for t in out["tokens"])
+    tokenizer = load_model(str(tiny_models["qwen2"])).tokenizer
+    assert out["text"] == tokenizer.decode([t["token_id"] for t in out["tokens"]], skip_special_tokens=True,
+                                           clean_up_tokenization_spaces=False)
     assert {"itl_p50_s", "queue_s", "prefill_tokens_per_s", "bandwidth_achieved"} <= set(out["summary"])
 
 

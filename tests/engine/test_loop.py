@@ -90,14 +90,35 @@ def test_chinese_streams_without_replacement_characters(tiny_models):
     assert "".join(deltas) + stream.end() == text
 
 
-def test_streamed_text_equals_decoded_output(tiny_models):
-    """The streamed deltas of a real run add up to the decoded output; no delta ends mid-character."""
+def _decode(tokenizer, ids: list[int]) -> str:
+    """The tokenizer's own decoding of ids, with the options TextStream uses."""
+    return tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def test_streamed_text_is_the_tokenizers_decoding_of_the_run(tiny_models):
+    """Each token's streamed text extends the decoding of the ids so far; together they are the decoding of
+    all of them (the finish flushes only a character the output left unfinished), and that text is the one
+    transformers' model.generate produces greedily from the same prompt."""
+    import torch
+
     lm = load_model(str(tiny_models["gemma2"]))
     tokens, fin = run_to_end(lm, GenerationRequest(PROMPT, max_new_tokens=40))
-    decoded = lm.tokenizer.decode([t.token_id for t in tokens], skip_special_tokens=True)
-    assert "".join(t.text for t in tokens) + "" == fin.text[: len("".join(t.text for t in tokens))]
+    ids = [t.token_id for t in tokens]
+    streamed = ""
+    for i, t in enumerate(tokens):
+        streamed += t.text
+        assert _decode(lm.tokenizer, ids[: i + 1]).startswith(streamed), f"token {i} streamed text not yet decoded"
+        assert not t.text.endswith(REPLACEMENT), f"token {i} ends mid-character"
+    decoded = _decode(lm.tokenizer, ids)
     assert fin.text == decoded
-    assert all(not t.text.endswith(REPLACEMENT) for t in tokens)
+    held_back = decoded[len(streamed):]
+    assert held_back == "" or held_back.endswith(REPLACEMENT), "the stream held back whole characters"
+    prompt_ids = torch.tensor([encode_prompt(lm, PROMPT, chat_template=True)[0]])
+    with torch.inference_mode():
+        out = lm.model.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), do_sample=False,
+                                max_new_tokens=40, pad_token_id=lm.tokenizer.eos_token_id)
+    assert out[0, prompt_ids.shape[1]:].tolist() == ids, "the loop's greedy tokens are not model.generate's"
+    assert fin.text == _decode(lm.tokenizer, out[0, prompt_ids.shape[1]:].tolist())
 
 
 def test_eos_stops(tiny_models):
@@ -145,29 +166,31 @@ def test_abandoned_stream_frees_the_device(tiny_models):
 
 
 def test_two_concurrent_requests_queue(tiny_models):
-    """A second request waits for the first, reports Waiting, and its queue time covers the wait."""
+    """A second request waits for the first, reports Waiting, and its queue time covers the wait: at least from
+    its arrival to the moment the first request's consumer had its last token (the device is held until then)."""
     lm = load_model(str(tiny_models["qwen2"]))
-    first_done = threading.Event()
     first_holding = threading.Event()
-    log: list[tuple[str, object]] = []
+    last_token_seen: list[float] = []
 
     def first() -> None:
-        for event in generate(lm, GenerationRequest(PROMPT, max_new_tokens=8)):
+        for event in generate(lm, GenerationRequest(PROMPT, max_new_tokens=8, ignore_eos=True)):
             if isinstance(event, TokenEvent):
                 first_holding.set()
                 time.sleep(0.05)  # a slow consumer keeps the device busy
-        log.append(("first-finished", time.perf_counter()))
-        first_done.set()
+                last_token_seen[:] = [time.perf_counter()]
 
     thread = threading.Thread(target=first)
     thread.start()
     assert first_holding.wait(30)
-    events = list(generate(lm, GenerationRequest(PROMPT, max_new_tokens=2)))
+    second = generate(lm, GenerationRequest(PROMPT, max_new_tokens=2))
+    arrived_by = time.perf_counter()  # the second request's t0 is no later than this
+    events = list(second)
     thread.join(30)
     assert any(isinstance(e, Waiting) for e in events), "the second request did not queue"
     acquired = next(e for e in events if isinstance(e, DeviceAcquired))
     summary = events[-1].summary
-    assert summary.queue_s == acquired.queue_s > 0.1
+    assert summary.queue_s == acquired.queue_s
+    assert summary.queue_s >= last_token_seen[0] - arrived_by > 0, "the queue time misses part of the wait"
     assert summary.ttft_s > summary.queue_s
 
 
@@ -207,11 +230,14 @@ def test_prompt_longer_than_context_fails_clearly(short_context_model):
 
 
 def test_generation_stops_when_context_is_full(short_context_model):
-    """Asking for more tokens than the context holds stops at the context, and says so."""
+    """Asking for more tokens than the context holds makes exactly context - prompt tokens, then says so."""
     lm = load_model(str(short_context_model))
-    tokens, fin = run_to_end(lm, GenerationRequest("hi", max_new_tokens=100, chat_template=False))
-    assert fin.reason in ("context_full", "eos")
-    assert tokens[-1].seq_len < 32
+    prompt_tokens = len(lm.tokenizer("hi")["input_ids"])
+    tokens, fin = run_to_end(lm, GenerationRequest("hi", max_new_tokens=100, chat_template=False, ignore_eos=True))
+    assert fin.reason == "context_full"
+    assert len(tokens) == 32 - prompt_tokens, "the run should fill the 32-token context exactly"
+    assert tokens[-1].seq_len == 31 and tokens[-1].seq_len < 32
+    assert fin.summary.new_tokens == 32 - prompt_tokens
 
 
 @pytest.mark.parametrize("kw,message", [
