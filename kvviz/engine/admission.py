@@ -65,7 +65,7 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
     if context and n >= context:
         return Refusal(f"the prompt has {n:,} tokens; the model's context is {context:,}")
     max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - n)
-    refusal = run_does_not_fit(lm, req.use_cache, n, max_tokens)
+    refusal = _run_does_not_fit(lm, req.use_cache, n, max_tokens)
     if refusal:
         return Refusal(refusal)
     return Plan(prompt_ids=tuple(prompt_ids), max_tokens=max_tokens,
@@ -73,7 +73,7 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
                 stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
 
 
-def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int) -> str | None:
+def _run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int) -> str | None:
     """Why this run cannot fit in the device's free memory, with the numbers; None when it can.
 
     Weights are already on the device; the run adds its cache at full length and the activations of its
