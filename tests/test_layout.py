@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers import REPO
 
-LAYERS = ["base", "calc", "engine", "ui", "bench"]
+LAYERS = ["base", "calc", "engine", "serving", "ui", "bench"]
 PACKAGE = REPO / "kvviz"
 MAX_FUNCTION_LINES = 60
 # Gradio tab builders lay out a tab's components and wire their events in one place: they run long by nature.

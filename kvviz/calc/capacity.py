@@ -45,6 +45,12 @@ class Capacity:
     formula: Formula
 
 
+def token_slots(arch: Architecture, dtype: DType, budget_bytes: int, block_size: int = 16) -> int:
+    """Tokens a block pool of `budget_bytes` holds: whole blocks of block_size tokens, each block
+    block_size × bytes_per_token bytes (every layer keeps every token), as vLLM's "KV cache size" counts."""
+    return max(budget_bytes, 0) // (block_size * bytes_per_token(arch, dtype)) * block_size
+
+
 def _longest(arch: Architecture, batch: int, dtype: DType, block_size: int, budget: int) -> tuple[int, bool]:
     """Largest seq_len whose paged cache for `batch` sequences fits `budget`, and whether the cap bound it."""
     cap = arch.max_position_embeddings or NO_CONTEXT_LIMIT
@@ -82,13 +88,12 @@ def capacity(
     if budget <= 0:
         return Capacity(accel, mem_util, usable, weights_bytes, reserve_bytes, max(budget, 0), 0, batch, seq_len,
                         0, 0, False, False, formula)
-    block_bytes = block_size * bytes_per_token(arch, dtype)
     per_seq = paged_bytes(arch, 1, max(seq_len, 1), dtype, block_size)
     max_seq_len, capped = _longest(arch, batch, dtype, block_size, budget)
     return Capacity(
         accelerator=accel, mem_util=mem_util, usable_bytes=usable, weights_bytes=weights_bytes,
         reserve_bytes=reserve_bytes, kv_budget_bytes=budget,
-        token_slots=budget // block_bytes * block_size,
+        token_slots=token_slots(arch, dtype, budget, block_size),
         batch=batch, seq_len=seq_len,
         max_batch=budget // per_seq,
         max_seq_len=max_seq_len, seq_len_capped=capped,

@@ -1,0 +1,248 @@
+"""A load on an OpenAI-compatible streaming endpoint: closed loop, open loop, bounded, cancellable.
+
+Closed loop: `concurrency` requests in flight, each followed at once by the next (vLLM's --max-concurrency,
+guidellm's "concurrent"). Open loop: requests arrive at `rate` per second, as a Poisson process (seeded) or
+evenly spaced, with at most `concurrency` in flight (an arrival that finds them all busy waits, as in `vllm
+bench serve --request-rate R --max-concurrency C`). Every run is bounded: at most `requests` requests, none
+sent after `duration_s`, none lasting past `timeout_s`, so it ends by itself within duration_s + timeout_s;
+a cancel event ends it sooner, the requests in flight recorded as cancelled. One httpx.AsyncClient carries
+the load and, when a watcher is given, the polling of the server's /metrics (metrics_reader). Knows loads
+and timing; the wire format is sse.py's, the figures stats.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from kvviz.base.inputs import choice, number, whole_number
+from kvviz.serving.endpoint import Endpoint, EndpointError
+from kvviz.serving.prompts import Prompt
+from kvviz.serving.record import RequestRecord
+from kvviz.serving.sse import server_message, stream_request, transport_message
+from kvviz.serving.stats import RunStats, Slo, run_stats
+
+CLOSED, POISSON, CONSTANT = "closed", "poisson", "constant"
+MAX_CONCURRENCY = 1_024
+MAX_REQUESTS = 100_000
+MAX_DURATION_S = 24 * 3600.0
+MAX_OUTPUT_TOKENS = 100_000
+MAX_RATE = 10_000.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """How much to send and how. rate is for the open loop (requests per second); concurrency bounds the
+    requests in flight in both loops. Checked when built: ValueError names the first bad value."""
+
+    arrivals: str = CLOSED
+    concurrency: int = 1
+    requests: int = 32
+    output_tokens: int = 128
+    rate: float | None = None
+    duration_s: float = 600.0
+    timeout_s: float = 300.0
+    ignore_eos: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        choice(self.arrivals, "arrivals", (CLOSED, POISSON, CONSTANT))
+        whole_number(self.concurrency, "concurrency", 1, MAX_CONCURRENCY)
+        whole_number(self.requests, "requests", 1, MAX_REQUESTS)
+        whole_number(self.output_tokens, "output tokens", 1, MAX_OUTPUT_TOKENS)
+        number(self.duration_s, "duration (s)", 0, MAX_DURATION_S, low_open=True)
+        number(self.timeout_s, "request timeout (s)", 0, MAX_DURATION_S, low_open=True)
+        if self.arrivals != CLOSED:
+            if self.rate is None:
+                raise ValueError(f"{self.arrivals} arrivals need a request rate")
+            number(self.rate, "request rate (requests/s)", 0, MAX_RATE, low_open=True)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run: where it went, what was asked, every request's record, the figures, the server's samples."""
+
+    endpoint: dict
+    load: Load
+    records: tuple[RequestRecord, ...]
+    stats: RunStats
+    cancelled: bool
+    samples: tuple = ()
+    metrics_error: str | None = None
+
+
+@dataclass
+class InFlight:
+    """The requests now in flight: each one's prompt tokens and output chunks so far (for the KV prediction).
+    Mutated only on the event loop's thread."""
+
+    prompt: dict[int, int] = field(default_factory=dict)
+    output: dict[int, int] = field(default_factory=dict)
+
+    def lengths(self) -> list[int]:
+        """Current length of each request in flight: prompt tokens + output tokens received."""
+        return [p + self.output.get(i, 0) for i, p in self.prompt.items()]
+
+
+async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
+    """Before any load: the server answers, takes the key, and serves the model (where it lists its models
+    at /v1/models; a server that does not is given the benefit of the doubt). EndpointError otherwise."""
+    try:
+        resp = await client.get(ep.base_url + "/v1/models", headers=ep.headers(), timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise EndpointError(transport_message(exc, ep.base_url)) from None
+    if resp.status_code in (401, 403):
+        raise EndpointError(server_message(resp.status_code, resp.content[:2000]))
+    try:
+        served = [m["id"] for m in resp.json()["data"]] if resp.status_code == 200 else None
+    except (ValueError, KeyError, TypeError):
+        served = None
+    if served is not None and ep.model not in served:
+        raise EndpointError(f"the server does not serve model {ep.model!r}; it serves: {', '.join(served)}")
+
+
+class _Run:
+    """One run's shared state: the client, the clock, the records, what is in flight."""
+
+    def __init__(self, client: httpx.AsyncClient, ep: Endpoint, load: Load, prompts: Sequence[Prompt]) -> None:
+        self.client, self.ep, self.load, self.prompts = client, ep, load, prompts
+        self.start = time.perf_counter()
+        self.deadline = self.start + load.duration_s
+        self.records: list[RequestRecord] = []
+        self.in_flight = InFlight()
+
+    def open(self) -> bool:
+        """Whether a new request may still be sent."""
+        return len(self.records) + len(self.in_flight.prompt) < self.load.requests and \
+            time.perf_counter() < self.deadline
+
+    async def one(self, index: int) -> None:
+        """Send request `index` and keep its record, however it ends."""
+        prompt = self.prompts[index % len(self.prompts)]
+        sent = time.perf_counter() - self.start
+        self.in_flight.prompt[index] = prompt.tokens or 0
+        arrived = self.in_flight.output.__setitem__
+        try:
+            record = await asyncio.wait_for(
+                stream_request(self.client, self.ep, prompt, index, sent, self.load.output_tokens,
+                               self.load.ignore_eos, on_arrival=lambda n: arrived(index, n)),
+                self.load.timeout_s)
+        except asyncio.TimeoutError:
+            record = RequestRecord(index, sent, prompt.tokens, 0,
+                                   error=f"no complete answer within the request timeout ({self.load.timeout_s:g} s)")
+        except asyncio.CancelledError:
+            self.records.append(RequestRecord(index, sent, prompt.tokens, 0, error="cancelled"))
+            raise
+        finally:
+            self.in_flight.prompt.pop(index, None)
+            self.in_flight.output.pop(index, None)
+        self.records.append(record)
+
+    async def closed(self) -> None:
+        indices = itertools.count()
+
+        async def worker() -> None:
+            while self.open():
+                await self.one(next(indices))
+
+        await asyncio.gather(*(worker() for _ in range(self.load.concurrency)))
+
+    async def open_loop(self) -> None:
+        """Arrivals at the load's rate (the first at once), at most `concurrency` in flight."""
+        rng = random.Random(self.load.seed)
+        slots = asyncio.Semaphore(self.load.concurrency)
+        tasks, due = [], self.start
+
+        async def bounded(index: int) -> None:
+            try:
+                await self.one(index)
+            finally:
+                slots.release()
+
+        for index in range(self.load.requests):
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            await slots.acquire()
+            if time.perf_counter() >= self.deadline:
+                slots.release()
+                break
+            tasks.append(asyncio.create_task(bounded(index)))
+            due += rng.expovariate(self.load.rate) if self.load.arrivals == POISSON else 1 / self.load.rate
+        await asyncio.gather(*tasks)
+
+
+async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: Slo | None = None,
+                   cancel: asyncio.Event | None = None, watcher=None) -> RunResult:
+    """Run `load` against `ep` with `prompts` (cycled) and return every record and the figures.
+
+    watcher: a metrics_reader.Watcher to poll the server's /metrics during the run. EndpointError when the
+    server cannot be used at all (unreachable, refused key, model not served) or when no request succeeded."""
+    if not prompts:
+        raise ValueError("no prompts to send")
+    limits = httpx.Limits(max_connections=load.concurrency + 2, max_keepalive_connections=load.concurrency + 2)
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(load.timeout_s, connect=10.0)) as client:
+        await check_endpoint(client, ep)
+        run = _Run(client, ep, load, prompts)
+        stop = asyncio.Event()
+        polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop)) if watcher else None
+        cancelled = await _until_done_or_cancelled(run.closed() if load.arrivals == CLOSED else run.open_loop(),
+                                                   cancel)
+        duration = time.perf_counter() - run.start
+        stop.set()
+        if polling is not None:
+            await polling
+    records = tuple(sorted(run.records, key=lambda r: r.index))
+    stats = run_stats(list(records), duration, slo)
+    if stats.completed == 0 and not cancelled:
+        raise EndpointError(stats.first_error or "no request completed")
+    return RunResult(ep.describe(), load, records, stats, cancelled,
+                     tuple(watcher.samples) if watcher else (), watcher.error if watcher else None)
+
+
+async def _until_done_or_cancelled(driver, cancel: asyncio.Event | None) -> bool:
+    """Run the driver to its end, or cancel it (and its requests in flight) when `cancel` is set."""
+    main = asyncio.ensure_future(driver)
+    if cancel is None:
+        await main
+        return False
+    stopper = asyncio.ensure_future(cancel.wait())
+    await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if main.done():
+        main.result()
+        return False
+    main.cancel()
+    try:
+        await main
+    except asyncio.CancelledError:
+        pass
+    return True
+
+
+def run(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: Slo | None = None,
+        cancel: threading.Event | None = None, watcher=None) -> RunResult:
+    """run_load from ordinary code, on an event loop of its own; `cancel` may be set from any thread."""
+
+    async def main() -> RunResult:
+        stop = asyncio.Event()
+        if cancel is None:
+            return await run_load(ep, load, prompts, slo=slo, watcher=watcher)
+
+        async def relay() -> None:
+            while not cancel.is_set():
+                await asyncio.sleep(0.05)
+            stop.set()
+
+        relaying = asyncio.create_task(relay())
+        try:
+            return await run_load(ep, load, prompts, slo=slo, cancel=stop, watcher=watcher)
+        finally:
+            relaying.cancel()
+
+    return asyncio.run(main())

@@ -1,0 +1,179 @@
+"""The server's own view during a run: its Prometheus /metrics, polled a few times a second and kept as a
+series, beside kvviz's prediction of the KV-cache usage from its memory model.
+
+Text is parsed with prometheus_client's parser; each series below is the sum over label sets (engines, data-
+parallel ranks) of the first name the server exposes, vLLM's or SGLang's; KV usage is their mean. The server's
+KV capacity comes from vllm:cache_config_info (num_gpu_blocks × block_size) or SGLang's max_total_num_tokens.
+The prediction: every request in flight holds its current length (prompt + output so far) in whole blocks,
+kvviz.calc.memory.paged_bytes, over the capacity in the same bytes (what a block allocator without prefix
+sharing holds). Knows Prometheus text and metric names; what the run sends is loadgen's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from kvviz.base.errors import first_line
+from kvviz.calc.arch import Architecture
+from kvviz.calc.dtypes import DType
+from kvviz.calc.memory import bytes_per_token, paged_bytes
+from kvviz.serving.endpoint import Endpoint, EndpointError
+from kvviz.serving.sse import transport_message
+
+# Each field of a Sample: the sample names that feed it, vLLM's first, then SGLang's.
+SERIES: dict[str, tuple[str, ...]] = {
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total"),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries_total",),
+    "queue_time_sum": ("vllm:request_queue_time_seconds_sum", "sglang:queue_time_seconds_sum"),
+    "queue_time_count": ("vllm:request_queue_time_seconds_count", "sglang:queue_time_seconds_count"),
+    "prefill_time_sum": ("vllm:request_prefill_time_seconds_sum",),
+    "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
+    "decode_time_sum": ("vllm:request_decode_time_seconds_sum",),
+    "decode_time_count": ("vllm:request_decode_time_seconds_count",),
+}
+MEAN = {"kv_usage"}  # fractions: averaged over engines, not summed
+POLL_INTERVAL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The server's series at one moment (t_s: seconds since polling began); None where it has none.
+    predicted_kv_usage: kvviz's prediction for the requests the client had in flight at that moment."""
+
+    t_s: float
+    kv_usage: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    preemptions: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
+    queue_time_sum: float | None = None
+    queue_time_count: float | None = None
+    prefill_time_sum: float | None = None
+    prefill_time_count: float | None = None
+    decode_time_sum: float | None = None
+    decode_time_count: float | None = None
+    in_flight: int = 0
+    predicted_kv_usage: float | None = None
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """The server's KV cache as it reports it: blocks, tokens per block, capacity in tokens, element type."""
+
+    num_blocks: int
+    block_size: int
+    cache_dtype: str
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+
+def parse(text: str) -> list:
+    """The samples of Prometheus text; ValueError in one line when it is not Prometheus text."""
+    try:
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ValueError(f"/metrics is not Prometheus text ({first_line(exc, 120)})") from None
+
+
+def sample_from(samples: list, t_s: float) -> Sample:
+    """One Sample from parsed samples: per field, the first of its names present, summed over label sets."""
+    by_name: dict[str, list[float]] = {}
+    for s in samples:
+        by_name.setdefault(s.name, []).append(float(s.value))
+    values = {}
+    for key, names in SERIES.items():
+        found = next((by_name[n] for n in names if n in by_name), None)
+        if found:
+            values[key] = sum(found) / len(found) if key in MEAN else sum(found)
+    return Sample(t_s=t_s, **values)
+
+
+def cache_config(samples: list) -> CacheConfig | None:
+    """vLLM's cache_config_info labels (num_gpu_blocks, block_size, cache_dtype), or SGLang's token count."""
+    for s in samples:
+        if s.name == "vllm:cache_config_info" and s.labels.get("num_gpu_blocks", "None") != "None":
+            return CacheConfig(int(s.labels["num_gpu_blocks"]), int(s.labels.get("block_size", 1)),
+                               s.labels.get("cache_dtype", "auto"))
+        if s.name == "sglang:max_total_num_tokens":
+            return CacheConfig(int(s.value), 1, "auto")
+    return None
+
+
+async def fetch(client: httpx.AsyncClient, ep: Endpoint) -> list:
+    """The server's metrics now, parsed; EndpointError in one line when they cannot be had or read."""
+    try:
+        resp = await client.get(ep.metrics_url, headers=ep.headers(), timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise EndpointError(transport_message(exc, ep.metrics_url)) from None
+    if resp.status_code != 200:
+        raise EndpointError(f"{ep.metrics_url} answered HTTP {resp.status_code}")
+    try:
+        return parse(resp.text)
+    except ValueError as exc:
+        raise EndpointError(f"{ep.metrics_url}: {first_line(exc)}") from None
+
+
+@dataclass(frozen=True)
+class KvModel:
+    """What the prediction needs: the served model's architecture, the cache's element type, and the server's
+    block pool (blocks, tokens per block)."""
+
+    arch: Architecture
+    dtype: DType
+    block_size: int
+    num_blocks: int
+
+    def usage(self, lengths: list[int]) -> float:
+        """Predicted fraction of the server's KV cache held by sequences of these lengths: each holds its
+        tokens in whole blocks (kvviz.calc.memory.paged_bytes), over the pool's bytes less one block (vLLM
+        keeps a null block out of the pool and out of its kv_cache_usage_perc)."""
+        held = sum(paged_bytes(self.arch, 1, n, self.dtype, self.block_size) for n in lengths if n > 0)
+        pool = (self.num_blocks - 1) * self.block_size * bytes_per_token(self.arch, self.dtype)
+        return held / pool
+
+
+class Watcher:
+    """Polls an endpoint's /metrics during a run (loadgen.run_load calls poll); keeps the samples, the server's
+    cache config and, if polling failed, the one line that says why (polling then stops; the load goes on)."""
+
+    def __init__(self, ep: Endpoint, kv: KvModel | None = None, interval_s: float = POLL_INTERVAL_S) -> None:
+        self.ep, self.kv, self.interval_s = ep, kv, interval_s
+        self.samples: list[Sample] = []
+        self.cache: CacheConfig | None = None
+        self.error: str | None = None
+
+    async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event) -> None:
+        start = time.perf_counter()
+        while True:
+            try:
+                parsed = await fetch(client, self.ep)
+            except EndpointError as exc:
+                self.error = first_line(exc)
+                return
+            self.cache = self.cache or cache_config(parsed)
+            lengths = in_flight.lengths()
+            sample = sample_from(parsed, time.perf_counter() - start)
+            predicted = self.kv.usage(lengths) if self.kv else None
+            self.samples.append(replace(sample, in_flight=len(lengths), predicted_kv_usage=predicted))
+            try:
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+                return
+            except asyncio.TimeoutError:
+                pass
+

@@ -1,0 +1,96 @@
+"""A run's figures from its requests' records, as vLLM's benchmark (`vllm bench serve`) defines them.
+
+duration: from the run's first send to its last request's end. Output throughput: the output tokens of the
+completed requests / duration; request throughput: completed requests / duration. TTFT, TPOT, ITL and E2E
+per metrics.md (record.py), each as mean and p50/p90/p99 over the completed requests (ITL over every gap of
+every request, pooled, as vLLM does). Goodput: completed requests that meet the SLO (TTFT <= a and TPOT <= b)
+per second of the run. Failed requests count in `failed` and in nothing else. Only arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from kvviz.engine.metrics import percentile
+from kvviz.serving.record import RequestRecord
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A service-level objective on each request: TTFT and TPOT at most these many seconds."""
+
+    ttft_s: float = 1.0
+    tpot_s: float = 0.05
+
+    def met(self, record: RequestRecord) -> bool:
+        tpot = record.tpot_s
+        return record.ok and record.ttft_s <= self.ttft_s and (tpot is None or tpot <= self.tpot_s)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Mean and percentiles of one latency, in seconds; None where there were no values."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Distribution:
+        mean = sum(values) / len(values) if values else None
+        return cls(mean, percentile(values, 50), percentile(values, 90), percentile(values, 99))
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """The figures of one run."""
+
+    requests: int
+    completed: int
+    failed: int
+    duration_s: float
+    prompt_tokens: int
+    output_tokens: int
+    output_tokens_per_s: float
+    requests_per_s: float
+    total_tokens_per_s: float
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2e: Distribution
+    slo: Slo
+    goodput_requests_per_s: float
+    first_error: str | None
+
+    def flat(self) -> dict:
+        """One flat row: distributions as ttft_p50_s, tpot_mean_s... and the SLO as slo_ttft_s, slo_tpot_s."""
+        row = {}
+        for key, value in asdict(self).items():
+            if isinstance(value, dict) and key == "slo":
+                row |= {f"slo_{k}": v for k, v in value.items()}
+            elif isinstance(value, dict):
+                row |= {f"{key}_{k}_s": v for k, v in value.items()}
+            else:
+                row[key] = value
+        return row
+
+
+def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None = None) -> RunStats:
+    """The run's figures; duration_s is the run's wall time (first send to last end)."""
+    slo = slo or Slo()
+    done = [r for r in records if r.ok]
+    out = sum(r.new_tokens for r in done)
+    prompt = sum(r.prompt_tokens or 0 for r in done)
+    per_s = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: 0.0)
+    return RunStats(
+        requests=len(records), completed=len(done), failed=len(records) - len(done), duration_s=duration_s,
+        prompt_tokens=prompt, output_tokens=out, output_tokens_per_s=per_s(out), requests_per_s=per_s(len(done)),
+        total_tokens_per_s=per_s(out + prompt),
+        ttft=Distribution.of([r.ttft_s for r in done]),
+        tpot=Distribution.of([r.tpot_s for r in done if r.tpot_s is not None]),
+        itl=Distribution.of([gap for r in done for gap in r.itl_s]),
+        e2e=Distribution.of([r.e2e_s for r in done]),
+        slo=slo, goodput_requests_per_s=per_s(sum(slo.met(r) for r in done)),
+        first_error=next((r.error for r in records if r.error), None),
+    )

@@ -1,0 +1,88 @@
+"""The metrics reader: Prometheus text parsed for real, the series summed over engines as the server labels
+them, polled during a run against the test server, and kvviz's KV prediction worked out by hand."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from kvviz.calc.arch import architecture_from_source
+from kvviz.calc.dtypes import kv_dtype
+from kvviz.serving.endpoint import EndpointError, endpoint
+from kvviz.serving.loadgen import Load, run
+from kvviz.serving.metrics_reader import KvModel, Watcher, cache_config, fetch, parse, sample_from
+from kvviz.serving.prompts import synthetic
+from kvviz.serving.vllm import TINY
+from tests.serving.fake_server import METRICS, MODEL, fake_server
+
+
+def test_series_are_summed_over_engines_and_fractions_averaged():
+    """Running 3 + 1 on two engines is 4; KV usage 0.25 and 0.75 is 0.5 of the whole; a histogram's sum
+    and count are kept; a series the server lacks is None."""
+    sample = sample_from(parse(METRICS), 1.5)
+    assert (sample.running, sample.waiting, sample.kv_usage) == (4, 2, 0.5)
+    assert (sample.generation_tokens, sample.queue_time_sum, sample.queue_time_count) == (1234, 0.5, 4)
+    assert sample.preemptions is None and sample.t_s == 1.5
+
+
+def test_sglang_names_feed_the_same_series():
+    text = ('sglang:num_running_reqs{model_name="m"} 5\nsglang:num_queue_reqs{model_name="m"} 1\n'
+            'sglang:token_usage{model_name="m"} 0.3\nsglang:max_total_num_tokens{model_name="m"} 4096\n')
+    sample = sample_from(parse(text), 0.0)
+    assert (sample.running, sample.waiting, sample.kv_usage) == (5, 1, 0.3)
+    assert cache_config(parse(text)).capacity_tokens == 4096
+
+
+def test_cache_config_gives_the_servers_capacity():
+    cfg = cache_config(parse(METRICS))
+    assert (cfg.num_blocks, cfg.block_size, cfg.capacity_tokens) == (8192, 128, 8192 * 128)
+
+
+@pytest.mark.parametrize("text", ['{"running": 3}', "<html><body>metrics</body></html>", "running requests 3"])
+def test_text_that_is_not_prometheus_is_one_clear_line(text):
+    with pytest.raises(ValueError, match="not Prometheus text") as err:
+        parse(text)
+    assert "\n" not in str(err.value)
+
+
+def test_fetch_names_the_url_of_bad_metrics():
+    async def go(url: str):
+        async with httpx.AsyncClient() as client:
+            return await fetch(client, endpoint(url, MODEL))
+
+    with fake_server(metrics="<html>no</html>") as (url, _), \
+            pytest.raises(EndpointError, match="/metrics: /metrics is not"):
+        asyncio.run(go(url))
+
+
+def test_kv_prediction_by_hand_for_tiny():
+    """tiny keeps 4 layers × 2 (K, V) × 2 KV heads × 32 dims × 2 bytes (bf16) = 1,024 bytes a token. Lengths
+    16 and 200 hold 1 + 2 blocks of 128 tokens; the pool has 8,192 blocks less vLLM's null block."""
+    kv = KvModel(architecture_from_source(TINY), kv_dtype("bf16"), block_size=128, num_blocks=8192)
+    assert kv.usage([16, 200]) == pytest.approx(3 / 8191)
+    assert kv.usage([]) == 0
+
+
+def test_a_run_keeps_the_servers_series_and_the_prediction():
+    """Polling every 0.05 s during a 0.4 s run: several samples, each with the server's values and kvviz's
+    prediction for what was in flight (2 requests of 8 + up to 5 tokens: 2 blocks of 8,191 at most)."""
+    kv = KvModel(architecture_from_source(TINY), kv_dtype("bf16"), block_size=128, num_blocks=8192)
+    with fake_server(ttft_s=0.2, itl_s=0.05, tokens=5) as (url, _):
+        ep = endpoint(url, MODEL)
+        watcher = Watcher(ep, kv, interval_s=0.05)
+        result = run(ep, Load(concurrency=2, requests=2, output_tokens=5), synthetic(2, 8), watcher=watcher)
+    assert result.metrics_error is None and len(result.samples) >= 4
+    assert all(s.running == 4 for s in result.samples)
+    assert max(s.in_flight for s in result.samples) == 2
+    assert max(s.predicted_kv_usage for s in result.samples) == pytest.approx(2 / 8191)
+    assert watcher.cache.capacity_tokens == 8192 * 128
+
+
+def test_bad_metrics_stop_the_polling_not_the_run():
+    with fake_server(tokens=2, ttft_s=0.01, metrics="not prometheus at all") as (url, _):
+        ep = endpoint(url, MODEL)
+        result = run(ep, Load(requests=2, output_tokens=2), synthetic(2, 8), watcher=Watcher(ep, interval_s=0.01))
+    assert result.stats.completed == 2
+    assert "not Prometheus text" in result.metrics_error and result.samples == ()
