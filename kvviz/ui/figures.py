@@ -241,6 +241,9 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
                                                                 strict=True))
     layout = _layout("Request life cycle", "ms since the request arrived", "", height=320, barmode="overlay",
                      shapes=shapes, annotations=notes)
+    # A short plot: a legend below it would sit on the x axis's title, so the phases are listed at the right,
+    # one per line, where plotly widens the margin to fit them.
+    layout["legend"] = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}
     return {"data": data, "layout": layout}
 
 
