@@ -110,11 +110,11 @@ def _concurrency(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     import shlex
 
     from kvviz.bench.concurrency import load_test, summarize_load
-    from kvviz.bench.responsiveness import served_app
+    from kvviz.ui.serve import running_app
 
     if args.quick:
         args.clients, args.model, args.new_tokens = 4, "tiny", 8
-    with served_app(*shlex.split(args.app_args)) as app:
+    with running_app(*shlex.split(args.app_args)) as app:
         jobs, calc = load_test(app.url, args.clients, args.model, args.new_tokens,
                                direct_calculator="--hosted" in args.app_args)
     summary = {"app_args": args.app_args, "model": args.model, "new_tokens": args.new_tokens,
@@ -126,11 +126,11 @@ def _concurrency(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 def _leaks(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.leaks import app_generations, summarize_leaks
-    from kvviz.bench.responsiveness import served_app
+    from kvviz.ui.serve import running_app
 
     if args.quick:
         args.runs = 20
-    with served_app() as app:
+    with running_app() as app:
         frame = app_generations(app.url, app.pid, args.runs, args.model, args.new_tokens)
     write_results(args.out, "leaks-quick" if args.quick else "leaks", frame,
                   {"model": args.model, "new_tokens": args.new_tokens, **summarize_leaks(frame, min(20, args.runs))},
@@ -139,11 +139,11 @@ def _leaks(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 def _cancel(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.cancel import release_times, summarize_release
-    from kvviz.bench.responsiveness import served_app
+    from kvviz.ui.serve import running_app
 
     if args.quick:
         args.models, args.repeats, args.new_tokens = ["random:smollm2-135m"], 1, 300
-    with served_app() as app:
+    with running_app() as app:
         frame = release_times(app.url, args.models, args.repeats, args.new_tokens)
     write_results(args.out, "cancel-quick" if args.quick else "cancel", frame,
                   {"repeats": args.repeats, "max_new_tokens": args.new_tokens, "ways": sorted(frame["way"].unique()),

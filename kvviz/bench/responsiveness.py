@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,45 +34,6 @@ def calculator_latency(repeats: int) -> pd.DataFrame:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@dataclass(frozen=True)
-class Served:
-    url: str
-    pid: int  # the app's process (its device worker is a child of it)
-
-
-@contextmanager
-def served_app(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """app.py started with `args` on a free loopback port, as a user starts it; yields its URL and process
-    id once it answers, and stops it (and its device worker) at the end."""
-    import os
-    import socket
-    import subprocess
-
-    from gradio_client import Client
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"} | (env or {})
-    app = subprocess.Popen([sys.executable, "app.py", "--port", str(port), *args], cwd=ROOT, env=env,  # noqa: S603
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                Client(url, verbose=False)
-                break
-            except Exception:
-                if app.poll() is not None or time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-        yield Served(url, app.pid)
-    finally:
-        app.terminate()
-        app.wait(30)
-
-
 def app_against_cli(model: str, prompt: str, new_tokens: int, repeats: int) -> pd.DataFrame:
     """Decode speed of the same generation shown in the running app (through gradio_client) and from the
     CLI, interleaved. The app is started here on a free loopback port and stopped at the end."""
@@ -84,8 +42,10 @@ def app_against_cli(model: str, prompt: str, new_tokens: int, repeats: int) -> p
 
     from gradio_client import Client
 
+    from kvviz.ui.serve import running_app
+
     env = os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"}
-    with served_app() as app:
+    with running_app() as app:
         client = Client(app.url, verbose=False)
         rows = []
         for rep in range(repeats + 1):  # the first round warms both up and is dropped

@@ -14,8 +14,8 @@ from tests.helpers import running_app
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """app.py started on a free loopback port, as a user would start it."""
-    with running_app(log=tmp_path_factory.mktemp("api") / "app.log") as url:
-        yield url
+    with running_app(log=tmp_path_factory.mktemp("api") / "app.log") as app:
+        yield app.url
 
 
 def test_kv_memory_api(app_url):

@@ -36,8 +36,8 @@ ALLOWANCE_S = 1.5
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    with running_app(log=tmp_path_factory.mktemp("cancel") / "app.log") as url:
-        yield url
+    with running_app(log=tmp_path_factory.mktemp("cancel") / "app.log") as served:
+        yield served.url
 
 
 @pytest.fixture(scope="module")

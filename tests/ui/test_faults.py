@@ -133,8 +133,8 @@ def test_a_broken_folder_is_refused_in_one_clear_line(tmp_path, what, breaks, fr
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    with running_app(log=tmp_path_factory.mktemp("faults") / "app.log") as url:
-        yield url
+    with running_app(log=tmp_path_factory.mktemp("faults") / "app.log") as served:
+        yield served.url
 
 
 @pytest.fixture(scope="module")

@@ -149,8 +149,8 @@ def raw_call(http: httpx.Client, url: str, name: str, values: list) -> tuple[str
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     log = tmp_path_factory.mktemp("fuzz") / "app.log"
-    with running_app(log=log) as url:
-        yield url, log
+    with running_app(log=log) as served:
+        yield served.url, log
 
 
 def drive(url: str, plan: dict[str, int], special: dict | None = None) -> tuple[Counter, Counter]:

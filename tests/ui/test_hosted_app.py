@@ -26,8 +26,8 @@ TWIN = "random:smollm2-135m"  # 135 M parameters: under the 200 M limit
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     log = tmp_path_factory.mktemp("hosted") / "app.log"
-    with running_app(*LIMITS, log=log) as url:
-        yield url, log
+    with running_app(*LIMITS, log=log) as served:
+        yield served.url, log
 
 
 def generate(client: Client, model: str = "tiny", prompt: str = "What is a package?", max_new: int = 4,

@@ -6,14 +6,14 @@ import pytest
 
 from kvviz.bench.concurrency import load_test, summarize_load
 from kvviz.bench.leaks import app_generations, summarize_leaks
-from kvviz.bench.responsiveness import served_app
+from kvviz.ui.serve import running_app
 
 
 @pytest.mark.slow
 def test_eight_clients_at_once_each_get_their_own_text():
     """8 clients mixing generations and comparisons, and a calculator client, all at once: every job
     finishes with exactly the text it gets alone, its stream never shows another's tokens, jobs queue."""
-    with served_app() as app:
+    with running_app() as app:
         jobs, calc = load_test(app.url, 8, "tiny", 16)
     s = summarize_load(jobs, calc)
     assert s["finished"] == 8, jobs.to_dict(orient="records")
@@ -31,7 +31,7 @@ def test_eight_clients_at_once_each_get_their_own_text():
 def test_two_hundred_generations_leave_memory_flat():
     """200 consecutive generations through the app: the app's and the worker's resident memory grow by
     less than 16 MiB after the first 20 (measured: about 1 MiB and 0.3 MiB)."""
-    with served_app() as app:
+    with running_app() as app:
         frame = app_generations(app.url, app.pid, 200, "tiny", new_tokens=4, every=20)
     s = summarize_leaks(frame, warm_up=20)
     assert frame["workers"].eq(1).all(), "the app should run exactly one device worker"
