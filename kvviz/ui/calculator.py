@@ -1,4 +1,4 @@
-"""The KV-cache calculator tab: pure handler first, then its layout and wiring.
+"""The KV-cache calculator's answer for one position of its controls (its tab is kvviz.ui.tabs.calculator).
 
 `calculate` answers one slider position: it resolves the architecture (a preset, a config path or
 hub id, and the layers / KV heads / head_dim sliders applied on top), runs kvviz's memory report and
@@ -16,7 +16,8 @@ from kvviz.base.inputs import choice, text, whole_number
 from kvviz.base.units import GIB, fmt_bytes, fmt_int
 from kvviz.calc.arch import Architecture, ConfigError, architecture_from_source
 from kvviz.calc.curves import attention_variants, kv_vs_seq_len, window_effect
-from kvviz.calc.dtypes import KV_DTYPES, kv_dtype
+from kvviz.calc.dtypes import KV_DTYPES
+from kvviz.calc.dtypes import kv_dtype as dtype_named
 from kvviz.calc.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
 from kvviz.calc.presets import load_preset, preset_names
 from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report
@@ -75,27 +76,30 @@ def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> 
     return replace(arch, name=f"{arch.name} (modified: {what})", **changes)
 
 
-def resolve(preset: str, source: str, layers: int, kv_heads: int, head_dim: int) -> Architecture:
+def resolve(preset: str, config: str, layers: int, kv_heads: int, head_dim: int) -> Architecture:
     """The architecture the calculator shows: the config box wins over the preset, sliders on top."""
-    source = text(source, "the config path or hub id", 512).strip()
+    config = text(config, "the config path or hub id", 512).strip()
     try:
-        arch = _from_source(source) if source else load_preset(choice(preset, "preset", preset_names()))
+        arch = _from_source(config) if config else load_preset(choice(preset, "preset", preset_names()))
     except ConfigError as exc:
         raise ValueError(str(exc)) from exc
     return customise(arch, layers, kv_heads, head_dim)
 
 
-def calculate(preset: str, source: str, batch: float, seq_len: float, layers: float, kv_heads: float,
-              head_dim: float, kv_dtype_name: str, accelerator: str, mem_util: float, block_size: float) -> CalcResult:
-    """Everything the calculator tab shows for one position of its controls."""
-    choice(kv_dtype_name, "KV dtype", list(KV_DTYPES))
-    choice(accelerator, "accelerator", [*ACCELERATORS, "cpu"])
-    arch = resolve(preset, source, layers, kv_heads, head_dim)
-    query = MemoryQuery(batch=batch, seq_len=seq_len, kv_dtype=kv_dtype_name, block_size=block_size,
-                        accelerator=accelerator, mem_util=mem_util, weight_dtype=None)
-    accel = device_accelerator("cpu") if accelerator == "cpu" else ACCELERATORS[accelerator]
+def calculate(preset: str, config: str, batch: float, seq_len: float, layers: float, kv_heads: float,
+              head_dim: float, kv_dtype: str, gpu: str, mem_util: float, block_size: float) -> CalcResult:
+    """Everything the calculator tab shows for one position of its controls (named as the CLI names them).
+
+    config: a config.json path or hub id, which wins over the preset; gpu: an accelerator preset, or cpu.
+    """
+    choice(kv_dtype, "KV dtype", list(KV_DTYPES))
+    choice(gpu, "accelerator", [*ACCELERATORS, "cpu"])
+    arch = resolve(preset, config, layers, kv_heads, head_dim)
+    query = MemoryQuery(batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, block_size=block_size,
+                        accelerator=gpu, mem_util=mem_util, weight_dtype=None)
+    accel = device_accelerator("cpu") if gpu == "cpu" else ACCELERATORS[gpu]
     report = memory_report(arch, query, accel)
-    kvd = kv_dtype(kv_dtype_name)
+    kvd = dtype_named(kv_dtype)
     top = max(report.query.seq_len, 1024)
     curves = kv_vs_seq_len(arch, kvd, list(CURVE_BATCHES), top)
     window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * arch.sliding_window)),
@@ -156,5 +160,11 @@ def _formulas(r) -> str:
     return "\n\n".join(f.text() for f in parts if f is not None)
 
 
-INPUT_DEFAULTS = {"preset": DEFAULT_PRESET, "source": "", "batch": 8, "seq_len": 8192,
-                  "kv_dtype": "bf16", "accelerator": DEFAULT_ACCELERATOR, "mem_util": 0.9, "block_size": 16}
+def _defaults() -> dict:
+    layers, kv_heads, head_dim = preset_dims(DEFAULT_PRESET)
+    return {"preset": DEFAULT_PRESET, "config": "", "batch": 8, "seq_len": 8192, "layers": layers,
+            "kv_heads": kv_heads, "head_dim": head_dim, "kv_dtype": "bf16", "gpu": DEFAULT_ACCELERATOR,
+            "mem_util": 0.9, "block_size": 16}
+
+
+INPUT_DEFAULTS = _defaults()  # calculate's arguments as the page opens, by name: calculate(**INPUT_DEFAULTS)

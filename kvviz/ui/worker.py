@@ -2,11 +2,15 @@
 
 A model's Python-heavy forward pass and a web server in one process share one interpreter lock, and
 the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
-device job (a generation, a comparison) in this worker process, which loads and keeps the models, and
-streams kvviz.engine.loop's events back through a queue. The app drains that queue a few times a second.
-Stop sets an event the worker's generation loop checks before every token; a job that has not ended
-KILL_GRACE_S after its stop (a model still loading cannot be interrupted) ends with the worker process, so
-a stop always frees the device. Nothing here imports gradio; the worker process never imports it either.
+device job (a generation, a comparison) in this worker process, which loads and keeps the models.
+
+The protocol is typed. The app sends a Job (its kind a JobKind: an unknown kind cannot be built); the
+worker answers with messages tagged with the job's id: Progress while loading, Loaded, then Tokens
+(batches of kvviz.engine.loop's events) or Compared, Failed when something went wrong, and always Done
+last. WorkerJob.follow() is the one loop that reads them, for every caller. Stop sets an event the
+generation loop checks before every token; a job that has not ended KILL_GRACE_S after its stop (a model
+still loading cannot be interrupted) ends with the worker process, so a stop always frees the device.
+Nothing here imports gradio; the worker process never imports it either.
 """
 
 from __future__ import annotations
@@ -15,23 +19,58 @@ import multiprocessing as mp
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 
+from kvviz.engine.compare import Comparison
 from kvviz.engine.events import Event, Finished
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.threads import choose_cpu_threads
 
 
+class JobKind(Enum):
+    GENERATE = "generate"  # one generation, streamed as Tokens
+    COMPARE = "compare"  # cached against uncached, answered with one Compared
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """What the app asks of the worker process: run `request` on model `spec`, the `kind` way.
+
+    hosted: the worker loads no local folders and only safetensors weights for this job.
+    """
+
+    job_id: int
+    kind: JobKind
+    spec: str
+    request: GenerationRequest
+    hosted: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, JobKind):
+            raise ValueError(f"unknown job kind {self.kind!r}; a job is one of {', '.join(k.name for k in JobKind)}")
+        if not isinstance(self.request, GenerationRequest):
+            raise TypeError(f"a job's request is a GenerationRequest, not {type(self.request).__name__}")
+
+
 @dataclass(frozen=True)
+class Quit:
+    """Tells the worker process to return once the job in hand is done."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Progress:
+    job_id: int
     fraction: float
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Loaded:
     """What the page needs to know about the model the worker is running."""
 
+    job_id: int
     spec: str
     random_weights: bool
     tokenizer_note: str
@@ -40,14 +79,50 @@ class Loaded:
     cpu_threads: int | None  # torch threads the worker runs this model with on a CPU
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Tokens:
+    """A batch of the generation's events (kvviz.engine.loop), in order."""
+
+    job_id: int
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compared:
+    job_id: int
+    comparison: Comparison
+
+
+@dataclass(frozen=True, kw_only=True)
 class Failed:
+    job_id: int
     message: str
     bad_input: bool  # the request or the model asked for was wrong (not a fault of the worker)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Done:
+    """The job's last message: the device is free for the next job."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Not from the worker: WorkerJob.follow's beat, once every period, for a caller that redraws."""
+
+
+Message = Progress | Loaded | Tokens | Compared | Failed | Done
+
+
+def events(messages: list) -> list[Event]:
+    """The engine's events inside a job's messages, in order (for callers that want the run, not the protocol)."""
+    return [event for m in messages if isinstance(m, Tokens) for event in m.events]
+
+
 BATCH_S = 0.05
 KILL_GRACE_S = 10.0  # how long a stopped job may keep running before its worker process is ended
+WAIT_PERIOD_S = 0.5  # how often wait() and abandon() check a job's limits
 
 
 def _exit_with_parent() -> None:
@@ -62,55 +137,81 @@ def _exit_with_parent() -> None:
 
 
 def _serve(jobs, results, cancel) -> None:
-    """The worker process's loop: one job at a time, every message tagged with its job's id."""
+    """The worker process's loop: one Job at a time until Quit; anything else on the queue is a bug."""
     threading.Thread(target=_exit_with_parent, daemon=True, name="kvviz-parent-watch").start()
     import torch
 
-    from kvviz.engine.compare import CompareError, compare
-    from kvviz.engine.loading import LoadError, load_model
-    from kvviz.engine.loop import generate
-
+    threads: dict[tuple, int] = {}  # (model, dtype) -> torch threads chosen for it, measured once
     cores = torch.get_num_threads()
-    threads: dict[tuple, int] = {}
     while True:
         job = jobs.get()
-        if job is None:
+        if isinstance(job, Quit):
             return
-        job_id, kind, spec, req, hosted = job
-        try:
-            lm = load_model(spec, progress=lambda f, m, j=job_id: results.put((j, Progress(f, m))),
-                            local_folders=not hosted, safetensors_only=hosted)
-            n = None
-            if lm.device.type == "cpu":
-                key = (lm.spec, lm.dtype_name)
-                if key not in threads:
-                    results.put((job_id, Progress(0.95, "choosing the number of CPU threads")))
-                    threads[key] = choose_cpu_threads(lm, cores)
-                n = threads[key]
-                torch.set_num_threads(n)
-            results.put((job_id, Loaded(lm.spec, lm.random_weights, lm.tokenizer_note, str(lm.device),
-                                        lm.dtype_name, n)))
-            if kind == "generate":
-                # Events leave in batches a twentieth of a second apart: a queue put per token would wake
-                # the queue's feeder thread, which then competes with the model loop for the interpreter.
-                batch, sent = [], time.monotonic()
-                for event in generate(lm, req, cancel):
-                    batch.append(event)
-                    if time.monotonic() - sent >= BATCH_S or isinstance(event, Finished):
-                        results.put((job_id, batch))
-                        batch, sent = [], time.monotonic()
-                if batch:
-                    results.put((job_id, batch))
-            else:
-                results.put((job_id, compare(lm, req, cancel=cancel)))
-        except (LoadError, ValueError) as exc:
-            results.put((job_id, Failed(str(exc), bad_input=True)))
-        except CompareError as exc:
-            results.put((job_id, Failed(str(exc), bad_input=False)))
-        except Exception as exc:  # report any fault to the page and keep serving the next job
-            results.put((job_id, Failed(f"{type(exc).__name__}: {exc}", bad_input=False)))
-        finally:
-            results.put((job_id, None))
+        if not isinstance(job, Job):
+            raise TypeError(f"the device worker was sent {job!r}, which is not a Job")
+        _run(job, results.put, cancel, threads, cores)
+
+
+def _run(job: Job, send, cancel, threads: dict[tuple, int], cores: int) -> None:
+    """Load the job's model, run it the job's way, and report; Done is sent whatever happens."""
+    from kvviz.engine.compare import CompareError
+    from kvviz.engine.loading import LoadError
+
+    try:
+        lm = _load(job, send, threads, cores)
+        if job.kind is JobKind.GENERATE:
+            _generate(job, lm, send, cancel)
+        elif job.kind is JobKind.COMPARE:
+            from kvviz.engine.compare import compare
+
+            send(Compared(job_id=job.job_id, comparison=compare(lm, job.request, cancel=cancel)))
+        else:  # a JobKind added without a way to run it
+            raise NotImplementedError(f"the worker cannot run a {job.kind} job")
+    except (LoadError, ValueError) as exc:
+        send(Failed(job_id=job.job_id, message=str(exc), bad_input=True))
+    except CompareError as exc:
+        send(Failed(job_id=job.job_id, message=str(exc), bad_input=False))
+    except Exception as exc:  # report any fault to the page and keep serving the next job
+        send(Failed(job_id=job.job_id, message=f"{type(exc).__name__}: {exc}", bad_input=False))
+    finally:
+        send(Done(job_id=job.job_id))
+
+
+def _load(job: Job, send, threads: dict[tuple, int], cores: int):
+    """The job's model, loaded (or already kept), with its CPU threads chosen; Loaded is sent."""
+    import torch
+
+    from kvviz.engine.loading import load_model
+
+    lm = load_model(job.spec, local_folders=not job.hosted, safetensors_only=job.hosted,
+                    progress=lambda f, m: send(Progress(job_id=job.job_id, fraction=f, message=m)))
+    n = None
+    if lm.device.type == "cpu":
+        key = (lm.spec, lm.dtype_name)
+        if key not in threads:
+            send(Progress(job_id=job.job_id, fraction=0.95, message="choosing the number of CPU threads"))
+            threads[key] = choose_cpu_threads(lm, cores)
+        n = threads[key]
+        torch.set_num_threads(n)
+    send(Loaded(job_id=job.job_id, spec=lm.spec, random_weights=lm.random_weights, tokenizer_note=lm.tokenizer_note,
+                device=str(lm.device), dtype=lm.dtype_name, cpu_threads=n))
+    return lm
+
+
+def _generate(job: Job, lm, send, cancel) -> None:
+    """Stream the generation's events as Tokens batches a twentieth of a second apart: a queue put per token
+    would wake the queue's feeder thread, which then competes with the model loop for the interpreter."""
+    from kvviz.engine.loop import generate
+
+    batch: list[Event] = []
+    sent = time.monotonic()
+    for event in generate(lm, job.request, cancel):
+        batch.append(event)
+        if time.monotonic() - sent >= BATCH_S or isinstance(event, Finished):
+            send(Tokens(job_id=job.job_id, events=tuple(batch)))
+            batch, sent = [], time.monotonic()
+    if batch:
+        send(Tokens(job_id=job.job_id, events=tuple(batch)))
 
 
 class WorkerGone(RuntimeError):
@@ -118,74 +219,143 @@ class WorkerGone(RuntimeError):
 
 
 class DeviceWorker:
-    """The parent's handle on the worker process. One job runs at a time."""
+    """The parent's handle on the worker process. One job runs at a time: start() waits for the one before."""
 
     def __init__(self) -> None:
         ctx = mp.get_context("spawn")  # a clean interpreter: no server threads, no inherited locks
         self._jobs = ctx.Queue()
         self._results = ctx.Queue()
-        self.cancel = ctx.Event()
-        self._process = ctx.Process(target=_serve, args=(self._jobs, self._results, self.cancel), daemon=True,
+        self._cancel = ctx.Event()
+        self._process = ctx.Process(target=_serve, args=(self._jobs, self._results, self._cancel), daemon=True,
                                     name="kvviz-device-worker")
         self._process.start()
         self._busy = threading.Lock()
         self._ids = iter(range(1, 2**62))
 
-    def start(self, kind: str, spec: str, req: GenerationRequest, time_limit_s: float | None = None,
+    def start(self, kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,
               hosted: bool = False) -> WorkerJob:
-        """Begin a job ("generate" or "compare") for a request that is valid by construction.
+        """Begin a job for a request that is valid by construction, once the job before it has ended.
 
-        time_limit_s: the job is stopped once it has run this long (see WorkerJob.drain). hosted: the
-        worker loads no local folders and only safetensors weights for this job.
+        time_limit_s: the job is stopped once it has run this long (see WorkerJob.follow).
         """
+        job = Job(job_id=next(self._ids), kind=kind, spec=spec, request=request, hosted=hosted)  # checked first
         self._busy.acquire()
         if not self.alive():  # ended while this job waited for the one before it
             self._busy.release()
             raise WorkerGone("the device worker process ended")
-        self.cancel.clear()
-        job_id = next(self._ids)
-        self._jobs.put((job_id, kind, spec, req, hosted))
-        return WorkerJob(self, job_id, time_limit_s)
+        self._cancel.clear()
+        self._jobs.put(job)
+        return WorkerJob(self, job.job_id, time_limit_s)
+
+    def receive(self, timeout_s: float) -> Message | None:
+        """The next message from the worker process, or None if none came within timeout_s."""
+        try:
+            return self._results.get(timeout=max(0.0, timeout_s))
+        except queue.Empty:
+            return None
+
+    def stop_job(self) -> None:
+        """Ask the running job to stop before its next token."""
+        self._cancel.set()
+
+    def job_ended(self) -> None:
+        """The running job is over (its Done came, or its process was ended): the next start() may go."""
+        self._busy.release()
+
+    def busy(self) -> bool:
+        return self._busy.locked()
 
     def alive(self) -> bool:
         return self._process.is_alive()
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while the process runs; 0 once it returned from its loop; negative when a signal ended it."""
+        return self._process.exitcode
+
     def kill(self) -> None:
-        """End the worker process at once, models and all; device_worker() starts a fresh one next time."""
+        """End the worker process at once, models and all; the next job starts a fresh one."""
         self._process.kill()
         self._process.join(10)
 
-    def close(self) -> None:
-        self._jobs.put(None)
-        self._process.join(10)
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the running job, let the process return from its loop, and close the queues.
+
+        Ending by returning (not by the signal multiprocessing sends daemons at exit) runs the process's
+        own clean-up: the loaders' progress bars make a named semaphore in it (tqdm's lock), which
+        otherwise outlives it and is reported as leaked when the app stops.
+        """
+        self._cancel.set()
+        self._jobs.put(Quit())
+        deadline = time.monotonic() + timeout_s
+        while self.alive() and time.monotonic() < deadline:
+            self.receive(0.1)  # what the last job still sends is dropped, so a full pipe cannot block its exit
+        if self.alive():  # still loading a model: it cannot hear Quit
+            self.kill()
+        for q in (self._jobs, self._results):
+            q.close()
+            q.join_thread()
 
 
 class WorkerJob:
-    """One job's messages, collected with drain(); the same interface as a local background run.
+    """One job as its caller sees it: follow() yields its messages; stop() and abandon() end it early.
 
-    A job with a time limit is stopped by the first drain() after the limit, and reports timed_out. A
-    stop reaches the generation loop within a token, but not a model that is still loading: a job
-    still running KILL_GRACE_S after its stop (the limit's or anyone's) ends with the worker process at
-    the next drain(), so the device is freed. Only drain() frees the device: a job nobody follows any
-    more is handed to abandon(), which drains it to the end on a thread of its own.
+    A job with a time limit is stopped by follow() once the limit has passed, and reports timed_out. A
+    stop reaches the generation loop within a token, but not a model that is still loading: a job still
+    running KILL_GRACE_S after its stop (the limit's or anyone's) ends with the worker process, which
+    follow() then reports as Failed and Done, so the device is freed. Only following a job frees the
+    device: a job nobody follows any more is handed to abandon(), which follows it to the end on a thread.
     """
 
     def __init__(self, worker: DeviceWorker, job_id: int, time_limit_s: float | None = None) -> None:
         self._worker = worker
-        self._id = job_id
+        self.job_id = job_id
         self.done = False
         self.time_limit_s = time_limit_s
         self.timed_out = False
         self._deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
         self._stopped_at: float | None = None
+        self._ending: list[Message] = []  # messages the job reports itself when its process is gone
 
-    def drain(self, period_s: float) -> list[Event | Progress | Loaded | Failed | object]:
-        """This job's messages of the next period_s seconds (fewer if the job ends first)."""
-        out = self._collect(period_s)
-        self._enforce_limits(out)
-        return out
+    def follow(self, period_s: float) -> Iterator[Message | Tick]:
+        """Every message of this job as it arrives and a Tick at the end of every period_s, until Done.
 
-    def _enforce_limits(self, out: list) -> None:
+        The job's limits are checked at every Tick. Following a finished job yields nothing.
+        """
+        while not self.done or self._ending:
+            deadline = time.monotonic() + period_s
+            while (message := self._next(deadline)) is not None:
+                yield message
+                if isinstance(message, Done):
+                    return
+            self._enforce_limits()
+            if not self._ending:
+                yield Tick()
+
+    def _next(self, deadline: float) -> Message | None:
+        """This job's next message, or None at the deadline."""
+        while True:
+            if self._ending:
+                return self._ending.pop(0)
+            if self.done:
+                return None
+            message = self._worker.receive(deadline - time.monotonic())
+            if message is None:
+                if not self._worker.alive():
+                    self._end("the device worker process died")
+                    continue
+                return None
+            if message.job_id != self.job_id:
+                continue  # a message of an earlier job that was abandoned
+            if isinstance(message, Done):
+                self._finish()
+            return message
+
+    def _enforce_limits(self) -> None:
         if self.done:
             return
         now = time.monotonic()
@@ -196,44 +366,27 @@ class WorkerJob:
             self._worker.kill()
             why = (f"stopped by the time limit of {self.time_limit_s:g} s" if self.timed_out else
                    f"stopped, but the job did not end within {KILL_GRACE_S:g} s")
-            out.append(Failed(f"{why} (the device worker was restarted to free the device)", bad_input=False))
-            self._finish()
+            self._end(f"{why} (the device worker was restarted to free the device)")
 
-    def _collect(self, period_s: float) -> list:
-        out: list = []
-        deadline = time.monotonic() + period_s
-        while not self.done:
-            try:
-                job_id, item = self._worker._results.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                if not self._worker.alive():
-                    out.append(Failed("the device worker process died", bad_input=False))
-                    self._finish()
-                break
-            if job_id != self._id:
-                continue  # a message of an earlier job that was abandoned
-            if item is None:
-                self._finish()
-            elif isinstance(item, list):  # a batch of the engine's events
-                out.extend(item)
-            else:
-                out.append(item)
-        return out
+    def _end(self, why: str) -> None:
+        """The job's process is gone: report it as the worker would have, and free the device."""
+        self._ending += [Failed(job_id=self.job_id, message=why, bad_input=False), Done(job_id=self.job_id)]
+        self._finish()
 
     def _finish(self) -> None:
         if not self.done:
             self.done = True
-            self._worker._busy.release()
+            self._worker.job_ended()
 
     def stop(self) -> None:
         """Ask the generation to stop at its next token."""
         if not self.done:
-            self._worker.cancel.set()
+            self._worker.stop_job()
             if self._stopped_at is None:
                 self._stopped_at = time.monotonic()
 
     def abandon(self) -> None:
-        """Stop the job and drain what is left of it on a thread of its own, returning at once.
+        """Stop the job and follow what is left of it on a thread of its own, returning at once.
 
         For a caller that will not follow the job any more: the app's generator when its tab went away,
         which the web server closes from its event loop, where waiting even one token would stall every
@@ -244,36 +397,55 @@ class WorkerJob:
             return
         self.stop()
         threading.Thread(target=self.wait, args=(KILL_GRACE_S + 30,), daemon=True,
-                         name=f"kvviz-abandoned-job-{self._id}").start()
+                         name=f"kvviz-abandoned-job-{self.job_id}").start()
 
-    def wait(self, timeout_s: float = 600.0) -> list:
-        """Every remaining message, until the job ends."""
-        out: list = []
+    def wait(self, timeout_s: float = 600.0) -> list[Message]:
+        """Every remaining message, until the job ends (or timeout_s passes)."""
+        out: list[Message] = []
         deadline = time.monotonic() + timeout_s
-        while not self.done and time.monotonic() < deadline:
-            out += self.drain(0.5)
+        for message in self.follow(WAIT_PERIOD_S):
+            if not isinstance(message, Tick):
+                out.append(message)
+            elif time.monotonic() >= deadline:
+                break
         return out
 
 
-_WORKER: DeviceWorker | None = None
-_WORKER_LOCK = threading.Lock()
+class WorkerSlot:
+    """The app's one worker process: started on first use, replaced when it ended."""
+
+    def __init__(self, worker: DeviceWorker | None = None) -> None:
+        self._worker = worker
+        self._lock = threading.Lock()
+
+    def current(self) -> DeviceWorker:
+        """The live worker, starting one if there is none (or the last one died or was ended)."""
+        with self._lock:
+            if self._worker is None or not self._worker.alive():
+                self._worker = DeviceWorker()
+            return self._worker
+
+    def start_job(self, kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,
+                  hosted: bool = False) -> WorkerJob:
+        """DeviceWorker.start on the current worker, waiting for the job before it; if that job's process was
+        ended to free the device meanwhile, on the fresh one that replaces it."""
+        while True:
+            try:
+                return self.current().start(kind, spec, request, time_limit_s, hosted)
+            except WorkerGone:
+                continue
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
 
 
-def device_worker() -> DeviceWorker:
-    """The app's one worker process, started on first use (and again if it died)."""
-    global _WORKER
-    with _WORKER_LOCK:
-        if _WORKER is None or not _WORKER.alive():
-            _WORKER = DeviceWorker()
-        return _WORKER
+APP_WORKER = WorkerSlot()
 
 
-def start_job(kind: str, spec: str, req: GenerationRequest, time_limit_s: float | None = None,
+def start_job(kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,
               hosted: bool = False) -> WorkerJob:
-    """DeviceWorker.start on the app's worker, waiting for the job before it; if that job's worker process was
-    ended to free the device meanwhile, on the fresh one that replaces it."""
-    while True:
-        try:
-            return device_worker().start(kind, spec, req, time_limit_s, hosted)
-        except WorkerGone:
-            continue
+    """A job on the app's worker (APP_WORKER.start_job)."""
+    return APP_WORKER.start_job(kind, spec, request, time_limit_s, hosted)

@@ -5,10 +5,21 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import pytest
 from gradio_client import Client
 
 from tests.helpers import running_app
+
+# The CLI's names (python -m kvviz memory / generate / compare), which the endpoints' parameters share.
+PARAMETERS = {
+    "/kv_memory": ["preset", "config", "batch", "seq_len", "layers", "kv_heads", "head_dim", "kv_dtype", "gpu",
+                   "mem_util", "block_size"],
+    "/generate": ["model", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat_template",
+                  "use_cache"],
+    "/compare": ["model", "prompt", "max_new_tokens"],
+    "/stop": [],
+}
 
 
 @pytest.fixture(scope="module")
@@ -18,23 +29,43 @@ def app_url(tmp_path_factory):
         yield app.url
 
 
-def test_kv_memory_api(app_url):
-    """/kv_memory answers the lesson's example with 32 GiB and all its figures."""
-    client = Client(app_url, verbose=False)
-    out = client.predict("llama-2-7b", "", 16, 4096, 32, 32, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
-    summary, formula, *plots, details = out
-    assert details["kv_cache_bytes"] == 34_359_738_368
-    assert "32.000 GiB" in summary and "= 16 × 4096 × 32 × 2 × 32 × 128 × 2" in formula
+def test_every_endpoint_names_its_parameters_as_the_cli_does(app_url):
+    """Each public endpoint's parameters carry the CLI's names, and every one has a default."""
+    api = Client(app_url, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert set(api) == set(PARAMETERS)
+    for endpoint, names in PARAMETERS.items():
+        parameters = api[endpoint]["parameters"]
+        assert [p["parameter_name"] for p in parameters] == names, endpoint
+        assert all(p["parameter_has_default"] for p in parameters), \
+            f"{endpoint}: no default for {[p['parameter_name'] for p in parameters if not p['parameter_has_default']]}"
+
+
+def test_kv_memory_with_no_arguments_answers_for_the_page_defaults(app_url):
+    """A new user's first call, with no arguments, gets the page's opening answer: Llama-3-8B, batch 8 × 8192, bf16."""
+    summary, formula, *plots, details = Client(app_url, verbose=False).predict(api_name="/kv_memory")
+    # batch × seq_len × layers × 2 (K and V) × kv_heads × head_dim × 2 bytes (bf16)
+    assert details["kv_cache_bytes"] == 8 * 8192 * 32 * 2 * 8 * 128 * 2 == 8 * 2**30
+    assert "8.000 GiB" in summary and "= 8 × 8192 × 32 × 2 × 8 × 128 × 2" in formula
     assert len(plots) == 5
 
 
-def test_kv_memory_api_bad_input_keeps_serving(app_url):
-    """A bad request gets a clear error and the next request is answered."""
-    client = Client(app_url, verbose=False)
-    with pytest.raises(Exception, match="kv_heads must divide"):
-        client.predict("llama-3-8b", "", 1, 100, 32, 3, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
-    out = client.predict("llama-3-8b", "", 1, 8192, 32, 8, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
-    assert out[-1]["kv_cache_bytes"] == 2**30
+def test_kv_memory_by_keyword(app_url):
+    """Named arguments change only what they name: batch 4 × seq_len 2048 of the default Llama-3-8B in bf16."""
+    details = Client(app_url, verbose=False).predict(batch=4, seq_len=2048, api_name="/kv_memory")[-1]
+    assert details["kv_cache_bytes"] == 4 * 2048 * 32 * 2 * 8 * 128 * 2 == 2**30  # 1 GiB
+    details = Client(app_url, verbose=False).predict(preset="gpt2", layers=12, kv_heads=12, head_dim=64,
+                                                     seq_len=10, batch=1, api_name="/kv_memory")[-1]
+    assert details["kv_cache_bytes"] == 1 * 10 * 12 * 2 * 12 * 64 * 2
+
+
+def test_a_call_with_too_few_values_is_told_how_many(app_url):
+    """Over raw HTTP, three values for an endpoint of eleven get a sentence with both counts."""
+    call = f"{app_url}gradio_api/call/kv_memory"
+    with httpx.Client(timeout=60) as http:
+        event_id = http.post(call, json={"data": ["gpt2", "", 1]}).json()["event_id"]
+        lines = [line for line in http.get(f"{call}/{event_id}").text.splitlines() if line]
+    assert lines[-2] == "event: error"
+    assert json.loads(lines[-1].split(":", 1)[1])["error"] == "this endpoint takes 11 values; 3 were sent"
 
 
 def _generate(client, model="tiny", prompt="What is a package?", max_new=24, use_cache=True):

@@ -78,6 +78,8 @@ def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
     page.screenshot(path=str(shots / "lifecycle.png"), full_page=True)
     _tab(page, "History")
     expect(page.get_by_text("Download CSV")).to_be_visible()
+    expect(page.locator("#overlay-plot .js-plotly-plot")).to_be_visible(timeout=20_000)  # the run, overlaid
+    expect(page.locator("#overlay-plot")).to_contain_text("Per-token latency of the chosen runs")
     page.screenshot(path=str(shots / "history.png"), full_page=True)
 
 

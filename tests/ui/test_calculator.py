@@ -8,8 +8,15 @@ from kvviz.calc.presets import load_preset
 from kvviz.ui import figures
 from kvviz.ui.calculator import calculate, customise, preset_dims
 
-ARGS = dict(preset="llama-2-7b", source="", batch=16, seq_len=4096, layers=32, kv_heads=32, head_dim=128,
-            kv_dtype_name="bf16", accelerator="h100-sxm", mem_util=0.9, block_size=16)
+ARGS = dict(preset="llama-2-7b", config="", batch=16, seq_len=4096, layers=32, kv_heads=32, head_dim=128,
+            kv_dtype="bf16", gpu="h100-sxm", mem_util=0.9, block_size=16)
+TITLES = {  # figure: (title, x axis, y axis), as the page shows them whatever the model
+    "memory_fig": ("What fits on the device", "GiB (2^30 bytes)", ""),
+    "curves_fig": ("KV cache grows linearly with sequence length and batch", "seq_len (tokens)", "KV cache (GiB)"),
+    "attention_fig": ("Same model, other attention shapes", "attention", "KV cache (GiB)"),
+    "roofline_fig": ("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
+                     "attainable FLOP/s"),
+}
 
 
 def test_lesson_example_in_the_calculator():
@@ -20,15 +27,32 @@ def test_lesson_example_in_the_calculator():
     assert "= 16 × 4096 × 32 × 2 × 32 × 128 × 2" in r.formula
 
 
-@pytest.mark.parametrize("preset", ["gemma-2-9b", "deepseek-v3", "mistral-7b-v0.1", "gpt2", "qwen2.5-0.5b"])
-def test_every_figure_is_valid_plotly(preset):
-    """Each figure spec passes plotly's own validation and has titled axes."""
+def titles(fig) -> tuple[str, str, str]:
+    return fig.layout.title.text, fig.layout.xaxis.title.text, fig.layout.yaxis.title.text
+
+
+@pytest.mark.parametrize("preset,window", [("gemma-2-9b", 4096), ("deepseek-v3", None), ("mistral-7b-v0.1", 4096),
+                                           ("gpt2", None), ("qwen2.5-0.5b", None)])
+def test_every_figure_is_valid_plotly_with_its_titles(preset, window):
+    """Each figure spec passes plotly's own validation, with its title and axis titles, and draws the report's
+    numbers; the window figure draws the window where the model has one and says why it is blank otherwise."""
     layers, kv, hd = preset_dims(preset)
     r = calculate(**(ARGS | dict(preset=preset, layers=layers, kv_heads=kv, head_dim=hd)))
-    for fig in (r.memory_fig, r.curves_fig, r.attention_fig, r.window_fig, r.roofline_fig):
-        plotted = figures.to_plotly(fig)
-        if plotted.data:
-            assert plotted.layout.xaxis.title.text and plotted.layout.yaxis.title.text is not None
+    for name, expected in TITLES.items():
+        assert titles(figures.to_plotly(getattr(r, name))) == expected, name
+    memory = figures.to_plotly(r.memory_fig)
+    assert [t.name for t in memory.data] == ["weights", "KV cache", "runtime reserve"]
+    assert memory.data[1].x[0] == pytest.approx(r.details["kv_cache_bytes"] / 2**30)
+    assert [t.name for t in figures.to_plotly(r.curves_fig).data] == ["batch 1", "batch 4", "batch 16", "batch 64"]
+    window_fig = figures.to_plotly(r.window_fig)
+    notes = [a.text for a in window_fig.layout.annotations]
+    if window:
+        assert titles(window_fig) == ("Sliding-window layers stop growing at the window", "seq_len (tokens)",
+                                      "KV cache (GiB)")
+        assert notes == [f"window {window:,}"]
+    else:
+        assert not window_fig.data
+        assert notes == ["no sliding-window layers in this model: every layer keeps every token"]
 
 
 def test_sliders_modify_the_preset():
@@ -51,10 +75,10 @@ def test_more_layers_repeat_the_pattern():
     (dict(seq_len=float("nan")), "seq_len"),
     (dict(layers=-1), "layers"),
     (dict(mem_util=2), "mem_util"),
-    (dict(kv_dtype_name="int3"), "KV dtype"),
-    (dict(accelerator="tpu"), "accelerator"),
+    (dict(kv_dtype="int3"), "KV dtype"),
+    (dict(gpu="tpu"), "accelerator"),
     (dict(preset="nope"), "unknown preset"),
-    (dict(source="/no/such/config.json"), "no such file"),
+    (dict(config="/no/such/config.json"), "no such file"),
 ])
 def test_bad_input_is_a_clear_message(change, message):
     """Out-of-range numbers, unknown names and missing files raise ValueError naming the problem."""

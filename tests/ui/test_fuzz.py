@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.calc.presets import preset_names
-from kvviz.ui.app import EXAMPLE_PROMPTS
+from kvviz.ui.tabs.common import EXAMPLE_PROMPTS
 from tests.helpers import running_app
 
 pytestmark = pytest.mark.slow

@@ -39,18 +39,3 @@ def test_two_hundred_generations_leave_memory_flat():
     assert s["app_rss_growth_mib"] < 16, s
     assert s["worker_rss_growth_mib"] < 16, s
 
-
-def test_finished_runs_kept_for_drawing_are_bounded():
-    """A run's record waits for the drawing step the page triggers; API clients never trigger it, so only
-    the newest LAST_KEPT sessions' records are kept (a client per run must not grow the server's memory)."""
-    from kvviz.ui import app as ui
-
-    ui._LAST.clear()
-    for i in range(3 * ui.LAST_KEPT):
-        ui._keep_last(f"session-{i}", object())
-    assert len(ui._LAST) == ui.LAST_KEPT
-    assert next(iter(ui._LAST)) == f"session-{2 * ui.LAST_KEPT}" and f"session-{3 * ui.LAST_KEPT - 1}" in ui._LAST
-    ui._keep_last("session-again", 1)
-    ui._keep_last("session-again", 2)  # a session's newer run replaces its older one
-    assert ui._LAST["session-again"] == 2 and len(ui._LAST) == ui.LAST_KEPT
-    ui._LAST.clear()

@@ -1,0 +1,118 @@
+"""The KV-cache calculator tab: controls, readouts and figures, wired to kvviz.ui.calculator.calculate.
+
+Its events take the values as sent (preprocess=False): the handler checks them itself, so a wrong type
+from the API gets the same clear message as a wrong value. Its API endpoint, /kv_memory, names its
+parameters as the CLI does (`python -m kvviz memory --batch ... --gpu ...`), each with the page's default.
+Hosted, the config box takes hub ids only, and the calculator bypasses the queue: a queue full of
+generations never blocks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from kvviz.calc.dtypes import KV_DTYPES
+from kvviz.calc.hardware import ACCELERATORS
+from kvviz.calc.presets import preset_names
+from kvviz.engine.hosting import HostPolicy
+from kvviz.ui.calculator import INPUT_DEFAULTS, calculate, preset_dims, resolve
+from kvviz.ui.tabs.common import plot, refusal
+
+INTRO = """
+The KV cache keeps every layer's keys and values so that decoding a token does not recompute the
+whole history. It buys that speed with memory:
+**bytes = batch × seq_len × layers × 2 (K and V) × kv_heads × head_dim × bytes_per_elem**, linear in each.
+Grouped-query attention shrinks `kv_heads`, sliding-window layers cap `seq_len` at the window, and
+DeepSeek's latent attention stores one compressed vector per token instead of per-head keys and values.
+Pick a preset or give a config.json path or hub id, then move the sliders: every figure below is
+recomputed from the same formula, shown with your numbers.
+"""
+D = INPUT_DEFAULTS
+
+
+@dataclass(frozen=True)
+class CalculatorTab:
+    inputs: list[gr.components.Component]
+    outputs: list[gr.components.Component]
+    answer: object  # the /kv_memory handler, which the page's first load runs too
+
+
+def calculator_tab(policy: HostPolicy) -> CalculatorTab:
+    """The calculator's layout and events; its handler answers the page and /kv_memory alike."""
+    gr.Markdown(INTRO)
+    with gr.Row():
+        with gr.Column(scale=1, min_width=300):
+            preset = gr.Dropdown(preset_names(), value=D["preset"], label="preset (sets the sliders)",
+                                 elem_id="calc-preset")
+            config = gr.Textbox(D["config"], max_lines=1,
+                                label="or a hub id (Enter to load)" if policy.hosted else
+                                "or a config.json path or hub id (Enter to load)",
+                                placeholder="Qwen/Qwen2.5-0.5B-Instruct" if policy.hosted else
+                                "Qwen/Qwen2.5-0.5B-Instruct or /path/to/config.json")
+            batch = gr.Slider(1, 512, value=D["batch"], step=1, label="batch (sequences at once)", elem_id="calc-batch")
+            seq_len = gr.Slider(1, 262_144, value=D["seq_len"], step=1, label="seq_len (tokens per sequence)")
+            layers = gr.Slider(1, 128, value=D["layers"], step=1, label="layers")
+            kv_heads = gr.Slider(1, 128, value=D["kv_heads"], step=1, label="kv_heads (must divide the query heads)",
+                                 elem_id="calc-kv-heads")
+            head_dim = gr.Slider(1, 512, value=D["head_dim"], step=1, label="head_dim")
+            kv_dtype = gr.Dropdown(list(KV_DTYPES), value=D["kv_dtype"], label="KV dtype")
+            gpu = gr.Dropdown([(a.name, k) for k, a in ACCELERATORS.items()] + [("this CPU (measured)", "cpu")],
+                              value=D["gpu"], label="accelerator")
+            mem_util = gr.Slider(0.05, 1.0, value=D["mem_util"], step=0.01, label="memory utilisation")
+            block_size = gr.Slider(1, 256, value=D["block_size"], step=1, label="block size (paged allocation)")
+        with gr.Column(scale=2):
+            summary = gr.Markdown(elem_id="calc-summary")
+            memory_fig = gr.Plot(label="memory on the device", show_label=False)
+            with gr.Accordion("the formulas, with your numbers", open=False):
+                formula = gr.Code(language=None, label="formulas", elem_id="calc-formula")
+    with gr.Row():
+        curves_fig = gr.Plot(show_label=False)
+        attention_fig = gr.Plot(show_label=False)
+    with gr.Row():
+        window_fig = gr.Plot(show_label=False)
+        roofline_fig = gr.Plot(show_label=False)
+    with gr.Accordion("the whole answer as JSON (what `python -m kvviz memory --json` prints)", open=False):
+        details = gr.JSON(label="report")
+
+    inputs = [preset, config, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size]
+    outputs = [summary, formula, memory_fig, curves_fig, attention_fig, window_fig, roofline_fig, details]
+
+    def kv_memory(preset=D["preset"], config=D["config"], batch=D["batch"], seq_len=D["seq_len"], layers=D["layers"],
+                  kv_heads=D["kv_heads"], head_dim=D["head_dim"], kv_dtype=D["kv_dtype"], gpu=D["gpu"],
+                  mem_util=D["mem_util"], block_size=D["block_size"]):
+        """The KV cache's size and what fits, for a model (a preset, or a config.json path or hub id) and a
+        batch × seq_len, with the figures the page draws and the report `python -m kvviz memory --json` prints."""
+        try:
+            r = calculate(preset, policy.check_source(config), batch, seq_len, layers, kv_heads, head_dim, kv_dtype,
+                          gpu, mem_util, block_size)
+        except ValueError as exc:
+            raise refusal(exc) from None
+        return (r.summary, r.formula, plot(r.memory_fig), plot(r.curves_fig), plot(r.attention_fig),
+                plot(r.window_fig), plot(r.roofline_fig), r.details)
+
+    def dims_of_preset(preset):
+        try:
+            return preset_dims(preset)
+        except ValueError as exc:  # an unknown preset name from the API
+            raise refusal(exc) from None
+
+    def dims_of_source(preset, config):
+        try:
+            config = policy.check_source(config)
+            arch = resolve(preset, config, 1, 1, 1) if config else None
+        except ValueError as exc:
+            raise refusal(exc) from None
+        return (gr.skip(),) * 3 if arch is None else (arch.num_layers, arch.num_kv_heads, arch.head_dim)
+
+    common = dict(concurrency_limit=None, preprocess=False, queue=not policy.hosted)
+    # Every control recomputes at once; only the latest position matters while a slider is dragged.
+    gr.on([c.change for c in (batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size)],
+          kv_memory, inputs, outputs, api_name="kv_memory", trigger_mode="always_last", show_progress="hidden",
+          **common)
+    preset.change(dims_of_preset, preset, [layers, kv_heads, head_dim], api_visibility="private", **common).then(
+        kv_memory, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
+    config.submit(dims_of_source, [preset, config], [layers, kv_heads, head_dim], api_visibility="private",
+                  **common).then(kv_memory, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
+    return CalculatorTab(inputs, outputs, kv_memory)

@@ -1,0 +1,73 @@
+"""What the tab builders share: Gradio's payloads for figures and refusals, the model controls, and
+starting a job on the device worker from values a visitor sent.
+
+A refusal is a gr.Error carrying the exception's first line (kvviz.base.errors.first_line): the page
+and the API show that line, never a traceback. Every request is built by GenerationRequest.from_untrusted
+with the host's policy, and every model is checked by the policy before the worker sees it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from kvviz.base.errors import first_line
+from kvviz.engine.hosting import HostPolicy
+from kvviz.engine.request import GenerationRequest
+from kvviz.ui.worker import JobKind, WorkerJob, start_job
+
+DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
+MODEL_CHOICES = ["tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:qwen3-0.6b", "random:gpt2",
+                 "random:tinyllama-1.1b", "Qwen/Qwen2.5-0.5B-Instruct"]
+EXAMPLE_PROMPTS = ["用三句话解释 LLM 推理中的 KV Cache。", "What is a package?", "The kernel",
+                   "Explain what the kernel does."]
+
+
+def plot(fig: dict) -> PlotData:
+    """A figure spec as Gradio's plot payload, skipping plotly's slow Python-side validation."""
+    return PlotData(type="plotly", plot=json.dumps(fig))
+
+
+def refusal(exc: Exception | str) -> gr.Error:
+    """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge."""
+    return gr.Error(first_line(exc if isinstance(exc, Exception) else ValueError(exc)), print_exception=False)
+
+
+def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
+    """The model dropdown: anything locally; hosted, only what the host offers (the server checks again)."""
+    if policy.hosted:
+        return gr.Dropdown(policy.model_choices(), value=default_model, allow_custom_value=False,
+                           label="model (what this hosted demo offers)", **kw)
+    return gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True,
+                       label="model (bundled tiny, random:<preset> twins, a hub id or a local folder)", **kw)
+
+
+def max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:
+    top = min(top, policy.max_new_tokens) if policy.hosted else top
+    return gr.Slider(1, top, value=min(128, top), step=1, label="max new tokens", **kw)
+
+
+def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None, seed=None,
+                  chat_template=True, use_cache=True) -> GenerationRequest:
+    """The GenerationRequest for the values the page or the API sent, as sent; gr.Error for the first bad one.
+
+    None (a cleared field) means the default: greedy, no top-k, no top-p, no seed; so do "" and -1 for the seed.
+    """
+    try:
+        return GenerationRequest.from_untrusted(
+            prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+            chat_template=chat_template, use_cache=use_cache, policy=policy)
+    except ValueError as exc:
+        raise refusal(exc) from None
+
+
+def start(kind: JobKind, model: object, request: GenerationRequest, policy: HostPolicy) -> tuple[WorkerJob, str]:
+    """Start a job on the device worker: (the job, the model spec it loads). A model the host does not
+    offer is refused at once."""
+    try:
+        spec = policy.check_model(model)
+        return start_job(kind, spec, request, policy.request_time_limit_s, policy.hosted), spec
+    except ValueError as exc:
+        raise refusal(exc) from None
