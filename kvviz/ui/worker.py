@@ -15,6 +15,7 @@ Nothing here imports gradio; the worker process never imports it either.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import queue
 import threading
@@ -412,17 +413,23 @@ class WorkerJob:
 
 
 class WorkerSlot:
-    """The app's one worker process: started on first use, replaced when it ended."""
+    """The app's one worker process: started on first use, replaced when it ended, closed when the app exits."""
 
     def __init__(self, worker: DeviceWorker | None = None) -> None:
         self._worker = worker
         self._lock = threading.Lock()
+        self._exit_hook = False
 
     def current(self) -> DeviceWorker:
         """The live worker, starting one if there is none (or the last one died or was ended)."""
         with self._lock:
             if self._worker is None or not self._worker.alive():
                 self._worker = DeviceWorker()
+                if not self._exit_hook:
+                    # Registered after multiprocessing's own exit hook, so it runs first: the worker
+                    # returns from its loop before multiprocessing would terminate it.
+                    atexit.register(self.close)
+                    self._exit_hook = True
             return self._worker
 
     def start_job(self, kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import httpx
 import pytest
 from gradio_client import Client
 
+from kvviz.bench.leaks import worker_pids
 from tests.helpers import running_app
 
 # The CLI's names (python -m kvviz memory / generate / compare), which the endpoints' parameters share.
@@ -66,6 +68,53 @@ def test_a_call_with_too_few_values_is_told_how_many(app_url):
         lines = [line for line in http.get(f"{call}/{event_id}").text.splitlines() if line]
     assert lines[-2] == "event: error"
     assert json.loads(lines[-1].split(":", 1)[1])["error"] == "this endpoint takes 11 values; 3 were sent"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT (Ctrl-C)"])
+def test_stopping_the_app_leaves_nothing_behind(tmp_path, sig):
+    """Stopped by a service manager's SIGTERM or a user's Ctrl-C after a run, the app exits with 0, its device
+    worker ends with it, and nothing is reported leaked (the worker's semaphores are released)."""
+    log = tmp_path / "app.log"
+    with running_app(log=log) as app:
+        # tiny loads real weights, behind a progress bar whose lock is a named semaphore in the worker
+        Client(app.url, verbose=False).predict(model="tiny", prompt="The kernel", max_new_tokens=4,
+                                               api_name="/generate")
+        workers = worker_pids(app.pid)
+        assert len(workers) == 1, f"the app should run one device worker after a run: {workers}"
+        status = app.stop(sig)
+    output = log.read_text()
+    assert "leaked semaphore" not in output, output[-2000:]
+    assert "Traceback" not in output, output[-2000:]
+    assert status == 0, f"the app exited with {status}:\n{output[-2000:]}"
+    assert not _running(workers[0]), "the device worker outlived the app"
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return False
+
+
+def test_kv_memory_api(app_url):
+    """/kv_memory answers the lesson's example with 32 GiB and all its figures."""
+    client = Client(app_url, verbose=False)
+    out = client.predict("llama-2-7b", "", 16, 4096, 32, 32, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
+    summary, formula, *plots, details = out
+    assert details["kv_cache_bytes"] == 34_359_738_368
+    assert "32.000 GiB" in summary and "= 16 × 4096 × 32 × 2 × 32 × 128 × 2" in formula
+    assert len(plots) == 5
+
+
+def test_kv_memory_api_bad_input_keeps_serving(app_url):
+    """A bad request gets a clear error and the next request is answered."""
+    client = Client(app_url, verbose=False)
+    with pytest.raises(Exception, match="kv_heads must divide"):
+        client.predict("llama-3-8b", "", 1, 100, 32, 3, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
+    out = client.predict("llama-3-8b", "", 1, 8192, 32, 8, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
+    assert out[-1]["kv_cache_bytes"] == 2**30
 
 
 def _generate(client, model="tiny", prompt="What is a package?", max_new=24, use_cache=True):
