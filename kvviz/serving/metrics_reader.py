@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvviz.base.errors import first_line
 from kvviz.calc.arch import Architecture
-from kvviz.calc.dtypes import DType
+from kvviz.calc.dtypes import DType, kv_dtype
 from kvviz.calc.memory import bytes_per_token, paged_bytes
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.sse import transport_message
@@ -150,13 +150,22 @@ class KvModel:
 
 class Watcher:
     """Polls an endpoint's /metrics during a run (loadgen.run_load calls poll); keeps the samples, the server's
-    cache config and, if polling failed, the one line that says why (polling then stops; the load goes on)."""
+    cache config and, if polling failed, the one line that says why (polling then stops; the load goes on).
+    The prediction needs a KvModel: given, or built from `arch` and `dtype` once the server's cache config is
+    read (the element type is the server's choice: vLLM runs a model in bf16 on CPUs, so the default)."""
 
-    def __init__(self, ep: Endpoint, kv: KvModel | None = None, interval_s: float = POLL_INTERVAL_S) -> None:
-        self.ep, self.kv, self.interval_s = ep, kv, interval_s
+    def __init__(self, ep: Endpoint, kv: KvModel | None = None, interval_s: float = POLL_INTERVAL_S,
+                 arch: Architecture | None = None, dtype: DType | None = None) -> None:
+        self.ep, self.kv, self.interval_s, self.arch, self.dtype = ep, kv, interval_s, arch, dtype
         self.samples: list[Sample] = []
         self.cache: CacheConfig | None = None
         self.error: str | None = None
+
+    def _read_cache(self, parsed: list) -> None:
+        self.cache = self.cache or cache_config(parsed)
+        if self.kv is None and self.cache is not None and self.arch is not None:
+            self.kv = KvModel(self.arch, self.dtype or kv_dtype("bf16"), self.cache.block_size,
+                              self.cache.num_blocks)
 
     async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event) -> None:
         start = time.perf_counter()
@@ -166,7 +175,7 @@ class Watcher:
             except EndpointError as exc:
                 self.error = first_line(exc)
                 return
-            self.cache = self.cache or cache_config(parsed)
+            self._read_cache(parsed)
             lengths = in_flight.lengths()
             sample = sample_from(parsed, time.perf_counter() - start)
             predicted = self.kv.usage(lengths) if self.kv else None
@@ -176,4 +185,3 @@ class Watcher:
                 return
             except asyncio.TimeoutError:
                 pass
-

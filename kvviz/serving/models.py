@@ -1,0 +1,69 @@
+"""The model folders kvviz serves with vLLM: the bundled tiny, a local folder, or a random twin of a preset.
+
+A twin's folder holds the preset's config.json (optionally cut to its first N layers, same attention) and
+kvviz's byte-level twin tokenizer as large as the model's vocabulary (kvviz.engine.loading.twin_tokenizer),
+which is all vLLM's --load-format dummy needs to build random weights. Specs read as the rest of kvviz
+reads them: "tiny", "random:<preset>", "random:<preset>@<layers>", or a folder path. Knows folders and
+presets, not servers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvviz.calc.arch import load_config_dict
+from kvviz.calc.presets import PRESET_DIR, preset_names
+from kvviz.serving.vllm import REPO, TINY
+
+TWINS = REPO / "results-tmp" / "twins"  # git-ignored; a twin folder is rebuilt in a second
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A folder vLLM can serve: where, the name to serve it under, and whether its weights are random."""
+
+    path: Path
+    name: str
+    dummy: bool
+
+
+def twin_folder(preset: str, layers: int | None = None, root: Path = TWINS) -> Path:
+    """root/<preset>[-<layers>l]/ with the preset's config (first `layers` layers) and a twin tokenizer."""
+    from kvviz.engine.loading import twin_tokenizer
+
+    if preset not in preset_names():
+        raise ValueError(f"unknown preset {preset!r}; run 'python -m kvviz presets' to list them")
+    raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
+    raw = dict(raw)
+    if layers is not None:
+        key = next(k for k in ("num_hidden_layers", "n_layer", "num_layers") if k in raw)
+        if not 1 <= layers <= raw[key]:
+            raise ValueError(f"{preset} has {raw[key]} layers; cannot keep {layers}")
+        raw[key] = layers
+        if isinstance(raw.get("layer_types"), list):
+            raw["layer_types"] = raw["layer_types"][:layers]
+    folder = Path(root) / (preset if layers is None else f"{preset}-{layers}l")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(raw, indent=2), encoding="utf-8")
+    if not (folder / "tokenizer.json").is_file():
+        twin_tokenizer(int(raw["vocab_size"])).save_pretrained(str(folder))
+    return folder
+
+
+def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:
+    """The folder for a model spec: tiny, random:<preset>[@<layers>], or a local folder (ValueError if none)."""
+    spec = str(spec).strip()
+    if spec == "tiny":
+        return ModelFolder(TINY, "tiny", dummy=False)
+    if spec.startswith("random:"):
+        preset, _, layers = spec[len("random:"):].partition("@")
+        if layers and not layers.isdigit():
+            raise ValueError(f"in {spec!r}, the layers after @ must be a whole number")
+        path = twin_folder(preset, int(layers) if layers else None, root)
+        return ModelFolder(path, f"random-{preset}" + (f"-{layers}l" if layers else ""), dummy=True)
+    path = Path(spec).expanduser()
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{spec!r} is neither tiny, random:<preset> nor a model folder with a config.json")
+    return ModelFolder(path.resolve(), path.name, dummy=False)

@@ -1,0 +1,78 @@
+"""A sweep: the same closed-loop load at 1, 2, 4, ... requests in flight, until throughput stops growing.
+
+As `vllm bench serve` over --max-concurrency values and guidellm's sweep from synchronous to throughput:
+each level runs `per_level × concurrency` requests (at least min_requests); the sweep stops after a level
+whose output throughput grew less than `saturation_gain` over the level before (the server is saturated),
+or at max_concurrency. Each level's row is its run's figures plus tokens/s per user, 1 / TPOT p50: the decode
+speed one user sees, the y-axis of the trade-off curve against total tokens/s. Knows loads, not servers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from kvviz.base.inputs import number, whole_number
+from kvviz.serving.endpoint import Endpoint
+from kvviz.serving.loadgen import MAX_CONCURRENCY, Load, RunResult, run
+from kvviz.serving.prompts import Prompt
+from kvviz.serving.stats import Slo
+
+
+def levels(max_concurrency: int) -> list[int]:
+    """1, 2, 4, ... up to max_concurrency, which is always the last level."""
+    whole_number(max_concurrency, "max concurrency", 1, MAX_CONCURRENCY)
+    out = [1]
+    while out[-1] * 2 < max_concurrency:
+        out.append(out[-1] * 2)
+    return out if out[-1] == max_concurrency else [*out, max_concurrency]
+
+
+def prompts_needed(max_concurrency: int, per_level: int = 4, min_requests: int = 8) -> int:
+    """Requests a whole sweep may send: every level's."""
+    return sum(max(min_requests, per_level * c) for c in levels(max_concurrency))
+
+
+def saturated(previous: RunResult | None, current: RunResult, gain: float) -> bool:
+    """Whether `current` produced less than (1 + gain) × the output tokens/s of `previous`."""
+    return previous is not None and \
+        current.stats.output_tokens_per_s < (1 + gain) * previous.stats.output_tokens_per_s
+
+
+def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32, output_tokens: int = 128,
+          per_level: int = 4, min_requests: int = 8, saturation_gain: float = 0.05, slo: Slo | None = None,
+          cancel: threading.Event | None = None, watcher: Callable[[], object] | None = None,
+          on_level: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """Run the levels in turn; returns each level's result. watcher: makes a metrics_reader.Watcher per level.
+    Each level starts where the previous one's prompts ended (give prompts_needed() of them, and no prompt is
+    sent twice, so a prefix cache sees each once)."""
+    number(saturation_gain, "saturation gain", 0, 10)
+    results: list[RunResult] = []
+    sent = 0
+    for concurrency in levels(max_concurrency):
+        load = Load(concurrency=concurrency, requests=max(min_requests, per_level * concurrency),
+                    output_tokens=output_tokens)
+        start = sent % len(prompts)
+        result = run(ep, load, [*prompts[start:], *prompts[:start]], slo=slo, cancel=cancel,
+                     watcher=watcher() if watcher else None)
+        sent += load.requests
+        results.append(result)
+        if on_level is not None:
+            on_level(result)
+        if result.cancelled or saturated(results[-2] if len(results) > 1 else None, result, saturation_gain):
+            break
+    return results
+
+
+def level_row(result: RunResult) -> dict:
+    """One level as a flat row: concurrency, the run's figures, tokens/s per user."""
+    flat = result.stats.flat()
+    tpot = flat["tpot_p50_s"]
+    return {"concurrency": result.load.concurrency, "output_tokens_per_request": result.load.output_tokens,
+            **flat, "tokens_per_s_per_user": 1 / tpot if tpot else None}
+
+
+def sweep_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    return pd.DataFrame([level_row(r) for r in results])

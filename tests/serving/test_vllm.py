@@ -1,0 +1,130 @@
+"""Against a real vLLM serving the bundled tiny model, started by these tests (one start for the module).
+
+Expected values come from outside the code under test: the capacity by hand from tiny's config, token
+counts from the request and vLLM's own Prometheus counters, the server-side TTFT from vLLM's histogram.
+Needs vLLM's environment: `python -m kvviz.serving setup` (CI builds it first); without it these fail, by
+design, with the line that says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from kvviz.serving.endpoint import CHAT, EndpointError, endpoint
+from kvviz.serving.loadgen import Load, run
+from kvviz.serving.metrics_reader import Watcher, parse
+from kvviz.serving.models import model_folder
+from kvviz.serving.prompts import load_tokenizer, synthetic
+from kvviz.serving.vllm import ServerSpec, running_vllm, stop
+from tests.helpers import REPO
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = model_folder("tiny")
+    spec = ServerSpec(folder.path, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1)
+    with running_vllm(spec, log_path=tmp_path_factory.mktemp("vllm") / "vllm.log") as srv:
+        yield srv
+
+
+def counters(url: str) -> dict:
+    samples = parse(httpx.get(url + "/metrics").text)
+    sums: dict[str, float] = {}
+    for s in samples:
+        sums[s.name] = sums.get(s.name, 0.0) + s.value
+    return sums
+
+
+def test_vllm_states_the_capacity_worked_out_by_hand(server):
+    """tiny: 4 layers × 2 (K, V) × 2 KV heads × 32 dims × 2 bytes (bf16: vLLM's CPU build runs the fp32
+    checkpoint in bf16) = 1,024 bytes a token; 1 GiB / 1,024 = 1,048,576 tokens, 8,192 blocks of 128."""
+    assert server.facts.kv_capacity_tokens == 1_048_576
+    assert server.facts.dtype == "bfloat16"
+    info = next(s for s in parse(httpx.get(server.spec.base_url + "/metrics").text)
+                if s.name == "vllm:cache_config_info")
+    assert (int(info.labels["num_gpu_blocks"]), int(info.labels["block_size"])) == (8192, 128)
+
+
+def test_a_closed_loop_on_vllm_counts_what_vllm_counts(server):
+    """4 requests of 16 prompt tokens (counted with tiny's tokenizer) and 32 output tokens (ignore_eos): every
+    record has 32 tokens in 32 chunks and the prompt length vLLM reports; vLLM's own counters grow by 4 × 32
+    generated and 4 × 16 prompt tokens; the client's TTFT includes the server's, so it is not smaller."""
+    ep = server.endpoint()
+    before = counters(ep.base_url)
+    prompts = synthetic(4, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=3)
+    result = run(ep, Load(concurrency=4, requests=4, output_tokens=32), prompts)
+    after = counters(ep.base_url)
+    assert result.stats.completed == 4, result.stats.first_error
+    assert all(r.new_tokens == 32 and len(r.arrivals_s) == 32 and r.prompt_tokens == 16 for r in result.records), \
+        [r.row() for r in result.records]
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 4 * 32
+    assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == 4 * 16
+    server_ttft = (after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]) / 4
+    assert result.stats.ttft.mean >= server_ttft - 0.005, (result.stats.ttft.mean, server_ttft)
+
+
+def test_chat_on_vllm_skips_the_role_chunk(server):
+    """/v1/chat/completions: 8 tokens arrive as 8 content chunks; the opening role chunk is not one."""
+    result = run(server.endpoint(CHAT), Load(requests=1, output_tokens=8), synthetic(1, 8))
+    rec = result.records[0]
+    assert rec.new_tokens == 8 and len(rec.arrivals_s) == 8
+
+
+def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
+    """While 4 requests of 16 + up to 64 tokens run, each holds one 128-token block: vLLM's
+    kv_cache_usage_perc and kvviz's prediction both read 4 / 8,191 when the server runs what the client sent."""
+    from kvviz.calc.arch import architecture_from_source
+
+    ep = server.endpoint()
+    watcher = Watcher(ep, interval_s=0.05, arch=architecture_from_source(REPO / "assets" / "tiny"))
+    prompts = synthetic(4, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
+    result = run(ep, Load(concurrency=4, requests=4, output_tokens=64), prompts, watcher=watcher)
+    assert result.metrics_error is None and watcher.cache.capacity_tokens == 1_048_576
+    steady = [s for s in result.samples if s.running == s.in_flight == 4]
+    assert steady, f"no sample caught the 4 requests running: {[(s.running, s.in_flight) for s in result.samples]}"
+    for s in steady:
+        assert s.predicted_kv_usage == pytest.approx(4 / 8191)
+        assert s.kv_usage == pytest.approx(s.predicted_kv_usage, abs=1.01 / 8191), "more than a block apart"
+
+
+def test_a_model_vllm_does_not_serve_is_one_line(server):
+    with pytest.raises(EndpointError, match="does not serve model 'gpt-9'; it serves: tiny"):
+        run(endpoint(server.spec.base_url, "gpt-9"), Load(requests=1), synthetic(1, 4))
+
+
+def test_the_sweep_command_on_vllm(server):
+    """`python -m kvviz.serving sweep --json`: levels 1 and 2, every request completed, 16 tokens each."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvviz.serving", "sweep", "--url", server.spec.base_url, "--model", "tiny",
+         "--tokenizer", str(REPO / "assets" / "tiny"), "--max-concurrency", "2", "--per-level", "2",
+         "--output-tokens", "16", "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    levels = json.loads(proc.stdout)["levels"]
+    assert [lv["concurrency"] for lv in levels][:1] == [1]
+    assert all(lv["failed"] == 0 and lv["output_tokens"] == 16 * lv["completed"] for lv in levels)
+
+
+def test_stop_leaves_nothing_running(server):
+    """Stopping ends the server and every process it started (the engine core, its workers); the port closes.
+    (Runs last: the module's server is stopped here.)"""
+    pgid = server.process.pid
+    stop(server)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(server.spec.base_url + "/health", timeout=2)
