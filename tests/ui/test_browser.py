@@ -7,6 +7,7 @@ way), otherwise to the test's temporary folder.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,15 @@ def _type(page: Page, selector: str, value: str) -> None:
     box.press("Enter")
 
 
+def _settled(page: Page, selector: str) -> None:
+    """Wait until the component has no event pending (Gradio's status tracker hidden), and still none half a
+    second later: a plot whose inputs changed while its tab was hidden is redrawn when the tab shows."""
+    tracker = page.locator(f"{selector} .wrap.default")
+    for _ in range(2):
+        expect(tracker).to_have_class(re.compile(r"\bhide\b"), timeout=20_000)
+        page.wait_for_timeout(500)
+
+
 def test_calculator_slider_and_preset(page: Page, shots: Path):
     """Moving the batch slider changes the total; picking a preset resets the sliders and the model."""
     summary = page.locator("#calc-summary")
@@ -79,6 +89,7 @@ def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
     _tab(page, "History")
     expect(page.get_by_text("Download CSV")).to_be_visible()
     expect(page.locator("#overlay-plot .js-plotly-plot")).to_be_visible(timeout=20_000)  # the run, overlaid
+    _settled(page, "#overlay-plot")
     expect(page.locator("#overlay-plot")).to_contain_text("Per-token latency of the chosen runs")
     page.screenshot(path=str(shots / "history.png"), full_page=True)
 
