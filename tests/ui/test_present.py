@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -178,3 +181,11 @@ def test_run_history():
     assert overlay["run"].tolist() == [2] * 5 and overlay["index"].tolist() == [0, 1, 2, 3, 4]
     assert len(both.overlay(["1", 2])) == 10
     assert both.overlay(["9"]) is None and both.overlay([]) is None
+
+
+def test_the_text_the_sessions_and_the_worker_need_no_gradio():
+    """present, sessions and worker import without gradio: what the page says is checked without a server."""
+    code = "import sys, kvviz.ui.present, kvviz.ui.sessions, kvviz.ui.worker; print(sorted(m for m in sys.modules " \
+           "if m.split('.')[0] in ('gradio', 'gradio_client')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"imported: {out.stdout.strip()}"
