@@ -19,11 +19,11 @@ from pathlib import Path
 
 from kvviz.base.errors import first_line
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
-from kvviz.serving.loadgen import CLOSED, CONSTANT, POISSON, Load, RunResult, run
-from kvviz.serving.metrics_reader import Watcher
-from kvviz.serving.prompts import from_file, load_tokenizer, synthetic
-from kvviz.serving.stats import Slo
+from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
 from kvviz.serving.vllm import VENV, VllmError
+
+# The modules that send (httpx, prometheus_client) are imported by the commands that send, so that `setup`
+# runs on a bare Python, before kvviz's requirements are installed (as CI runs it).
 
 USAGE_ERROR = 2
 
@@ -123,6 +123,8 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
 
 
 def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
+    from kvviz.serving.prompts import from_file, load_tokenizer, synthetic
+
     source = args.tokenizer or folder
     tokenizer = load_tokenizer(source)
     if source is not None and tokenizer is None:
@@ -138,6 +140,7 @@ def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
 def _watcher_factory(ep, folder: Path | None):
     """A fresh Watcher per run, predicting KV usage when the model's architecture can be read."""
     from kvviz.calc.arch import ConfigError, architecture_from_source
+    from kvviz.serving.metrics_reader import Watcher
 
     try:
         arch = architecture_from_source(folder) if folder is not None else None
@@ -146,7 +149,7 @@ def _watcher_factory(ep, folder: Path | None):
     return lambda: Watcher(ep, arch=arch)
 
 
-def _result_json(result: RunResult) -> dict:
+def _result_json(result) -> dict:
     return {"endpoint": result.endpoint, "load": asdict(result.load), "stats": result.stats.flat(),
             "cancelled": result.cancelled, "requests": [r.row() for r in result.records],
             "server": {"metrics_error": result.metrics_error, "samples": [asdict(s) for s in result.samples]}}
@@ -156,7 +159,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
-def _result_line(result: RunResult) -> str:
+def _result_line(result) -> str:
     s = result.stats
     peak = max((x.running or 0 for x in result.samples), default=None)
     return (f"c={result.load.concurrency:<4} {s.completed}/{s.requests} ok  {s.output_tokens_per_s:8,.1f} tok/s  "
@@ -166,6 +169,9 @@ def _result_line(result: RunResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> None:
+    from kvviz.serving.loadgen import run
+    from kvviz.serving.stats import Slo
+
     slo = Slo(args.slo_ttft, args.slo_tpot)
     arrivals = args.arrivals if args.rate else CLOSED
     load = Load(arrivals=arrivals, concurrency=args.concurrency, requests=args.requests, rate=args.rate,
@@ -181,6 +187,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> None:
+    from kvviz.serving.stats import Slo
     from kvviz.serving.sweep import prompts_needed, sweep, sweep_frame
 
     with _maybe_vllm(args) as folder:

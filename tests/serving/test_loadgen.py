@@ -11,12 +11,13 @@ from dataclasses import asdict
 import pytest
 
 from kvviz.serving.endpoint import CHAT, EndpointError, endpoint
-from kvviz.serving.loadgen import CLOSED, CONSTANT, POISSON, Load, run
+from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
+from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import synthetic
 from kvviz.serving.stats import Slo
 from tests.serving.fake_server import MODEL, fake_server
 
-SLACK = 0.04  # seconds a loaded 2-core machine may add to a sleep and a loopback hop
+SLACK = 0.06  # seconds a loaded 2-core machine may add to a sleep and a loopback hop
 PROMPTS = synthetic(4, 8)
 
 

@@ -11,7 +11,8 @@ import pytest
 from kvviz.calc.arch import architecture_from_source
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.serving.endpoint import EndpointError, endpoint
-from kvviz.serving.loadgen import Load, run
+from kvviz.serving.load import Load
+from kvviz.serving.loadgen import run
 from kvviz.serving.metrics_reader import KvModel, Watcher, cache_config, fetch, parse, sample_from
 from kvviz.serving.prompts import synthetic
 from kvviz.serving.vllm import TINY

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from kvviz.serving.endpoint import CHAT, EndpointError, endpoint
-from kvviz.serving.loadgen import Load, run
+from kvviz.serving.load import Load
+from kvviz.serving.loadgen import run
 from kvviz.serving.metrics_reader import Watcher, parse
 from kvviz.serving.models import model_folder
 from kvviz.serving.prompts import load_tokenizer, synthetic
