@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from kvviz.engine.compare import Comparison
-from kvviz.engine.loop import Finished, TokenEvent
+from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.metrics import RunSummary
 from kvviz.ui.live import RunRecord
 from kvviz.ui.present import (

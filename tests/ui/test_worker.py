@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.loading import load_model
-from kvviz.engine.loop import Finished, TokenEvent, run_to_end
+from kvviz.engine.loop import run_to_end
 from kvviz.engine.request import GenerationRequest
 from kvviz.ui.live import RunRecord, Throttle
 from kvviz.ui.worker import (
