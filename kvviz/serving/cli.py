@@ -230,6 +230,12 @@ def _start(args: argparse.Namespace) -> None:
         stop(server)
 
 
+def _capacity_line(row) -> str:
+    return (f"{row.model:<22} {row.attention:<32} {row.dtype}/{row.vllm_dtype} {row.bytes_per_token:>7,} B/token  "
+            f"block {row.block_size}  vLLM pool {row.vllm_pool_tokens:>10,}  kvviz {row.kvviz_token_slots:>10,}  "
+            f"logged {row.vllm_logged_tokens or 0:>10,}  {'agree' if row.agree else 'DIFFER'}")
+
+
 def _capacity(args: argparse.Namespace) -> None:
     from kvviz.serving.capacity import measure
 
@@ -238,9 +244,7 @@ def _capacity(args: argparse.Namespace) -> None:
         row = measure(model, args.kv_space_gib, args.max_model_len, args.port)
         rows.append(row)
         if not args.json:
-            print(f"{row.model:<26} {row.attention:<28} {row.dtype} {row.bytes_per_token:>7,} B/token  block "
-                  f"{row.block_size}  vLLM {row.vllm_pool_tokens:>12,}  kvviz {row.kvviz_token_slots:>12,}  "
-                  f"logged {row.vllm_logged_tokens or 0:>12,}  {'agree' if row.agree else 'DIFFER'}", flush=True)
+            print(_capacity_line(row), flush=True)
     if args.json:
         print(json.dumps([asdict(r) | {"agree": r.agree} for r in rows]))
 

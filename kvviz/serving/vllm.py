@@ -43,6 +43,15 @@ class VllmError(RuntimeError):
     """vLLM could not be set up, started or reached: one line, with where to look (its log) when it helps."""
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the system's choice), for a server started next."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def has_cuda_gpu() -> bool:
     """Whether this machine has an NVIDIA GPU the driver answers for (nvidia-smi -L lists one)."""
     smi = shutil.which("nvidia-smi")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -23,16 +22,10 @@ from kvviz.serving.loadgen import run
 from kvviz.serving.metrics_reader import Watcher, parse
 from kvviz.serving.models import model_folder
 from kvviz.serving.prompts import load_tokenizer, synthetic
-from kvviz.serving.vllm import ServerSpec, running_vllm, stop
+from kvviz.serving.vllm import ServerSpec, free_port, running_vllm, stop
 from tests.helpers import REPO
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
