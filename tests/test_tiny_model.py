@@ -10,7 +10,7 @@ from itertools import groupby
 import pytest
 
 from kvviz.cli import main
-from kvviz.engine.loading import BUNDLED, DEFAULT_MODEL, load_model
+from kvviz.engine.loading import BUNDLED, load_model
 from kvviz.engine.loop import run_to_end
 from kvviz.engine.request import GenerationRequest
 
@@ -24,7 +24,6 @@ def test_shape_and_size():
     assert config["num_key_value_heads"] < config["num_attention_heads"]
     assert config["max_position_embeddings"] >= 1024
     assert (FOLDER / "model.safetensors").stat().st_size <= 25 * 10**6
-    assert DEFAULT_MODEL == "tiny"
 
 
 def test_loads_offline_through_the_hub_code_path(monkeypatch):

@@ -18,19 +18,22 @@ import pandas as pd
 
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import kv_cache_bytes
-from kvviz.engine.loading import build_twin
+from kvviz.engine.loading import build_twin, load_model
 from kvviz.engine.loop import run_to_end
 from kvviz.engine.request import GenerationRequest
 
 
 @dataclass(frozen=True)
 class Family:
-    """One attention family and the twin that stands for it; layers=None keeps the whole model."""
+    """One attention family and the twin that stands for it; layers=None keeps the whole model.
+
+    model: a real model to load instead of the preset's twin (each row records the tokens the model really read)."""
 
     family: str
     preset: str
     layers: int | None
     lengths: tuple[int, ...]
+    model: str | None = None
 
 
 WINDOW_LENGTHS = (16, 1024, 4094, 4095, 4096, 4097, 5000)  # both sides of a 4,096-token window
@@ -42,6 +45,8 @@ FULL = (
     Family("sliding window (4,096, every layer)", "mistral-7b-v0.1", 2, WINDOW_LENGTHS),
     Family("sliding + full alternating, head_dim 256", "gemma-2-2b", 2, WINDOW_LENGTHS),
     Family("multi-head latent (MLA)", "deepseek-v2-lite", 2, (16, 512, 2048)),
+    Family("grouped-query (9 q / 3 kv heads), real weights", "smollm2-135m", None, (16, 2048, 8000),
+           model="smollm2-135m-instruct"),
 )
 # Quick mode: the same families on one or two layers and short prompts (no window is crossed).
 QUICK = (
@@ -57,19 +62,21 @@ DECODE_STEPS = 3  # tokens generated after each prefill: the prefill's cache and
 
 def measure_family(fam: Family, device: str | None = None, dtype: str | None = None) -> pd.DataFrame:
     """Measured against predicted cache bytes after the prefill and each decode step, every length."""
-    lm = build_twin(fam.preset, fam.layers, device, dtype)
+    lm = load_model(fam.model, device, dtype) if fam.model else build_twin(fam.preset, fam.layers, device, dtype)
     kvd = kv_dtype(lm.dtype_name)
     rows = []
     for length in fam.lengths:
-        # The twin's tokenizer makes one token per ASCII byte: a prompt of `length` letters is `length` tokens.
-        req = GenerationRequest("a" * length, max_new_tokens=DECODE_STEPS, ignore_eos=True, chat_template=False)
+        # The twin's tokenizer makes one token per ASCII byte, so `length` letters are `length` tokens; a real
+        # BPE tokenizer merges runs of letters but keeps " a" one token, so `length` of those are `length` tokens.
+        prompt = (" a" if fam.model else "a") * length
+        req = GenerationRequest(prompt, max_new_tokens=DECODE_STEPS, ignore_eos=True, chat_template=False)
         tokens, finished = run_to_end(lm, req)
         if finished.error:
             raise RuntimeError(f"{fam.preset} at {length} tokens: {finished.error}")
         for t in tokens:
             rows.append({
                 "family": fam.family, "preset": fam.preset, "layers": lm.arch.num_layers, "device": str(lm.device),
-                "dtype": lm.dtype_name, "prompt_tokens": length, "phase": t.phase, "seq_len": t.seq_len,
+                "dtype": lm.dtype_name, "prompt_tokens": tokens[0].seq_len, "phase": t.phase, "seq_len": t.seq_len,
                 "measured_bytes": t.kv_bytes, "predicted_bytes": t.kv_bytes_predicted,
                 "no_window_bytes": kv_cache_bytes(lm.arch, 1, t.seq_len, kvd, apply_window=False),
                 "cuda_allocated_growth_bytes": t.cuda_allocated_bytes,

@@ -20,6 +20,7 @@ from kvviz.base.hub import source_kind
 from kvviz.base.inputs import clip, flag, number, shown, text, whole_number
 from kvviz.calc.params import count_params
 from kvviz.calc.presets import load_preset, preset_names
+from kvviz.engine.packaged import PACKAGED
 
 BUNDLED_MODEL = "tiny"  # kvviz.engine.loading.BUNDLED's one entry (a test keeps the two in step)
 TWIN_PREFIX = "random:"  # as kvviz.engine.loading.TWIN_PREFIX
@@ -75,7 +76,7 @@ class HostPolicy:
 
     def model_choices(self) -> list[str]:
         """What the model pickers offer in hosted mode."""
-        return [BUNDLED_MODEL, *self.twins(), *self.allowed_models]
+        return [BUNDLED_MODEL, *PACKAGED, *self.twins(), *self.allowed_models]
 
     def check_model(self, spec: object) -> str:
         """The model spec to load, in its canonical form; PolicyError for one this host does not offer."""
@@ -84,7 +85,7 @@ class HostPolicy:
             raise PolicyError("no model given")
         if not self.hosted:
             return spec
-        if spec == BUNDLED_MODEL or spec in self.allowed_models:
+        if spec == BUNDLED_MODEL or spec in PACKAGED or spec in self.allowed_models:
             return spec
         if spec.lower().startswith(TWIN_PREFIX):
             return self._check_twin(spec[len(TWIN_PREFIX):].strip().lower())
@@ -139,7 +140,8 @@ class HostPolicy:
         if not self.hosted:
             return ""
         hub = f", {', '.join(self.allowed_models)}" if self.allowed_models else ""
-        return (f"Hosted demo limits: models {BUNDLED_MODEL}, random twins under {_millions(self.max_twin_params)} "
+        models = ", ".join([BUNDLED_MODEL, *PACKAGED])
+        return (f"Hosted demo limits: models {models}, random twins under {_millions(self.max_twin_params)} "
                 f"parameters{hub}; at most {self.max_new_tokens:,} new tokens and {self.max_prompt_tokens:,} "
                 f"prompt tokens; {self.time_limit_s:g} s per request; at most {self.queue_size:,} "
                 f"{'request' if self.queue_size == 1 else 'requests'} waiting.")

