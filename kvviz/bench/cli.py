@@ -2,7 +2,8 @@
 
 Parts: overhead (1), payoff (2), memory (3), hardware (4), calculator and app (5), gpu (6: parts 1-4 on
 CUDA), load, concurrency (many clients on one app), leaks (memory over many runs), cancel (how soon Stop, a
-cancelled call or a closed tab frees the device), figures (plotly HTML and PNG from the results), and all
+cancelled call or a closed tab frees the device), serving (vLLM under load, beside vLLM's own benchmark and
+kvviz's engine; not in `all`, as it needs vLLM's environment), figures (plotly HTML and PNG from the results), and all
 (every part in turn; with --quick, seconds each, as CI runs it).
 """
 
@@ -160,6 +161,13 @@ def _gpu(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     run_gpu(args.out / ("gpu-quick" if args.quick else "gpu"), args.quick, argv)
 
 
+def _serving(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.serving import FULL, QUICK, serving_bench
+
+    frame, summary = serving_bench(QUICK if args.quick else FULL, args.out)
+    write_results(args.out, "serving-quick" if args.quick else "serving", frame, summary, argv)
+
+
 def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.figures import write_figures
 
@@ -193,7 +201,7 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
          "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks, "cancel": _cancel,
-         "gpu": _gpu, "figures": _figures, "all": _all}
+         "gpu": _gpu, "serving": _serving, "figures": _figures, "all": _all}
 
 
 def _models(*default: str, help_: str | None = None) -> tuple[str, dict]:
@@ -247,6 +255,9 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
                 _int("--repeats", 3), _int("--new-tokens", 1000, "length the long run asks for")]),
     "gpu": ("parts 1-4 on CUDA with Qwen2.5-0.5B and Llama-3-8B twins in bf16 (into OUT/gpu)",
             "the same script on the CPU with a small twin (into OUT/gpu-quick)", []),
+    "serving": ("vLLM serving tiny: kvviz's sweep, vLLM's own benchmark beside it, kvviz's engine one at a time "
+                "(needs `python -m kvviz.serving setup`)",
+                "levels 1-2, 32 tokens, the comparison at 2 in flight", []),
     "figures": ("plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
                 "draw the quick runs' results (PART-quick.csv)", [NO_PNG]),
     "all": ("every part in turn, then the figures", "every part in its quick mode (CI)", [NO_PNG]),

@@ -176,6 +176,36 @@ def concurrency_figure(rows: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Clients at once on one device: queue wait and run of each job", height=120 + 28 * len(rows))
 
 
+def serving_figure(rows: pd.DataFrame) -> go.Figure:
+    """The serving part: the sweep's throughput against requests in flight, with vLLM's own benchmark and
+    kvviz's engine (one at a time) as points; TTFT and TPOT p50/p99 against requests in flight; the
+    trade-off of tokens/s per user (1 / TPOT) against total tokens/s."""
+    sweep = rows[rows["source"] == "kvviz sweep"].sort_values("concurrency")
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+        "output tokens/s against requests in flight", "TTFT and TPOT (ms)", "tokens/s per user against total"))
+    fig.add_scatter(x=sweep["concurrency"], y=sweep["output_tokens_per_s"], mode="lines+markers",
+                    name="vLLM, measured by kvviz", marker_color=COLORS["kvviz"], row=1, col=1)
+    for source, color, symbol in (("vllm bench serve", COLORS["generate"], "diamond"),
+                                  ("kvviz engine (one at a time)", COLORS["plain"], "square")):
+        sel = rows[rows["source"] == source]
+        fig.add_scatter(x=sel["concurrency"], y=sel["output_tokens_per_s"], mode="markers", name=source,
+                        marker={"color": color, "size": 11, "symbol": symbol}, row=1, col=1)
+    for metric, dash in (("ttft", "solid"), ("tpot", "dot")):
+        for q in ("p50", "p99"):
+            fig.add_scatter(x=sweep["concurrency"], y=sweep[f"{metric}_{q}_s"] * 1e3, mode="lines+markers",
+                            name=f"{metric.upper()} {q}", line={"dash": dash, "width": 1 if q == "p99" else 2},
+                            row=1, col=2)
+    fig.add_scatter(x=sweep["output_tokens_per_s"], y=sweep["tokens_per_s_per_user"], mode="lines+markers+text",
+                    text=[f"{c}" for c in sweep["concurrency"]], textposition="top center",
+                    name="trade-off (labels: in flight)", marker_color=COLORS["kvviz"], showlegend=False, row=1, col=3)
+    fig.update_xaxes(title_text="requests in flight", type="log", row=1, col=1)
+    fig.update_xaxes(title_text="requests in flight", type="log", row=1, col=2)
+    fig.update_xaxes(title_text="total output tokens/s", row=1, col=3)
+    fig.update_yaxes(title_text="tokens/s per user (1 / TPOT p50)", row=1, col=3)
+    return _layout(fig, "Serving tiny with vLLM: continuous batching's throughput, latency and trade-off",
+                   height=460, width=1350)
+
+
 def _gather(results: Path, name: str) -> pd.DataFrame | None:
     """A part's rows (name.csv) from the folder and its sub-run folders (not gpu*/ runs or figures/)."""
     runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(("gpu", "figures")))
@@ -193,7 +223,7 @@ def _gather(results: Path, name: str) -> pd.DataFrame | None:
 FIGURES: dict[str, Callable[[pd.DataFrame], go.Figure]] = {
     "overhead": overhead_figure, "payoff": payoff_figure, "memory": memory_figure, "hardware": hardware_figure,
     "calculator": calculator_figure, "app": app_figure, "concurrency": concurrency_figure,
-    "concurrency-hosted": concurrency_figure,
+    "concurrency-hosted": concurrency_figure, "serving": serving_figure,
 }
 
 

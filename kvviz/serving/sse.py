@@ -93,9 +93,11 @@ class _Stream:
 
 
 async def _read(resp: httpx.Response, stream: _Stream) -> None:
-    """Split the body into lines as bytes arrive; each line is stamped with the time its bytes came."""
+    """Split the body into lines as bytes arrive; each line is stamped with the time its bytes came. An
+    uncompressed body (what inference servers send) is read raw, past httpx's decoders."""
     pending = b""
-    async for block in resp.aiter_bytes():
+    plain = resp.headers.get("content-encoding", "identity") == "identity"
+    async for block in resp.aiter_raw() if plain else resp.aiter_bytes():
         now = time.perf_counter()
         pending += block
         *lines, pending = pending.split(b"\n")
