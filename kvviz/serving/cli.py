@@ -52,8 +52,9 @@ def _load_args(p: argparse.ArgumentParser) -> None:
     _server_args(p)
     p.add_argument("--prompt-tokens", type=int, default=16, help="synthetic prompt length in tokens (default 16)")
     p.add_argument("--prompt-file", help="prompts from a .txt (one a line) or .jsonl file instead")
-    p.add_argument("--tokenizer", help="a model folder whose tokenizer counts prompt tokens "
-                   "(default: the started model's; without one lengths are estimated)")
+    p.add_argument("--tokenizer", metavar="MODEL_DIR", help="the served model's local folder: its tokenizer counts "
+                   "prompt tokens, its config gives kvviz's KV prediction (default: the started model's; without "
+                   "one, prompt lengths are estimated and there is no prediction)")
     p.add_argument("--output-tokens", type=int, default=128, help="tokens per request (default 128)")
     p.add_argument("--no-ignore-eos", action="store_true", help="let requests end at EOS (for servers that "
                    "refuse vLLM's ignore_eos)")
@@ -137,7 +138,7 @@ def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
     return synthetic(count, args.prompt_tokens, tokenizer, seed=getattr(args, "seed", 0))
 
 
-def _watcher_factory(ep, folder: Path | None):
+def _watcher_factory(ep, folder: Path | str | None):
     """A fresh Watcher per run, predicting KV usage when the model's architecture can be read."""
     from kvviz.calc.arch import ConfigError, architecture_from_source
     from kvviz.serving.metrics_reader import Watcher
@@ -180,7 +181,7 @@ def _run(args: argparse.Namespace) -> None:
     with _maybe_vllm(args) as folder:
         ep = endpoint(args.url, args.model, args.api, args.api_key)
         prompts = _prompts(args, args.requests, folder)
-        result = run(ep, load, prompts, slo=slo, watcher=_watcher_factory(ep, folder)())
+        result = run(ep, load, prompts, slo=slo, watcher=_watcher_factory(ep, folder or args.tokenizer)())
     print(json.dumps(_result_json(result)) if args.json else _result_line(result))
     if result.metrics_error and not args.json:
         print(f"note: {result.metrics_error}", file=sys.stderr)
@@ -195,7 +196,7 @@ def _sweep(args: argparse.Namespace) -> None:
         prompts = _prompts(args, prompts_needed(args.max_concurrency, args.per_level), folder)
         results = sweep(ep, prompts, max_concurrency=args.max_concurrency, output_tokens=args.output_tokens,
                         per_level=args.per_level, slo=Slo(args.slo_ttft, args.slo_tpot),
-                        watcher=_watcher_factory(ep, folder),
+                        watcher=_watcher_factory(ep, folder or args.tokenizer),
                         on_level=None if args.json else lambda r: print(_result_line(r), flush=True))
     if args.json:
         print(json.dumps({"endpoint": results[0].endpoint, "levels": sweep_frame(results).to_dict("records")}))

@@ -1,10 +1,11 @@
 """A sweep: the same closed-loop load at 1, 2, 4, ... requests in flight, until throughput stops growing.
 
 As `vllm bench serve` over --max-concurrency values and guidellm's sweep from synchronous to throughput:
-each level runs `per_level × concurrency` requests (at least min_requests); the sweep stops after a level
-whose output throughput grew less than `saturation_gain` over the level before (the server is saturated),
-or at max_concurrency. Each level's row is its run's figures plus tokens/s per user, 1 / TPOT p50: the decode
-speed one user sees, the y-axis of the trade-off curve against total tokens/s. Knows loads, not servers.
+each level runs `per_level × concurrency` requests (at least min_requests); the sweep stops when two levels
+in a row add less than `saturation_gain` to the best output throughput before them (the server is
+saturated), or at max_concurrency. Each level's row is its run's figures plus tokens/s per user, 1 / TPOT
+p50: the decode speed one user sees, the y-axis of the trade-off curve against total tokens/s. Knows loads,
+not servers.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ def prompts_needed(max_concurrency: int, per_level: int = 4, min_requests: int =
     return sum(max(min_requests, per_level * c) for c in levels(max_concurrency))
 
 
-def saturated(previous: RunResult | None, current: RunResult, gain: float) -> bool:
-    """Whether `current` produced less than (1 + gain) × the output tokens/s of `previous`."""
-    return previous is not None and \
-        current.stats.output_tokens_per_s < (1 + gain) * previous.stats.output_tokens_per_s
+def saturated(results: Sequence[RunResult], gain: float, patience: int = 2) -> bool:
+    """Whether the last `patience` levels all produced less than (1 + gain) × the best output tokens/s of the
+    levels before them (two levels, so that one level slowed by a busy machine does not end the sweep)."""
+    if len(results) <= patience:
+        return False
+    best = max(r.stats.output_tokens_per_s for r in results[:-patience])
+    return all(r.stats.output_tokens_per_s < (1 + gain) * best for r in results[-patience:])
 
 
 def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32, output_tokens: int = 128,
@@ -62,7 +66,7 @@ def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32,
         results.append(result)
         if on_level is not None:
             on_level(result)
-        if result.cancelled or saturated(results[-2] if len(results) > 1 else None, result, saturation_gain):
+        if result.cancelled or saturated(results, saturation_gain):
             break
     return results
 

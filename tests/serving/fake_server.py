@@ -9,7 +9,7 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODEL = "fake"
@@ -46,6 +46,8 @@ class Behaviour:
     api_key: str | None = None
     metrics: str = METRICS
     list_models: bool = True
+    serial: bool = False  # one stream at a time, as an engine without batching: throughput cannot grow
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -88,7 +90,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self._stream(self.path.endswith("/chat/completions"))
+        if b.serial:
+            with b.lock:
+                self._stream(self.path.endswith("/chat/completions"))
+        else:
+            self._stream(self.path.endswith("/chat/completions"))
 
     def _event(self, data: str) -> None:
         payload = f"data: {data}\n\n".encode()

@@ -1,0 +1,39 @@
+"""The sweep: its levels, and where it stops, against the test server batching (throughput grows with the
+requests in flight) and not batching (one stream at a time: throughput flat from the first level)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.serving.endpoint import endpoint
+from kvviz.serving.prompts import synthetic
+from kvviz.serving.sweep import levels, prompts_needed, sweep, sweep_frame
+from tests.serving.fake_server import MODEL, fake_server
+
+
+@pytest.mark.parametrize(("top", "expected"), [(1, [1]), (6, [1, 2, 4, 6]), (16, [1, 2, 4, 8, 16])])
+def test_levels_double_up_to_the_last(top, expected):
+    assert levels(top) == expected
+
+
+def test_prompts_needed_covers_every_level():
+    assert prompts_needed(4, per_level=4, min_requests=8) == 8 + 8 + 16
+
+
+def test_a_server_that_cannot_batch_saturates_at_once():
+    """One stream at a time: 2 and 4 in flight add nothing to 1's throughput, so the sweep stops at 4 of 16."""
+    with fake_server(ttft_s=0.02, itl_s=0.01, tokens=4, serial=True) as (url, _):
+        results = sweep(endpoint(url, MODEL), synthetic(100, 4), max_concurrency=16, output_tokens=4,
+                        per_level=1, min_requests=4)
+    assert [r.load.concurrency for r in results] == [1, 2, 4]
+
+
+def test_a_server_that_batches_is_swept_to_the_end():
+    """Streams in parallel: throughput doubles with each level, so every level runs; the trade-off columns
+    are there (tokens/s per user = 1 / TPOT p50 = 1 / 0.02 s)."""
+    with fake_server(ttft_s=0.02, itl_s=0.02, tokens=4) as (url, _):
+        results = sweep(endpoint(url, MODEL), synthetic(100, 4), max_concurrency=4, output_tokens=4,
+                        per_level=1, min_requests=4)
+    frame = sweep_frame(results)
+    assert list(frame["concurrency"]) == [1, 2, 4]
+    assert frame["tokens_per_s_per_user"].iloc[0] == pytest.approx(50, rel=0.25)
