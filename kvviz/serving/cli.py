@@ -51,6 +51,8 @@ def _load_args(p: argparse.ArgumentParser) -> None:
                    "on --port for the run, and stop it after")
     _server_args(p)
     p.add_argument("--prompt-tokens", type=int, default=16, help="synthetic prompt length in tokens (default 16)")
+    p.add_argument("--shared-prefix-tokens", type=int, default=0, help="open every synthetic prompt with the same "
+                   "text of this many tokens (the server's prefix cache then has something to share)")
     p.add_argument("--prompt-file", help="prompts from a .txt (one a line) or .jsonl file instead")
     p.add_argument("--tokenizer", metavar="MODEL_DIR", help="the served model's local folder: its tokenizer counts "
                    "prompt tokens, its config gives kvviz's KV prediction (default: the started model's; without "
@@ -135,7 +137,8 @@ def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
               "--tokenizer DIR counts them", file=sys.stderr)
     if args.prompt_file:
         return from_file(args.prompt_file, tokenizer)
-    return synthetic(count, args.prompt_tokens, tokenizer, seed=getattr(args, "seed", 0))
+    return synthetic(count, args.prompt_tokens, tokenizer, seed=getattr(args, "seed", 0),
+                     shared_prefix=args.shared_prefix_tokens)
 
 
 def _watcher_factory(ep, folder: Path | str | None):
@@ -151,9 +154,28 @@ def _watcher_factory(ep, folder: Path | str | None):
 
 
 def _result_json(result) -> dict:
+    from kvviz.serving.metrics_reader import server_view
+
+    view = server_view(result.samples)
     return {"endpoint": result.endpoint, "load": asdict(result.load), "stats": result.stats.flat(),
             "cancelled": result.cancelled, "requests": [r.row() for r in result.records],
-            "server": {"metrics_error": result.metrics_error, "samples": [asdict(s) for s in result.samples]}}
+            "server": {"metrics_error": result.metrics_error, "view": asdict(view) if view else None,
+                       "samples": [asdict(s) for s in result.samples]}}
+
+
+def _server_line(result) -> str | None:
+    """The run as the server saw it, beside the client's TTFT: where a request's time went."""
+    from kvviz.serving.metrics_reader import server_view
+
+    view = server_view(result.samples)
+    if view is None or view.queue_mean_s is None:
+        return None
+    hits = "-" if view.prefix_hit_rate is None else f"{view.prefix_hit_rate:.0%}"
+    kv = "" if view.max_kv_usage is None else f"  KV used <= {view.max_kv_usage:.2%}" + (
+        "" if view.max_predicted_kv_usage is None else f" (kvviz predicted {view.max_predicted_kv_usage:.2%})")
+    return (f"      server, per request: queued {_ms(view.queue_mean_s)} ms, prefill {_ms(view.prefill_mean_s)} ms, "
+            f"decode {_ms(view.decode_mean_s)} ms (client TTFT mean {_ms(result.stats.ttft.mean)} ms)  "
+            f"prefix-cache hits {hits}  preemptions {view.preemptions or 0:.0f}{kv}")
 
 
 def _ms(x: float | None) -> str:
@@ -183,8 +205,16 @@ def _run(args: argparse.Namespace) -> None:
         prompts = _prompts(args, args.requests, folder)
         result = run(ep, load, prompts, slo=slo, watcher=_watcher_factory(ep, folder or args.tokenizer)())
     print(json.dumps(_result_json(result)) if args.json else _result_line(result))
+    if not args.json and _server_line(result):
+        print(_server_line(result))
     if result.metrics_error and not args.json:
         print(f"note: {result.metrics_error}", file=sys.stderr)
+
+
+def _print_level(result) -> None:
+    print(_result_line(result), flush=True)
+    if _server_line(result):
+        print(_server_line(result), flush=True)
 
 
 def _sweep(args: argparse.Namespace) -> None:
@@ -197,7 +227,7 @@ def _sweep(args: argparse.Namespace) -> None:
         results = sweep(ep, prompts, max_concurrency=args.max_concurrency, output_tokens=args.output_tokens,
                         per_level=args.per_level, slo=Slo(args.slo_ttft, args.slo_tpot),
                         watcher=_watcher_factory(ep, folder or args.tokenizer),
-                        on_level=None if args.json else lambda r: print(_result_line(r), flush=True))
+                        on_level=None if args.json else _print_level)
     if args.json:
         print(json.dumps({"endpoint": results[0].endpoint, "levels": sweep_frame(results).to_dict("records")}))
 

@@ -168,8 +168,11 @@ class Watcher:
                               self.cache.num_blocks)
 
     async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event) -> None:
+        """Sample every interval_s until `stop` is set, then once more (the counters then include the run's
+        last requests)."""
         start = time.perf_counter()
         while True:
+            stopping = stop.is_set()
             try:
                 parsed = await fetch(client, self.ep)
             except EndpointError as exc:
@@ -180,8 +183,61 @@ class Watcher:
             sample = sample_from(parsed, time.perf_counter() - start)
             predicted = self.kv.usage(lengths) if self.kv else None
             self.samples.append(replace(sample, in_flight=len(lengths), predicted_kv_usage=predicted))
+            if stopping:
+                return
             try:
                 await asyncio.wait_for(stop.wait(), self.interval_s)
-                return
             except asyncio.TimeoutError:
                 pass
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """What the server's own series say about one run, from the first and last samples (counters and histogram
+    sums grow; their differences belong to the run): per request, the mean time it queued, was prefilled and
+    was decoded (vLLM's request_queue/prefill/decode_time histograms); the prefix cache's hit rate (hit tokens
+    over queried tokens); tokens generated; preemptions; the peaks of the gauges. None where the server lacks it."""
+
+    requests: int | None
+    queue_mean_s: float | None
+    prefill_mean_s: float | None
+    decode_mean_s: float | None
+    prefix_hit_rate: float | None
+    generated_tokens: float | None
+    preemptions: float | None
+    max_running: float | None
+    max_waiting: float | None
+    max_kv_usage: float | None
+    max_predicted_kv_usage: float | None
+
+
+def _delta(first: Sample, last: Sample, name: str) -> float | None:
+    a, b = getattr(first, name), getattr(last, name)
+    return None if a is None or b is None else b - a
+
+
+def _mean(first: Sample, last: Sample, phase: str) -> float | None:
+    total, count = _delta(first, last, f"{phase}_time_sum"), _delta(first, last, f"{phase}_time_count")
+    return total / count if total is not None and count else None
+
+
+def _peak(samples: list[Sample], name: str) -> float | None:
+    values = [getattr(s, name) for s in samples if getattr(s, name) is not None]
+    return max(values) if values else None
+
+
+def server_view(samples: list[Sample] | tuple[Sample, ...]) -> ServerView | None:
+    """The run as the server saw it; None without two samples."""
+    if len(samples) < 2:
+        return None
+    first, last = samples[0], samples[-1]
+    count = _delta(first, last, "queue_time_count")
+    hits, queries = _delta(first, last, "prefix_cache_hits"), _delta(first, last, "prefix_cache_queries")
+    return ServerView(
+        requests=int(count) if count is not None else None, queue_mean_s=_mean(first, last, "queue"),
+        prefill_mean_s=_mean(first, last, "prefill"), decode_mean_s=_mean(first, last, "decode"),
+        prefix_hit_rate=hits / queries if hits is not None and queries else None,
+        generated_tokens=_delta(first, last, "generation_tokens"), preemptions=_delta(first, last, "preemptions"),
+        max_running=_peak(list(samples), "running"), max_waiting=_peak(list(samples), "waiting"),
+        max_kv_usage=_peak(list(samples), "kv_usage"),
+        max_predicted_kv_usage=_peak(list(samples), "predicted_kv_usage"))

@@ -38,12 +38,15 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def _exact(tokenizer, rng: random.Random, n: int) -> str:
-    """Text that the tokenizer encodes (as a server does, special tokens included) into exactly n tokens."""
+def _exact(tokenizer, rng: random.Random, n: int, prefix: str = "") -> str:
+    """Text that opens with `prefix` and that the tokenizer encodes (as a server does, special tokens included)
+    into exactly n tokens."""
     special = len(tokenizer("").input_ids)  # a BOS the server will add too
-    ids = tokenizer(_words(rng, 2 * n + 8), add_special_tokens=False).input_ids[: max(n - special, 0)]
-    text = tokenizer.decode(ids)
-    for _ in range(4):  # decoding then encoding may merge or split a token at the seams: trim or pad
+    room = max(n - special - len(tokenizer(prefix, add_special_tokens=False).input_ids), 0)
+    seam = " " if prefix else ""  # a word boundary after the prefix, so its last token stays as it was
+    text = prefix + seam + tokenizer.decode(
+        tokenizer(_words(rng, 2 * room + 8), add_special_tokens=False).input_ids[:room])
+    for _ in range(4):  # decoding then encoding may merge or split a token at the seams: trim or pad the end
         got = len(tokenizer(text).input_ids)
         if got == n:
             break
@@ -52,16 +55,23 @@ def _exact(tokenizer, rng: random.Random, n: int) -> str:
     return text
 
 
-def synthetic(count: int, tokens: int, tokenizer=None, seed: int = 0) -> list[Prompt]:
-    """`count` different prompts of `tokens` tokens each, counted with `tokenizer` when there is one."""
+def synthetic(count: int, tokens: int, tokenizer=None, seed: int = 0, shared_prefix: int = 0) -> list[Prompt]:
+    """`count` different prompts of `tokens` tokens each, counted with `tokenizer` when there is one. With
+    shared_prefix, every prompt opens with the same text of about that many tokens (a system prompt, a
+    document asked about) and only the rest differs: the workload a server's prefix cache is for."""
     whole_number(count, "the number of prompts", 1, MAX_PROMPTS)
     whole_number(tokens, "prompt tokens", 1, MAX_PROMPT_TOKENS)
+    whole_number(shared_prefix, "shared prefix tokens", 0, tokens - 1)
     rng = random.Random(seed)
+    prefix = _words(random.Random(seed + 1), shared_prefix) + " " if shared_prefix else ""
+    rest = tokens - shared_prefix
     if tokenizer is None:
-        return [Prompt(_words(rng, tokens), tokens, counted=False) for _ in range(count)]
+        return [Prompt(prefix + _words(rng, rest), tokens, counted=False) for _ in range(count)]
+    if prefix:  # the prefix's exact text, as the tokenizer cuts it, without the special tokens it adds
+        prefix = tokenizer.decode(tokenizer(prefix, add_special_tokens=False).input_ids[:shared_prefix])
     out = []
     for _ in range(count):
-        text = _exact(tokenizer, rng, tokens)
+        text = _exact(tokenizer, rng, tokens, prefix)
         out.append(Prompt(text, len(tokenizer(text).input_ids), counted=True))
     return out
 

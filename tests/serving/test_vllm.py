@@ -19,7 +19,7 @@ import pytest
 from kvviz.serving.endpoint import CHAT, EndpointError, endpoint
 from kvviz.serving.load import Load
 from kvviz.serving.loadgen import run
-from kvviz.serving.metrics_reader import Watcher, parse
+from kvviz.serving.metrics_reader import Watcher, parse, server_view
 from kvviz.serving.models import model_folder
 from kvviz.serving.prompts import load_tokenizer, synthetic
 from kvviz.serving.vllm import ServerSpec, free_port, running_vllm, stop
@@ -94,6 +94,23 @@ def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
     for s in steady:
         assert s.predicted_kv_usage == pytest.approx(4 / 8191)
         assert s.kv_usage == pytest.approx(s.predicted_kv_usage, abs=1.01 / 8191), "more than a block apart"
+
+
+def test_a_shared_prefix_is_served_from_vllms_prefix_cache(server):
+    """8 prompts of 600 tokens opening with the same 512, one at a time: the first computes the prefix, whose 4
+    full blocks of 128 the prefix cache then serves to the 7 others: vLLM counts 7 × 512 hit tokens of
+    8 × 600 queried, and its request histograms cover the 8 requests."""
+    ep = server.endpoint()
+    watcher = Watcher(ep, interval_s=0.2)
+    prompts = synthetic(8, 600, load_tokenizer(REPO / "assets" / "tiny"), seed=5, shared_prefix=512)
+    result = run(ep, Load(concurrency=1, requests=8, output_tokens=8), prompts, watcher=watcher)
+    view = server_view(result.samples)
+    assert result.stats.completed == 8 and all(r.prompt_tokens == 600 for r in result.records)
+    first, last = result.samples[0], result.samples[-1]
+    assert last.prefix_cache_hits - first.prefix_cache_hits == 7 * 512
+    assert last.prefix_cache_queries - first.prefix_cache_queries == 8 * 600
+    assert view.prefix_hit_rate == pytest.approx(7 * 512 / (8 * 600))
+    assert view.requests == 8 and view.queue_mean_s >= 0 and view.prefill_mean_s > 0 and view.decode_mean_s > 0
 
 
 def test_a_model_vllm_does_not_serve_is_one_line(server):
