@@ -1,9 +1,11 @@
 """Serving under load: kvviz measures a real inference server (vLLM, SGLang, any OpenAI-compatible endpoint)
 from outside, over HTTP, and starts vLLM itself for its own models.
 
-endpoint (where the load goes, the key, the one error type), prompts (synthetic or from a file), sse (one
-streamed request, read cheaply), loadgen (closed loop, open loop, bounded and cancellable), stats (a run's
-figures, as vLLM's benchmark defines them), sweep (one in flight up to saturation), metrics_reader (the
-server's /metrics, polled, beside kvviz's KV prediction), vllm (set up, start and stop vLLM), capacity (vLLM's
-KV capacity against kvviz's), cli (`python -m kvviz.serving`). Nothing here imports gradio or plotly.
+endpoint (where the load goes, the key, the one error type), prompts (synthetic, with a shared prefix, or
+from a file), load (what a load is), sse (one streamed request, read cheaply), record (what one request
+measured), loadgen (closed and open loops, bounded and cancellable), stats (a run's figures, as vLLM's
+benchmark defines them), sweep (one in flight up to saturation), metrics_reader (the server's /metrics,
+polled, beside kvviz's KV prediction), vllm (set up, start and stop vLLM), models (the folders it serves),
+capacity (vLLM's KV capacity against kvviz's), cli (`python -m kvviz.serving`). Nothing here imports gradio
+or plotly.
 """

