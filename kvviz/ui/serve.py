@@ -75,12 +75,13 @@ def running_app(*args: str, log: Path | None = None, env: dict[str, str] | None 
                 start_timeout_s: float = START_TIMEOUT_S) -> Iterator[ServedApp]:
     """app.py started with `args` on a free loopback port; yields it once it listens, then stops it (SIGTERM).
 
-    env: variables added to this process's environment (analytics are always off).
+    env: variables added to this process's environment (analytics are off; KVVIZ_FETCH=0 unless env says).
     """
     with tempfile.TemporaryDirectory(prefix="kvviz-app-") as scratch:
         log = log or Path(scratch) / "app.log"
         port = free_port()
-        full_env = os.environ | {"GRADIO_ANALYTICS_ENABLED": "False"} | (env or {})
+        # Callers drive the app with the models they name, so it fetches nothing at start unless they ask.
+        full_env = os.environ | {"GRADIO_ANALYTICS_ENABLED": "False", "KVVIZ_FETCH": "0"} | (env or {})
         with log.open("w") as out:
             process = subprocess.Popen([sys.executable, "app.py", "--port", str(port), *args], cwd=ROOT,  # noqa: S603
                                        env=full_env, stdout=out, stderr=subprocess.STDOUT, text=True)

@@ -48,7 +48,7 @@ def test_page_shows_the_limits_and_offers_only_the_allowlist(app):
                and "model" in str(c["props"].get("label"))]
     assert len(pickers) == 2
     for props in pickers:
-        assert [value for _, value in props["choices"]] == ["tiny", "random:gpt2", TWIN]
+        assert [value for _, value in props["choices"]] == ["tiny", "smollm2-135m-instruct", "random:gpt2", TWIN]
         assert props["allow_custom_value"] is False
 
 
@@ -174,7 +174,7 @@ def test_hosted_page_in_a_browser(app):
         expect(page.locator("#calc-summary h3")).to_contain_text("KV cache", timeout=60_000)
         expect(page.locator("#hosted-note")).to_contain_text("Hosted demo limits")
         page.get_by_role("tab", name="Live generation").click()
-        page.get_by_text("Explain what the kernel does.").first.click()
-        expect(page.locator("#gen-prompt textarea")).to_have_value("Explain what the kernel does.", timeout=10_000)
+        page.get_by_text("What is the capital of France?").first.click()
+        expect(page.locator("#gen-prompt textarea")).to_have_value("What is the capital of France?", timeout=10_000)
         assert page.locator("#gen-max-new input[type=range]").get_attribute("max") == "1000"
         browser.close()

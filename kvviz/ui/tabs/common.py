@@ -19,10 +19,13 @@ from kvviz.engine.request import GenerationRequest
 from kvviz.ui.worker import JobKind, WorkerJob, start_job
 
 DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
-MODEL_CHOICES = ["tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:qwen3-0.6b", "random:gpt2",
-                 "random:tinyllama-1.1b", "Qwen/Qwen2.5-0.5B-Instruct"]
-EXAMPLE_PROMPTS = ["用三句话解释 LLM 推理中的 KV Cache。", "What is a package?", "The kernel",
-                   "Explain what the kernel does."]
+MODEL_CHOICES = ["smollm2-135m-instruct", "tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:qwen3-0.6b",
+                 "random:gpt2", "random:tinyllama-1.1b", "Qwen/Qwen2.5-0.5B-Instruct"]
+# Questions SmolLM2-135M-Instruct answers in plain English, the lesson's own question (its Chinese is weak), and
+# openings in the Debian-manual prose that tiny was trained on.
+EXAMPLE_PROMPTS = ["Give three tips for writing clear code.", "What is the capital of France?",
+                   "Explain the KV cache in LLM inference in three sentences.", "用三句话解释 LLM 推理中的 KV Cache。",
+                   "What is a package?", "The kernel"]
 
 
 def plot(fig: dict) -> PlotData:
@@ -41,7 +44,8 @@ def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
         return gr.Dropdown(policy.model_choices(), value=default_model, allow_custom_value=False,
                            label="model (what this hosted demo offers)", **kw)
     return gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True,
-                       label="model (bundled tiny, random:<preset> twins, a hub id or a local folder)", **kw)
+                       label="model (SmolLM2-135M-Instruct, bundled tiny, random:<preset> twins, a hub id, a folder)",
+                       **kw)
 
 
 def max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:

@@ -75,7 +75,7 @@ def compare_tab(default_model: str, policy: HostPolicy) -> None:
     gr.Markdown(INTRO)
     with gr.Row():
         model = model_picker(policy, default_model, scale=2)
-        prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[1], scale=3)  # a long answer: a clear curve
+        prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[2], scale=3)  # a long answer: a clear curve
         max_new_tokens = max_new_slider(policy, 512, scale=2)
         go = gr.Button("Compare", variant="primary", elem_id="compare-btn", scale=1)
     verdict = gr.Markdown(elem_id="compare-verdict")
