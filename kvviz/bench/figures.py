@@ -185,10 +185,12 @@ def serving_figure(rows: pd.DataFrame) -> go.Figure:
         "output tokens/s against requests in flight", "TTFT and TPOT (ms)", "tokens/s per user against total"))
     fig.add_scatter(x=sweep["concurrency"], y=sweep["output_tokens_per_s"], mode="lines+markers",
                     name="vLLM, measured by kvviz", marker_color=COLORS["kvviz"], row=1, col=1)
-    for source, color, symbol in (("vllm bench serve", COLORS["generate"], "diamond"),
+    for source, color, symbol in (("kvviz", COLORS["kvviz"], "circle-open"),
+                                  ("vllm bench serve", COLORS["generate"], "diamond"),
                                   ("kvviz engine (one at a time)", COLORS["plain"], "square")):
         sel = rows[rows["source"] == source]
-        fig.add_scatter(x=sel["concurrency"], y=sel["output_tokens_per_s"], mode="markers", name=source,
+        name = "kvviz, rounds beside vLLM's benchmark" if source == "kvviz" else source
+        fig.add_scatter(x=sel["concurrency"], y=sel["output_tokens_per_s"], mode="markers", name=name,
                         marker={"color": color, "size": 11, "symbol": symbol}, row=1, col=1)
     for metric, dash in (("ttft", "solid"), ("tpot", "dot")):
         for q in ("p50", "p99"):

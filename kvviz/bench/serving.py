@@ -1,9 +1,10 @@
 """Part: serving under load on a real engine. vLLM serves tiny; kvviz's load generator sweeps it from one
 request in flight to saturation; vLLM's own benchmark (`vllm bench serve`'s code, run in vLLM's environment)
-measures the same server under the same load at one concurrency, between two runs of kvviz's at that
-concurrency, so the two throughputs can be set side by side; then, with vLLM stopped, kvviz's own engine runs
-the same requests one at a time. Every row says what produced it and how much CPU kvviz's client spent
-(client and server share the machine's cores). Knows the benchmark's steps; the measuring is kvviz.serving's.
+measures the same server under the same load at one concurrency, alternating with kvviz's for a few rounds
+(the machine's other work drifts: each round pairs two runs seconds apart, and the medians are compared);
+then, with vLLM stopped, kvviz's own engine runs the same requests one at a time. Every row says what
+produced it and how much CPU kvviz's client spent (client and server share the machine's cores). Knows the
+benchmark's steps; the measuring is kvviz.serving's.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ class ServingPlan:
     max_concurrency: int = 16
     per_level: int = 4
     compare_at: int = 8
-    compare_requests: int = 32
+    compare_requests: int = 64
+    rounds: int = 3
     engine_requests: int = 8
 
 
 FULL = ServingPlan()
-QUICK = ServingPlan(output_tokens=32, max_concurrency=2, per_level=2, compare_at=2, compare_requests=4,
+QUICK = ServingPlan(output_tokens=32, max_concurrency=2, per_level=2, compare_at=2, compare_requests=4, rounds=1,
                     engine_requests=2)
 
 
@@ -70,7 +72,7 @@ def measured_run(server: VllmServer, load: Load, prompts: list[Prompt], source: 
             "client_cpu_share": client_cpu / row["duration_s"] if row["duration_s"] else None}
 
 
-def vllm_bench(server: VllmServer, plan: ServingPlan, concurrency: int, requests: int) -> dict:
+def vllm_bench(server: VllmServer, plan: ServingPlan, concurrency: int, requests: int, seed: int = 0) -> dict:
     """vLLM's own benchmark on the same server and load (random prompts of plan.prompt_tokens tokens of tiny's
     tokenizer, plan.output_tokens out with ignore_eos, `concurrency` in flight), as a row in kvviz's names."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,7 +80,7 @@ def vllm_bench(server: VllmServer, plan: ServingPlan, concurrency: int, requests
                 "--tokenizer", str(server.spec.model_dir), "--dataset-name", "random",
                 "--random-input-len", str(plan.prompt_tokens), "--random-output-len", str(plan.output_tokens),
                 "--num-prompts", str(requests), "--max-concurrency", str(concurrency), "--ignore-eos",
-                "--save-result", "--result-dir", tmp, "--result-filename", "bench.json"]
+                "--seed", str(seed), "--save-result", "--result-dir", tmp, "--result-filename", "bench.json"]
         done = subprocess.run([str(vllm_python()), "-c", VLLM_BENCH, *args], capture_output=True, text=True,  # noqa: S603
                               env=os.environ | {"HF_HUB_OFFLINE": "1"}, timeout=900, check=False)
         if done.returncode != 0:
@@ -127,8 +129,8 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
     plan.compare_at, vLLM stopped, kvviz's engine. Returns every row and the summary."""
     load_before = os.getloadavg()
     tokenizer = load_tokenizer(TINY)
-    prompts = synthetic(4 * plan.compare_requests + sum(max(8, plan.per_level * c)
-                                                        for c in levels(plan.max_concurrency)),
+    prompts = synthetic(2 + plan.rounds * plan.compare_requests + sum(max(8, plan.per_level * c)
+                                                                      for c in levels(plan.max_concurrency)),
                         plan.prompt_tokens, tokenizer, seed=11)
     spec = ServerSpec(TINY, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1)
     log = (log_dir or REPO / "results-tmp") / "vllm-bench-serving.log"
@@ -140,12 +142,11 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
             rows.append(measured_run(server, load, prompts[used:], "kvviz sweep"))
             used += load.requests
         same = Load(concurrency=plan.compare_at, requests=plan.compare_requests, output_tokens=plan.output_tokens)
-        for source in ("kvviz (before vLLM's)", "vllm", "kvviz (after vLLM's)"):
-            if source == "vllm":
-                rows.append(vllm_bench(server, plan, plan.compare_at, plan.compare_requests))
-                continue
-            rows.append(measured_run(server, same, prompts[used:], source))
+        for round_ in range(1, plan.rounds + 1):
+            rows.append(measured_run(server, same, prompts[used:], "kvviz") | {"round": round_})
             used += same.requests
+            rows.append(vllm_bench(server, plan, plan.compare_at, plan.compare_requests, seed=round_)
+                        | {"round": round_})
         facts, startup_s = server.facts, server.ready_s
     rows.append(engine_row(engine_rows(prompts, plan)))
     frame = pd.DataFrame(rows)
@@ -154,15 +155,19 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
 
 def summarize_serving(frame: pd.DataFrame, plan: ServingPlan, load_before: tuple, capacity: int | None,
                       startup_s: float | None) -> dict:
-    """kvviz's throughput at plan.compare_at (mean of its two runs) against vLLM's benchmark's, and the rest."""
-    ours = frame[frame["source"].str.startswith("kvviz (")]["output_tokens_per_s"].mean()
-    theirs = float(frame.loc[frame["source"] == "vllm bench serve", "output_tokens_per_s"].iloc[0])
+    """kvviz's throughput at plan.compare_at against vLLM's benchmark's (the medians of the rounds), the rest."""
+    ours = float(frame.loc[frame["source"] == "kvviz", "output_tokens_per_s"].median())
+    theirs = float(frame.loc[frame["source"] == "vllm bench serve", "output_tokens_per_s"].median())
+    pairs = frame[frame["source"].isin(["kvviz", "vllm bench serve"])].pivot(
+        index="round", columns="source", values="output_tokens_per_s")
     sweep = frame[frame["source"] == "kvviz sweep"]
     engine = frame[frame["source"].str.startswith("kvviz engine")].iloc[0]
     return {
         "model": "tiny", "prompt_tokens": plan.prompt_tokens, "output_tokens": plan.output_tokens,
         "compare_at_concurrency": plan.compare_at,
-        "kvviz_output_tokens_per_s": float(ours), "vllm_bench_output_tokens_per_s": theirs,
+        "rounds": plan.rounds, "requests_per_round": plan.compare_requests,
+        "kvviz_output_tokens_per_s": ours, "vllm_bench_output_tokens_per_s": theirs,
+        "kvviz_over_vllm_bench_each_round": [float(r) for r in pairs["kvviz"] / pairs["vllm bench serve"]],
         "kvviz_over_vllm_bench": ours / theirs, "within_10_percent": bool(abs(ours / theirs - 1) <= 0.10),
         "sweep_output_tokens_per_s": {int(c): float(t) for c, t in zip(sweep["concurrency"],
                                                                        sweep["output_tokens_per_s"], strict=True)},
