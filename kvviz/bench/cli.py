@@ -164,7 +164,7 @@ def _gpu(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 def _serving(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.serving import FULL, QUICK, serving_bench
 
-    frame, summary = serving_bench(QUICK if args.quick else FULL, args.out)
+    frame, summary = serving_bench(QUICK if args.quick else FULL)  # vLLM's log: results-tmp/
     write_results(args.out, "serving-quick" if args.quick else "serving", frame, summary, argv)
 
 

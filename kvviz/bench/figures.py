@@ -182,7 +182,7 @@ def serving_figure(rows: pd.DataFrame) -> go.Figure:
     trade-off of tokens/s per user (1 / TPOT) against total tokens/s."""
     sweep = rows[rows["source"] == "kvviz sweep"].sort_values("concurrency")
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
-        "output tokens/s against requests in flight", "TTFT and TPOT (ms)", "tokens/s per user against total"))
+        "output tokens/s against requests in flight", "TTFT and TPOT", "tokens/s per user against total"))
     fig.add_scatter(x=sweep["concurrency"], y=sweep["output_tokens_per_s"], mode="lines+markers",
                     name="vLLM, measured by kvviz", marker_color=COLORS["kvviz"], row=1, col=1)
     for source, color, symbol in (("kvviz", COLORS["kvviz"], "circle-open"),
@@ -202,6 +202,7 @@ def serving_figure(rows: pd.DataFrame) -> go.Figure:
                     name="trade-off (labels: in flight)", marker_color=COLORS["kvviz"], showlegend=False, row=1, col=3)
     fig.update_xaxes(title_text="requests in flight", type="log", row=1, col=1)
     fig.update_xaxes(title_text="requests in flight", type="log", row=1, col=2)
+    fig.update_yaxes(title_text="ms (log scale)", type="log", row=1, col=2)
     fig.update_xaxes(title_text="total output tokens/s", row=1, col=3)
     fig.update_yaxes(title_text="tokens/s per user (1 / TPOT p50)", row=1, col=3)
     return _layout(fig, "Serving tiny with vLLM: continuous batching's throughput, latency and trade-off",
