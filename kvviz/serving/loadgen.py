@@ -78,10 +78,14 @@ class _Run:
 
     def __init__(self, client: httpx.AsyncClient, ep: Endpoint, load: Load, prompts: Sequence[Prompt]) -> None:
         self.client, self.ep, self.load, self.prompts = client, ep, load, prompts
-        self.start = time.perf_counter()
-        self.deadline = self.start + load.duration_s
         self.records: list[RequestRecord] = []
         self.in_flight = InFlight()
+        self.begin()
+
+    def begin(self) -> None:
+        """Start the run's clock (sent_s counts from here) and its time limit."""
+        self.start = time.perf_counter()
+        self.deadline = self.start + self.load.duration_s
 
     def open(self) -> bool:
         """Whether a new request may still be sent."""
@@ -156,8 +160,14 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
                                  verify=not ep.base_url.startswith("http://")) as client:
         await check_endpoint(client, ep)
         run = _Run(client, ep, load, prompts)
-        stop = asyncio.Event()
-        polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop)) if watcher else None
+        stop, first = asyncio.Event(), asyncio.Event()
+        polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop, first)) if watcher else None
+        if polling is not None:  # the server's counters before the first request, not after it
+            try:
+                await asyncio.wait_for(first.wait(), 10.0)  # set by the first sample, or by polling failing
+            except asyncio.TimeoutError:
+                pass
+        run.begin()
         cancelled = await _until_done_or_cancelled(run.closed() if load.arrivals == CLOSED else run.open_loop(),
                                                    cancel)
         duration = time.perf_counter() - run.start

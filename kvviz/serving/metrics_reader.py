@@ -167,9 +167,11 @@ class Watcher:
             self.kv = KvModel(self.arch, self.dtype or kv_dtype("bf16"), self.cache.block_size,
                               self.cache.num_blocks)
 
-    async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event) -> None:
+    async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event,
+                   first: asyncio.Event | None = None) -> None:
         """Sample every interval_s until `stop` is set, then once more (the counters then include the run's
-        last requests)."""
+        last requests). `first` is set once the first sample is kept (or polling failed): the load waits for
+        it, so that the first sample comes before the first request."""
         start = time.perf_counter()
         while True:
             stopping = stop.is_set()
@@ -177,12 +179,16 @@ class Watcher:
                 parsed = await fetch(client, self.ep)
             except EndpointError as exc:
                 self.error = first_line(exc)
+                if first is not None:
+                    first.set()
                 return
             self._read_cache(parsed)
             lengths = in_flight.lengths()
             sample = sample_from(parsed, time.perf_counter() - start)
             predicted = self.kv.usage(lengths) if self.kv else None
             self.samples.append(replace(sample, in_flight=len(lengths), predicted_kv_usage=predicted))
+            if first is not None:
+                first.set()
             if stopping:
                 return
             try:

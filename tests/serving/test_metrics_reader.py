@@ -84,6 +84,8 @@ def test_a_run_keeps_the_servers_series_and_the_prediction():
         watcher = Watcher(ep, kv, interval_s=0.05)
         result = run(ep, Load(concurrency=2, requests=2, output_tokens=5), synthetic(2, 8), watcher=watcher)
     assert result.metrics_error is None and len(result.samples) >= 4
+    assert result.samples[0].in_flight == 0, "the first sample must come before the first request"
+    assert result.samples[-1].in_flight == 0, "a last sample is taken after the run"
     assert all(s.running == 4 for s in result.samples)
     assert max(s.in_flight for s in result.samples) == 2
     assert max(s.predicted_kv_usage for s in result.samples) == pytest.approx(2 / 8191)
