@@ -174,7 +174,8 @@ def _server_line(result) -> str | None:
     kv = "" if view.max_kv_usage is None else f"  KV used <= {view.max_kv_usage:.2%}" + (
         "" if view.max_predicted_kv_usage is None else f" (kvviz predicted {view.max_predicted_kv_usage:.2%})")
     return (f"      server, per request: queued {_ms(view.queue_mean_s)} ms, prefill {_ms(view.prefill_mean_s)} ms, "
-            f"decode {_ms(view.decode_mean_s)} ms (client TTFT mean {_ms(result.stats.ttft.mean)} ms)  "
+            f"decode {_ms(view.decode_mean_s)} ms; TTFT mean {_ms(view.ttft_mean_s)} ms (client: "
+            f"{_ms(result.stats.ttft.mean)} ms)  "
             f"prefix-cache hits {hits}  preemptions {view.preemptions or 0:.0f}{kv}")
 
 

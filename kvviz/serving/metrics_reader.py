@@ -41,6 +41,8 @@ SERIES: dict[str, tuple[str, ...]] = {
     "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
     "decode_time_sum": ("vllm:request_decode_time_seconds_sum",),
     "decode_time_count": ("vllm:request_decode_time_seconds_count",),
+    "ttft_time_sum": ("vllm:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_sum"),
+    "ttft_time_count": ("vllm:time_to_first_token_seconds_count", "sglang:time_to_first_token_seconds_count"),
 }
 MEAN = {"kv_usage"}  # fractions: averaged over engines, not summed
 POLL_INTERVAL_S = 0.25
@@ -66,6 +68,8 @@ class Sample:
     prefill_time_count: float | None = None
     decode_time_sum: float | None = None
     decode_time_count: float | None = None
+    ttft_time_sum: float | None = None
+    ttft_time_count: float | None = None
     in_flight: int = 0
     predicted_kv_usage: float | None = None
 
@@ -201,10 +205,12 @@ class Watcher:
 class ServerView:
     """What the server's own series say about one run, from the first and last samples (counters and histogram
     sums grow; their differences belong to the run): per request, the mean time it queued, was prefilled and
-    was decoded (vLLM's request_queue/prefill/decode_time histograms); the prefix cache's hit rate (hit tokens
-    over queried tokens); tokens generated; preemptions; the peaks of the gauges. None where the server lacks it."""
+    was decoded (vLLM's request_queue/prefill/decode_time histograms) and its TTFT as the server clocks it (from
+    the request's arrival at its HTTP front end); the prefix cache's hit rate (hit tokens over queried tokens);
+    tokens generated; preemptions; the peaks of the gauges. None where the server lacks it."""
 
     requests: int | None
+    ttft_mean_s: float | None
     queue_mean_s: float | None
     prefill_mean_s: float | None
     decode_mean_s: float | None
@@ -240,7 +246,8 @@ def server_view(samples: list[Sample] | tuple[Sample, ...]) -> ServerView | None
     count = _delta(first, last, "queue_time_count")
     hits, queries = _delta(first, last, "prefix_cache_hits"), _delta(first, last, "prefix_cache_queries")
     return ServerView(
-        requests=int(count) if count is not None else None, queue_mean_s=_mean(first, last, "queue"),
+        requests=int(count) if count is not None else None, ttft_mean_s=_mean(first, last, "ttft"),
+        queue_mean_s=_mean(first, last, "queue"),
         prefill_mean_s=_mean(first, last, "prefill"), decode_mean_s=_mean(first, last, "decode"),
         prefix_hit_rate=hits / queries if hits is not None and queries else None,
         generated_tokens=_delta(first, last, "generation_tokens"), preemptions=_delta(first, last, "preemptions"),

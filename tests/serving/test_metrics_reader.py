@@ -101,17 +101,20 @@ def test_bad_metrics_stop_the_polling_not_the_run():
 
 
 def test_the_server_view_of_a_run_by_hand():
-    """Between the first and last samples 4 requests finished, having queued 0.2 s, been prefilled 0.4 s and
-    decoded 2 s in all: 0.05, 0.1 and 0.5 s each; 30 of 100 queried prompt tokens were prefix-cache hits."""
-    first = Sample(t_s=0, queue_time_sum=1.0, queue_time_count=10, prefill_time_sum=2.0, prefill_time_count=10,
-                   decode_time_sum=5.0, decode_time_count=10, prefix_cache_hits=50, prefix_cache_queries=200,
-                   generation_tokens=1000, preemptions=1, running=0, kv_usage=0.0)
+    """Between the first and last samples 4 requests finished, having waited 1 s for their first tokens,
+    queued 0.2 s, been prefilled 0.4 s and decoded 2 s in all: 0.25, 0.05, 0.1 and 0.5 s each; 30 of 100
+    queried prompt tokens were prefix-cache hits."""
+    first = Sample(t_s=0, ttft_time_sum=3.0, ttft_time_count=10, queue_time_sum=1.0, queue_time_count=10,
+                   prefill_time_sum=2.0, prefill_time_count=10, decode_time_sum=5.0, decode_time_count=10,
+                   prefix_cache_hits=50, prefix_cache_queries=200, generation_tokens=1000, preemptions=1,
+                   running=0, kv_usage=0.0)
     mid = Sample(t_s=1, running=4, waiting=2, kv_usage=0.3, predicted_kv_usage=0.25)
-    last = Sample(t_s=2, queue_time_sum=1.2, queue_time_count=14, prefill_time_sum=2.4, prefill_time_count=14,
-                  decode_time_sum=7.0, decode_time_count=14, prefix_cache_hits=80, prefix_cache_queries=300,
-                  generation_tokens=1512, preemptions=1, running=0, kv_usage=0.0)
+    last = Sample(t_s=2, ttft_time_sum=4.0, ttft_time_count=14, queue_time_sum=1.2, queue_time_count=14,
+                  prefill_time_sum=2.4, prefill_time_count=14, decode_time_sum=7.0, decode_time_count=14,
+                  prefix_cache_hits=80, prefix_cache_queries=300, generation_tokens=1512, preemptions=1,
+                  running=0, kv_usage=0.0)
     view = server_view([first, mid, last])
-    assert view.requests == 4
+    assert view.requests == 4 and view.ttft_mean_s == pytest.approx(0.25)
     assert (view.queue_mean_s, view.prefill_mean_s, view.decode_mean_s) == pytest.approx((0.05, 0.1, 0.5))
     assert view.prefix_hit_rate == pytest.approx(0.3) and view.generated_tokens == 512 and view.preemptions == 0
     assert (view.max_running, view.max_waiting, view.max_kv_usage, view.max_predicted_kv_usage) == (4, 2, 0.3, 0.25)
