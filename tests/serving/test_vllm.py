@@ -80,14 +80,14 @@ def test_chat_on_vllm_skips_the_role_chunk(server):
 
 
 def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
-    """While 4 requests of 16 + up to 64 tokens run, each holds one 128-token block: vLLM's
+    """While 4 requests of 16 + up to 100 tokens run, each holds one 128-token block: vLLM's
     kv_cache_usage_perc and kvviz's prediction both read 4 / 8,191 when the server runs what the client sent."""
     from kvviz.calc.arch import architecture_from_source
 
     ep = server.endpoint()
-    watcher = Watcher(ep, interval_s=0.05, arch=architecture_from_source(REPO / "assets" / "tiny"))
+    watcher = Watcher(ep, interval_s=0.02, arch=architecture_from_source(REPO / "assets" / "tiny"))
     prompts = synthetic(4, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
-    result = run(ep, Load(concurrency=4, requests=4, output_tokens=64), prompts, watcher=watcher)
+    result = run(ep, Load(concurrency=4, requests=4, output_tokens=100), prompts, watcher=watcher)
     assert result.metrics_error is None and watcher.cache.capacity_tokens == 1_048_576
     steady = [s for s in result.samples if s.running == s.in_flight == 4]
     assert steady, f"no sample caught the 4 requests running: {[(s.running, s.in_flight) for s in result.samples]}"
