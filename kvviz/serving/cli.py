@@ -264,8 +264,10 @@ def _start(args: argparse.Namespace) -> None:
 
 def _capacity_line(row) -> str:
     return (f"{row.model:<22} {row.attention:<32} {row.dtype}/{row.vllm_dtype} {row.bytes_per_token:>7,} B/token  "
-            f"block {row.block_size}  vLLM pool {row.vllm_pool_tokens:>10,}  kvviz {row.kvviz_token_slots:>10,}  "
-            f"logged {row.vllm_logged_tokens or 0:>10,}  {'agree' if row.agree else 'DIFFER'}")
+            f"block {row.block_size}  pool: vLLM {row.vllm_pool_tokens:>10,} "
+            f"modelled {row.modelled_pool_tokens or 0:>10,}"
+            f"  logged: vLLM {row.vllm_logged_tokens or 0:>10,} modelled {row.kvviz_logged_tokens or 0:>10,}  "
+            f"kvviz slots {row.kvviz_token_slots:>10,}  {'agree' if row.agree else 'DIFFER'}")
 
 
 def _capacity(args: argparse.Namespace) -> None:
