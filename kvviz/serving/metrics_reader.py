@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kvviz.base.errors import first_line
 from kvviz.calc.arch import Architecture
 from kvviz.calc.dtypes import DType, kv_dtype
-from kvviz.calc.memory import bytes_per_token, paged_bytes
+from kvviz.calc.memory import layer_groups, paged_bytes, token_layer_bytes
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.sse import transport_message
 
@@ -148,7 +148,10 @@ class KvModel:
         tokens in whole blocks (kvviz.calc.memory.paged_bytes), over the pool's bytes less one block (vLLM
         keeps a null block out of the pool and out of its kv_cache_usage_perc)."""
         held = sum(paged_bytes(self.arch, 1, n, self.dtype, self.block_size) for n in lengths if n > 0)
-        pool = (self.num_blocks - 1) * self.block_size * bytes_per_token(self.arch, self.dtype)
+        # a block holds block_size tokens of one group's layers: all of them, or (full + sliding layers in
+        # equal numbers) one kind's (kvviz.serving.capacity models vLLM's groups)
+        group_layers = layer_groups(self.arch)[0].count
+        pool = (self.num_blocks - 1) * self.block_size * group_layers * token_layer_bytes(self.arch, self.dtype)
         return held / pool
 
 
