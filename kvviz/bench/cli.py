@@ -68,7 +68,13 @@ def _payoff(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 def _memory(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.memory_truth import FULL, QUICK, memory_truth, summarize_memory
 
-    frame = memory_truth(QUICK if args.quick else FULL, args.device)
+    families = QUICK if args.quick else FULL
+    if args.only:
+        families = tuple(f for f in families if f.preset in args.only or f.model in args.only)
+        if not families:
+            raise SystemExit(f"--only {' '.join(args.only)}: no such family; choose among the presets and models of "
+                             f"{', '.join(f.model or f.preset for f in FULL)}")
+    frame = memory_truth(families, args.device)
     write_results(args.out, "memory-quick" if args.quick else "memory", frame, summarize_memory(frame), argv)
 
 
@@ -229,7 +235,9 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
     "payoff": ("cached against uncached over new-token counts and two prompt lengths",
                "32 tokens, the short prompt only", [_text("--model", "tiny"), _int("--new-tokens", 512)]),
     "memory": ("measured KV bytes against the prediction, a twin of each attention family",
-               "one or two layers per family, short prompts", [_text("--device", "auto")]),
+               "one or two layers per family, short prompts",
+               [_text("--device", "auto"),
+                ("--only", {"nargs": "+", "default": None, "help": "only the families of these presets or models"})]),
     "hardware": ("measured bandwidth and matmul peak, and how close models run to them",
                  "small measurement, tiny only, 8 tokens, 1 repeat",
                  [_models("tiny", "random:qwen2.5-0.5b"), _int("--new-tokens", 64), _int("--repeats", 3)]),

@@ -101,14 +101,14 @@ import json, sys, time
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 import transformers.initialization
-from kvviz.engine.loading import BUNDLED, TWIN_PREFIX, load_model
+from kvviz.engine.loading import TWIN_PREFIX, load_model, named_folder
 from kvviz.calc.arch import load_config_dict
 from kvviz.calc.presets import PRESET_DIR
 spec, mode = sys.argv[1], sys.argv[2]
 if spec.startswith(TWIN_PREFIX):
     raw, _ = load_config_dict(PRESET_DIR / (spec[len(TWIN_PREFIX):] + ".json"))
 else:
-    raw, _ = load_config_dict(BUNDLED.get(spec, spec))
+    raw, _ = load_config_dict(named_folder(spec) or spec)
 raw = dict(raw)
 config = AutoConfig.for_model(raw.pop("model_type"), **raw)
 # Import the family's modeling code first: a one-off cost of any process, not of building weights.
