@@ -129,19 +129,22 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
     plan.compare_at, vLLM stopped, kvviz's engine. Returns every row and the summary."""
     load_before = os.getloadavg()
     tokenizer = load_tokenizer(TINY)
-    prompts = synthetic(2 + plan.rounds * plan.compare_requests + sum(max(8, plan.per_level * c)
-                                                                      for c in levels(plan.max_concurrency)),
+    prompts = synthetic(plan.compare_at + plan.rounds * plan.compare_requests
+                        + sum(c + max(8, plan.per_level * c) for c in levels(plan.max_concurrency)),
                         plan.prompt_tokens, tokenizer, seed=11)
     spec = ServerSpec(TINY, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1)
     log = (log_dir or REPO / "results-tmp") / "vllm-bench-serving.log"
     rows, used = [], 0
     with running_vllm(spec, log_path=log) as server:
-        run(server.endpoint(), Load(concurrency=2, requests=2, output_tokens=8), prompts[-2:])  # warm the path
-        for c in levels(plan.max_concurrency):
+        for c in levels(plan.max_concurrency):  # each level after a warm-up at its batch size (sweep.py says why)
+            run(server.endpoint(), Load(concurrency=c, requests=c, output_tokens=32), prompts[used:])
             load = Load(concurrency=c, requests=max(8, plan.per_level * c), output_tokens=plan.output_tokens)
-            rows.append(measured_run(server, load, prompts[used:], "kvviz sweep"))
-            used += load.requests
+            rows.append(measured_run(server, load, prompts[used + c:], "kvviz sweep"))
+            used += c + load.requests
         same = Load(concurrency=plan.compare_at, requests=plan.compare_requests, output_tokens=plan.output_tokens)
+        run(server.endpoint(), Load(concurrency=plan.compare_at, requests=plan.compare_at, output_tokens=32),
+            prompts[used:])
+        used += plan.compare_at
         for round_ in range(1, plan.rounds + 1):
             rows.append(measured_run(server, same, prompts[used:], "kvviz") | {"round": round_})
             used += same.requests

@@ -32,9 +32,9 @@ def levels(max_concurrency: int) -> list[int]:
     return out if out[-1] == max_concurrency else [*out, max_concurrency]
 
 
-def prompts_needed(max_concurrency: int, per_level: int = 4, min_requests: int = 8) -> int:
-    """Requests a whole sweep may send: every level's."""
-    return sum(max(min_requests, per_level * c) for c in levels(max_concurrency))
+def prompts_needed(max_concurrency: int, per_level: int = 4, min_requests: int = 8, warmup: bool = True) -> int:
+    """Requests a whole sweep may send: every level's, and its warm-up's."""
+    return sum(max(min_requests, per_level * c) + (c if warmup else 0) for c in levels(max_concurrency))
 
 
 def saturated(results: Sequence[RunResult], gain: float, patience: int = 2) -> bool:
@@ -49,16 +49,23 @@ def saturated(results: Sequence[RunResult], gain: float, patience: int = 2) -> b
 def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32, output_tokens: int = 128,
           per_level: int = 4, min_requests: int = 8, saturation_gain: float = 0.05, slo: Slo | None = None,
           cancel: threading.Event | None = None, watcher: Callable[[], object] | None = None,
-          on_level: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+          on_level: Callable[[RunResult], None] | None = None, warmup: bool = True) -> list[RunResult]:
     """Run the levels in turn; returns each level's result. watcher: makes a metrics_reader.Watcher per level.
     Each level starts where the previous one's prompts ended (give prompts_needed() of them, and no prompt is
-    sent twice, so a prefix cache sees each once)."""
+    sent twice, so a prefix cache sees each once). With warmup, each level is preceded by `concurrency` short
+    requests at that concurrency, not measured: a server on a CPU is slow the first time it runs a batch of a
+    new size (vLLM's CPU build: a fresh server's first run of 4 × 240 tokens took 10 s, the next 4 s)."""
     number(saturation_gain, "saturation gain", 0, 10)
     results: list[RunResult] = []
     sent = 0
     for concurrency in levels(max_concurrency):
         load = Load(concurrency=concurrency, requests=max(min_requests, per_level * concurrency),
                     output_tokens=output_tokens)
+        if warmup:
+            start = sent % len(prompts)
+            run(ep, Load(concurrency=concurrency, requests=concurrency, output_tokens=min(output_tokens, 32)),
+                [*prompts[start:], *prompts[:start]], cancel=cancel)
+            sent += concurrency
         start = sent % len(prompts)
         result = run(ep, load, [*prompts[start:], *prompts[:start]], slo=slo, cancel=cancel,
                      watcher=watcher() if watcher else None)

@@ -17,14 +17,17 @@ def test_levels_double_up_to_the_last(top, expected):
 
 
 def test_prompts_needed_covers_every_level():
-    assert prompts_needed(4, per_level=4, min_requests=8) == 8 + 8 + 16
+    """Levels 1, 2, 4: 8, 8 and 16 measured requests, and a warm-up of 1, 2 and 4 before them."""
+    assert prompts_needed(4, per_level=4, min_requests=8) == (8 + 1) + (8 + 2) + (16 + 4)
+    assert prompts_needed(4, per_level=4, min_requests=8, warmup=False) == 8 + 8 + 16
 
 
 def test_a_server_that_cannot_batch_saturates_at_once():
-    """One stream at a time: 2 and 4 in flight add nothing to 1's throughput, so the sweep stops at 4 of 16."""
-    with fake_server(ttft_s=0.02, itl_s=0.01, tokens=4, serial=True) as (url, _):
+    """One stream at a time (0.16 s each): 2 and 4 in flight add nothing to 1's throughput but the client's own
+    few milliseconds a request, far less than the 20% asked, so the sweep stops at 4 of 16."""
+    with fake_server(ttft_s=0.1, itl_s=0.02, tokens=4, serial=True) as (url, _):
         results = sweep(endpoint(url, MODEL), synthetic(100, 4), max_concurrency=16, output_tokens=4,
-                        per_level=1, min_requests=4)
+                        per_level=1, min_requests=4, saturation_gain=0.2)
     assert [r.load.concurrency for r in results] == [1, 2, 4]
 
 

@@ -56,16 +56,17 @@ def test_vllm_states_the_capacity_worked_out_by_hand(server):
 
 def test_a_closed_loop_on_vllm_counts_what_vllm_counts(server):
     """4 requests of 16 prompt tokens (counted with tiny's tokenizer) and 32 output tokens (ignore_eos): every
-    record has 32 tokens in 32 chunks and the prompt length vLLM reports; vLLM's own counters grow by 4 × 32
-    generated and 4 × 16 prompt tokens; the client's TTFT includes the server's, so it is not smaller."""
+    record has the 32 tokens vLLM reports, in at most 32 chunks (vLLM merges tokens into a chunk when its HTTP
+    front end falls behind), and the prompt length vLLM reports; vLLM's own counters grow by 4 × 32 generated
+    and 4 × 16 prompt tokens; the client's TTFT includes the server's, so it is not smaller."""
     ep = server.endpoint()
     before = counters(ep.base_url)
     prompts = synthetic(4, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=3)
     result = run(ep, Load(concurrency=4, requests=4, output_tokens=32), prompts)
     after = counters(ep.base_url)
     assert result.stats.completed == 4, result.stats.first_error
-    assert all(r.new_tokens == 32 and len(r.arrivals_s) == 32 and r.prompt_tokens == 16 for r in result.records), \
-        [r.row() for r in result.records]
+    assert all(r.new_tokens == 32 and 1 <= len(r.arrivals_s) <= 32 and r.prompt_tokens == 16
+               for r in result.records), [r.row() for r in result.records]
     assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 4 * 32
     assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == 4 * 16
     server_ttft = (after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]) / 4
@@ -73,27 +74,33 @@ def test_a_closed_loop_on_vllm_counts_what_vllm_counts(server):
 
 
 def test_chat_on_vllm_skips_the_role_chunk(server):
-    """/v1/chat/completions: 8 tokens arrive as 8 content chunks; the opening role chunk is not one."""
+    """/v1/chat/completions: 8 tokens arrive in at most 8 content chunks (one each unless vLLM merges some);
+    the opening role chunk, which carries none, is not counted (with it there would be 9 arrivals)."""
     result = run(server.endpoint(CHAT), Load(requests=1, output_tokens=8), synthetic(1, 8))
     rec = result.records[0]
-    assert rec.new_tokens == 8 and len(rec.arrivals_s) == 8
+    assert rec.new_tokens == 8 and 1 <= len(rec.arrivals_s) <= 8
 
 
 def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
-    """While 4 requests of 16 + up to 100 tokens run, each holds one 128-token block: vLLM's
-    kv_cache_usage_perc and kvviz's prediction both read 4 / 8,191 when the server runs what the client sent."""
+    """4 requests of 16 + 240 tokens at once: each holds one 128-token block, then two once past 128 tokens.
+    Whenever the server runs what the client has in flight, vLLM's kv_cache_usage_perc and kvviz's prediction
+    read the same blocks of the 8,191 (vLLM may take a request's next block a token before the client has seen
+    it: one block each at most)."""
     from kvviz.calc.arch import architecture_from_source
 
     ep = server.endpoint()
     watcher = Watcher(ep, interval_s=0.02, arch=architecture_from_source(REPO / "assets" / "tiny"))
-    prompts = synthetic(4, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
-    result = run(ep, Load(concurrency=4, requests=4, output_tokens=100), prompts, watcher=watcher)
+    prompts = synthetic(8, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
+    # the same load once unwatched first: a fresh vLLM on a CPU compiles for shapes it has not run yet, and its
+    # /metrics may then answer only when the run is over
+    run(ep, Load(concurrency=4, requests=4, output_tokens=240), prompts[4:])
+    result = run(ep, Load(concurrency=4, requests=4, output_tokens=240), prompts[:4], watcher=watcher)
     assert result.metrics_error is None and watcher.cache.capacity_tokens == 1_048_576
     steady = [s for s in result.samples if s.running == s.in_flight == 4]
     assert steady, f"no sample caught the 4 requests running: {[(s.running, s.in_flight) for s in result.samples]}"
     for s in steady:
-        assert s.predicted_kv_usage == pytest.approx(4 / 8191)
-        assert s.kv_usage == pytest.approx(s.predicted_kv_usage, abs=1.01 / 8191), "more than a block apart"
+        assert 4 <= round(s.predicted_kv_usage * 8191) <= 8
+        assert abs(s.kv_usage - s.predicted_kv_usage) * 8191 <= 4.01, "more than a block a request apart"
 
 
 def test_a_shared_prefix_is_served_from_vllms_prefix_cache(server):
