@@ -50,8 +50,9 @@ POLL_INTERVAL_S = 0.25
 
 @dataclass(frozen=True)
 class Sample:
-    """The server's series at one moment (t_s: seconds since polling began); None where it has none.
-    predicted_kv_usage: kvviz's prediction for the requests the client had in flight at that moment."""
+    """The server's series at one moment (t_s: seconds since polling began, when the scrape was sent; scrape_s:
+    how long the server took to answer it, so how fuzzy that moment is); None where the server has none.
+    predicted_kv_usage: kvviz's prediction for the requests the client had in flight when the answer came."""
 
     t_s: float
     kv_usage: float | None = None
@@ -72,6 +73,7 @@ class Sample:
     ttft_time_count: float | None = None
     in_flight: int = 0
     predicted_kv_usage: float | None = None
+    scrape_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,7 @@ class Watcher:
         start = time.perf_counter()
         while True:
             stopping = stop.is_set()
+            sent = time.perf_counter()
             try:
                 parsed = await fetch(client, self.ep)
             except EndpointError as exc:
@@ -191,9 +194,10 @@ class Watcher:
                 return
             self._read_cache(parsed)
             lengths = in_flight.lengths()
-            sample = sample_from(parsed, time.perf_counter() - start)
+            sample = sample_from(parsed, sent - start)
             predicted = self.kv.usage(lengths) if self.kv else None
-            self.samples.append(replace(sample, in_flight=len(lengths), predicted_kv_usage=predicted))
+            self.samples.append(replace(sample, in_flight=len(lengths), predicted_kv_usage=predicted,
+                                        scrape_s=time.perf_counter() - sent))
             if first is not None:
                 first.set()
             if stopping:
