@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# The tests never see this machine's converted models (~/.cache/kvviz): whether SmolLM2 was fetched here before
+# would change the default model under them. Tests that want a converted model make their own cache.
+_EMPTY_CACHE = tempfile.mkdtemp(prefix="kvviz-test-cache-")
+atexit.register(shutil.rmtree, _EMPTY_CACHE, ignore_errors=True)
+os.environ["KVVIZ_CACHE"] = _EMPTY_CACHE
+
 
 @pytest.fixture
 def write_config(tmp_path: Path):

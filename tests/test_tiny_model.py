@@ -75,7 +75,8 @@ def test_metrics_recorded_beside_the_model():
 
 
 def test_cli_generates_with_the_default_model(capsys):
-    """`python -m kvviz generate` with no --model runs the bundled model."""
+    """`python -m kvviz generate` with no --model runs the bundled model while SmolLM2 is not converted here (the
+    tests' model cache is empty)."""
     assert main(["generate", "--prompt", "The kernel", "--max-new-tokens", "20", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model"] == "tiny" and out["random_weights"] is False and out["lesson"]["new_tokens"] >= 1
