@@ -1,7 +1,8 @@
 """Part: serving under load on a real engine. vLLM serves tiny; kvviz's load generator sweeps it from one
 request in flight to saturation; vLLM's own benchmark (`vllm bench serve`'s code, run in vLLM's environment)
-measures the same server under the same load at one concurrency, alternating with kvviz's for a few rounds
-(the machine's other work drifts: each round pairs two runs seconds apart, and the medians are compared);
+measures the same server under the same load at one concurrency, alternating with kvviz's for seven rounds
+(the machine's other work drifts: each round pairs two runs seconds apart, who goes first alternates, and
+the medians are compared);
 then, with vLLM stopped, kvviz's own engine runs the same requests one at a time. Every row says what
 produced it and how much CPU kvviz's client spent (client and server share the machine's cores). Knows the
 benchmark's steps; the measuring is kvviz.serving's.
@@ -47,7 +48,7 @@ class ServingPlan:
     per_level: int = 4
     compare_at: int = 8
     compare_requests: int = 64
-    rounds: int = 3
+    rounds: int = 7
     engine_requests: int = 8
 
 
@@ -93,6 +94,15 @@ def vllm_bench(server: VllmServer, plan: ServingPlan, concurrency: int, requests
             "ttft_p50_s": got["median_ttft_ms"] / 1e3, "ttft_p99_s": got["p99_ttft_ms"] / 1e3,
             "tpot_p50_s": got["median_tpot_ms"] / 1e3, "tpot_p99_s": got["p99_tpot_ms"] / 1e3,
             "itl_p50_s": got["median_itl_ms"] / 1e3}
+
+
+def compare_round(server: VllmServer, plan: ServingPlan, load: Load, prompts: list[Prompt], round_: int) -> list[dict]:
+    """One round: kvviz's load and vLLM's benchmark on the same server, seconds apart; kvviz first in odd
+    rounds and second in even ones, so that the machine's drift favours neither."""
+    ours = lambda: measured_run(server, load, prompts, "kvviz")  # noqa: E731
+    theirs = lambda: vllm_bench(server, plan, load.concurrency, load.requests, seed=round_)  # noqa: E731
+    order = (ours, theirs) if round_ % 2 else (theirs, ours)
+    return [measure() | {"round": round_} for measure in order]
 
 
 def engine_rows(prompts: list[Prompt], plan: ServingPlan) -> list[dict]:
@@ -146,10 +156,8 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
             prompts[used:])
         used += plan.compare_at
         for round_ in range(1, plan.rounds + 1):
-            rows.append(measured_run(server, same, prompts[used:], "kvviz") | {"round": round_})
+            rows += compare_round(server, plan, same, prompts[used:], round_)
             used += same.requests
-            rows.append(vllm_bench(server, plan, plan.compare_at, plan.compare_requests, seed=round_)
-                        | {"round": round_})
         facts, startup_s = server.facts, server.ready_s
     rows.append(engine_row(engine_rows(prompts, plan)))
     frame = pd.DataFrame(rows)
