@@ -13,7 +13,7 @@ import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 LIMIT_OPTIONS = ("max_new_tokens", "max_prompt_tokens", "max_twin_params", "allowed_models", "queue_size",
-                 "time_limit_s")
+                 "time_limit_s", "allowed_endpoints", "max_concurrency", "max_requests")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,8 +45,16 @@ def _parser() -> argparse.ArgumentParser:
                                                                   "and the twins (KVVIZ_ALLOWED_MODELS)")
     hosting.add_argument("--queue-size", metavar="N", help="requests that may wait before the queue is full "
                                                             "(KVVIZ_QUEUE_SIZE, default 16)")
-    hosting.add_argument("--time-limit-s", metavar="S", help="seconds one generation or comparison may run "
-                                                              "(KVVIZ_TIME_LIMIT_S, default 120)")
+    hosting.add_argument("--time-limit-s", metavar="S", help="seconds one generation or comparison may run, and "
+                                                              "one serving load may send (KVVIZ_TIME_LIMIT_S, "
+                                                              "default 120)")
+    hosting.add_argument("--allowed-endpoints", metavar="URLS", help="comma-separated OpenAI-compatible servers the "
+                                                                      "Serving tab may load besides the local vLLM "
+                                                                      "(KVVIZ_ALLOWED_ENDPOINTS; default none)")
+    hosting.add_argument("--max-concurrency", metavar="N", help="requests one serving load may keep in flight "
+                                                                 "(KVVIZ_MAX_CONCURRENCY, default 16)")
+    hosting.add_argument("--max-requests", metavar="N", help="requests one serving load may send "
+                                                              "(KVVIZ_MAX_REQUESTS, default 256)")
     return parser
 
 

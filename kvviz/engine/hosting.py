@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 
 from kvviz.base.hub import source_kind
 from kvviz.base.inputs import clip, flag, number, shown, text, whole_number
+from kvviz.base.urls import base_url
 from kvviz.calc.params import count_params
 from kvviz.calc.presets import load_preset, preset_names
 from kvviz.engine.packaged import PACKAGED
@@ -42,11 +43,15 @@ class HostPolicy:
     max_twin_params: int = 600_000_000  # twins strictly smaller load; the 0.5-0.6 B ones fit a free CPU Space
     allowed_models: tuple[str, ...] = ()  # hub ids offered besides the bundled model and the twins
     queue_size: int = 16  # requests that may wait; one more is told the queue is full
-    time_limit_s: float = 120.0  # seconds one generation or comparison may hold the device
+    time_limit_s: float = 120.0  # seconds one generation or comparison may hold the device (or a load may send)
+    allowed_endpoints: tuple[str, ...] = ()  # servers the Serving tab may load besides the local vLLM
+    max_concurrency: int = 16  # requests one load may have in flight
+    max_requests: int = 256  # requests one load (or one sweep level) may send
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            _check_field(f.name, getattr(self, f.name), f.name)
+            # in the checked form (endpoint URLs normalised), so a built policy compares URLs one way only
+            object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name), f.name))
 
     @classmethod
     def from_env_and_args(cls, args: Mapping[str, object] | None = None,
@@ -113,6 +118,31 @@ class HostPolicy:
                               "Qwen/Qwen2.5-0.5B-Instruct, or pick a preset")
         return source
 
+    def check_endpoint(self, url: object) -> str:
+        """The endpoint's base URL (kvviz.base.urls' form); hosted, only one the operator listed, so that a
+        visitor cannot make this server send traffic to an address of their choosing."""
+        try:
+            url = base_url(url)
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from None
+        if self.hosted and url not in self.allowed_endpoints:
+            listed = ", ".join(self.allowed_endpoints) or "none: only the local vLLM"
+            raise PolicyError(f"this hosted demo loads only its own endpoints ({listed}); {shown(url)} is not one")
+        return url
+
+    def check_load(self, concurrency: int, requests: int, output_tokens: int, prompt_tokens: int,
+                   duration_s: float) -> None:
+        """PolicyError, with the number allowed, for a load larger than this host allows (hosted only)."""
+        if not self.hosted:
+            return
+        for name, value, most in (("concurrency", concurrency, self.max_concurrency),
+                                  ("requests", requests, self.max_requests),
+                                  ("output tokens", output_tokens, self.max_new_tokens),
+                                  ("prompt tokens", prompt_tokens, self.max_prompt_tokens),
+                                  ("duration (s)", duration_s, self.time_limit_s)):
+            if value > most:
+                raise PolicyError(f"{name} is {value:,}; this demo allows up to {most:,}")
+
     def check_request(self, max_new_tokens: int) -> None:
         """PolicyError, with both numbers, for more new tokens than this host allows.
 
@@ -144,11 +174,14 @@ class HostPolicy:
         return (f"Hosted demo limits: models {models}, random twins under {_millions(self.max_twin_params)} "
                 f"parameters{hub}; at most {self.max_new_tokens:,} new tokens and {self.max_prompt_tokens:,} "
                 f"prompt tokens; {self.time_limit_s:g} s per request; at most {self.queue_size:,} "
-                f"{'request' if self.queue_size == 1 else 'requests'} waiting.")
+                f"{'request' if self.queue_size == 1 else 'requests'} waiting. Serving loads: at most "
+                f"{self.max_concurrency:,} in flight and {self.max_requests:,} requests, on the local vLLM"
+                f"{' and ' + ', '.join(self.allowed_endpoints) if self.allowed_endpoints else ''}.")
 
 
 _BOUNDS = {"max_new_tokens": (1, ENGINE_MAX_NEW_TOKENS), "max_prompt_tokens": (1, 1_000_000),
-           "max_twin_params": (1, 10**13), "queue_size": (1, 10_000)}
+           "max_twin_params": (1, 10**13), "queue_size": (1, 10_000), "max_concurrency": (1, 1_024),
+           "max_requests": (1, 100_000)}
 
 
 def _check_field(name: str, value: object, where: str) -> object:
@@ -165,8 +198,13 @@ def _check_field(name: str, value: object, where: str) -> object:
             return flag(value, where)
     except ValueError as exc:
         raise PolicyError(str(exc)) from None
-    if not isinstance(value, tuple):  # allowed_models
-        raise PolicyError(f"{where} must be a tuple of hub ids, got {shown(value)}")
+    if not isinstance(value, tuple):  # allowed_models, allowed_endpoints
+        raise PolicyError(f"{where} must be a tuple, got {shown(value)}")
+    if name == "allowed_endpoints":
+        try:
+            return tuple(base_url(url) for url in value)
+        except ValueError as exc:
+            raise PolicyError(f"{where}: {exc}") from None
     for model in value:
         if not isinstance(model, str) or source_kind(model) != "hub":
             raise PolicyError(f"{where}: allowed models must be hub ids such as Qwen/Qwen2.5-0.5B-Instruct, "
@@ -227,11 +265,13 @@ def _parse_seconds(value: object, where: str) -> float:
         raise PolicyError(f"{where} must be a number of seconds, got {shown(value)}") from None
 
 
-def _parse_models(value: object, where: str) -> tuple[str, ...]:
+def _parse_list(value: object, where: str) -> tuple[str, ...]:
+    """Comma-separated items (hub ids, endpoint URLs), blanks dropped."""
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     return tuple(m.strip() for m in items if str(m).strip())
 
 
 _PARSERS = {"hosted": _parse_bool, "max_new_tokens": _parse_count, "max_prompt_tokens": _parse_count,
-            "max_twin_params": _parse_count, "allowed_models": _parse_models, "queue_size": _parse_count,
-            "time_limit_s": _parse_seconds}
+            "max_twin_params": _parse_count, "allowed_models": _parse_list, "queue_size": _parse_count,
+            "time_limit_s": _parse_seconds, "allowed_endpoints": _parse_list, "max_concurrency": _parse_count,
+            "max_requests": _parse_count}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from kvviz.base.inputs import choice, clip
+from kvviz.base.inputs import choice
+from kvviz.base.urls import base_url as normalized_url
 
 COMPLETIONS = "completions"
 CHAT = "chat"
@@ -62,12 +62,7 @@ def api_key_from_env() -> str | None:
 
 def endpoint(base_url: str, model: str, api: str = COMPLETIONS, api_key: str | None = None) -> Endpoint:
     """The Endpoint for a URL as a person types it (with or without a trailing /v1); ValueError in one line."""
-    url = str(base_url).strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"the endpoint must be an http:// or https:// URL, got {clip(url)!r}")
+    url = normalized_url(base_url)
     if not str(model).strip():
         raise ValueError("the model name is empty; give the name the server serves (see its /v1/models)")
     return Endpoint(url, str(model).strip(), choice(api, "API", APIS), api_key or api_key_from_env())

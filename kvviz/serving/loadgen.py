@@ -44,6 +44,24 @@ class RunResult:
 
 
 @dataclass
+class Progress:
+    """What the run under way has shown so far, for a reader on another thread (the app redraws from it
+    while the run goes): the records of the requests that ended, the arrival time of every output chunk
+    (seconds since the run's start) and the server's samples (the watcher's own list). Written only on the
+    run's event loop; begin() gives each run of a sweep fresh lists, so a reader never sees two runs mixed."""
+
+    records: list[RequestRecord] = field(default_factory=list)
+    arrivals_s: list[float] = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    concurrency: int | None = None
+
+    def begin(self, load: Load, watcher=None) -> None:
+        self.records, self.arrivals_s = [], []
+        self.samples = watcher.samples if watcher is not None else []
+        self.concurrency = load.concurrency
+
+
+@dataclass
 class InFlight:
     """The requests now in flight: each one's prompt tokens and output chunks so far (for the KV prediction).
     Mutated only on the event loop's thread."""
@@ -76,9 +94,11 @@ async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
 class _Run:
     """One run's shared state: the client, the clock, the records, what is in flight."""
 
-    def __init__(self, client: httpx.AsyncClient, ep: Endpoint, load: Load, prompts: Sequence[Prompt]) -> None:
+    def __init__(self, client: httpx.AsyncClient, ep: Endpoint, load: Load, prompts: Sequence[Prompt],
+                 progress: Progress) -> None:
         self.client, self.ep, self.load, self.prompts = client, ep, load, prompts
-        self.records: list[RequestRecord] = []
+        self.records = progress.records  # the reader's list: it sees each record as it is kept
+        self.arrivals_s = progress.arrivals_s
         self.in_flight = InFlight()
         self.begin()
 
@@ -97,11 +117,15 @@ class _Run:
         prompt = self.prompts[index % len(self.prompts)]
         sent = time.perf_counter() - self.start
         self.in_flight.prompt[index] = prompt.tokens or 0
-        arrived = self.in_flight.output.__setitem__
+
+        def arrived(chunks: int) -> None:
+            self.in_flight.output[index] = chunks
+            self.arrivals_s.append(time.perf_counter() - self.start)
+
         try:
             record = await asyncio.wait_for(
                 stream_request(self.client, self.ep, prompt, index, sent, self.load.output_tokens,
-                               self.load.ignore_eos, on_arrival=lambda n: arrived(index, n)),
+                               self.load.ignore_eos, on_arrival=arrived),
                 self.load.timeout_s)
         except asyncio.TimeoutError:
             record = RequestRecord(index, sent, prompt.tokens, 0,
@@ -147,10 +171,11 @@ class _Run:
 
 
 async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: Slo | None = None,
-                   cancel: asyncio.Event | None = None, watcher=None) -> RunResult:
+                   cancel: asyncio.Event | None = None, watcher=None, progress: Progress | None = None) -> RunResult:
     """Run `load` against `ep` with `prompts` (cycled) and return every record and the figures.
 
-    watcher: a metrics_reader.Watcher to poll the server's /metrics during the run. EndpointError when the
+    watcher: a metrics_reader.Watcher to poll the server's /metrics during the run. progress: where a reader
+    on another thread follows the run (begun afresh here). EndpointError when the
     server cannot be used at all (unreachable, refused key, model not served) or when no request succeeded."""
     if not prompts:
         raise ValueError("no prompts to send")
@@ -159,7 +184,9 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(load.timeout_s, connect=10.0),
                                  verify=not ep.base_url.startswith("http://")) as client:
         await check_endpoint(client, ep)
-        run = _Run(client, ep, load, prompts)
+        progress = progress or Progress()
+        progress.begin(load, watcher)
+        run = _Run(client, ep, load, prompts, progress)
         stop, first = asyncio.Event(), asyncio.Event()
         polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop, first)) if watcher else None
         if polling is not None:  # the server's counters before the first request, not after it
@@ -203,13 +230,13 @@ async def _until_done_or_cancelled(driver, cancel: asyncio.Event | None) -> bool
 
 
 def run(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: Slo | None = None,
-        cancel: threading.Event | None = None, watcher=None) -> RunResult:
+        cancel: threading.Event | None = None, watcher=None, progress: Progress | None = None) -> RunResult:
     """run_load from ordinary code, on an event loop of its own; `cancel` may be set from any thread."""
 
     async def main() -> RunResult:
         stop = asyncio.Event()
         if cancel is None:
-            return await run_load(ep, load, prompts, slo=slo, watcher=watcher)
+            return await run_load(ep, load, prompts, slo=slo, watcher=watcher, progress=progress)
 
         async def relay() -> None:
             while not cancel.is_set():
@@ -218,7 +245,7 @@ def run(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: Slo | None 
 
         relaying = asyncio.create_task(relay())
         try:
-            return await run_load(ep, load, prompts, slo=slo, cancel=stop, watcher=watcher)
+            return await run_load(ep, load, prompts, slo=slo, cancel=stop, watcher=watcher, progress=progress)
         finally:
             relaying.cancel()
 

@@ -18,7 +18,7 @@ import pandas as pd
 from kvviz.base.inputs import number, whole_number
 from kvviz.serving.endpoint import Endpoint
 from kvviz.serving.load import MAX_CONCURRENCY, Load
-from kvviz.serving.loadgen import RunResult, run
+from kvviz.serving.loadgen import Progress, RunResult, run
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.stats import Slo
 
@@ -49,18 +49,20 @@ def saturated(results: Sequence[RunResult], gain: float, patience: int = 2) -> b
 def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32, output_tokens: int = 128,
           per_level: int = 4, min_requests: int = 8, saturation_gain: float = 0.05, slo: Slo | None = None,
           cancel: threading.Event | None = None, watcher: Callable[[], object] | None = None,
-          on_level: Callable[[RunResult], None] | None = None, warmup: bool = True) -> list[RunResult]:
+          on_level: Callable[[RunResult], None] | None = None, warmup: bool = True,
+          progress: Progress | None = None, duration_s: float = 600.0) -> list[RunResult]:
     """Run the levels in turn; returns each level's result. watcher: makes a metrics_reader.Watcher per level.
     Each level starts where the previous one's prompts ended (give prompts_needed() of them, and no prompt is
     sent twice, so a prefix cache sees each once). With warmup, each level is preceded by `concurrency` short
     requests at that concurrency, not measured: a server on a CPU is slow the first time it runs a batch of a
-    new size (vLLM's CPU build: a fresh server's first run of 4 × 240 tokens took 10 s, the next 4 s)."""
+    new size (vLLM's CPU build: a fresh server's first run of 4 × 240 tokens took 10 s, the next 4 s).
+    progress: followed by each measured level's run in turn (loadgen.Progress). duration_s bounds each level."""
     number(saturation_gain, "saturation gain", 0, 10)
     results: list[RunResult] = []
     sent = 0
     for concurrency in levels(max_concurrency):
         load = Load(concurrency=concurrency, requests=max(min_requests, per_level * concurrency),
-                    output_tokens=output_tokens)
+                    output_tokens=output_tokens, duration_s=duration_s)
         if warmup:
             start = sent % len(prompts)
             run(ep, Load(concurrency=concurrency, requests=concurrency, output_tokens=min(output_tokens, 32)),
@@ -68,7 +70,7 @@ def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32,
             sent += concurrency
         start = sent % len(prompts)
         result = run(ep, load, [*prompts[start:], *prompts[:start]], slo=slo, cancel=cancel,
-                     watcher=watcher() if watcher else None)
+                     watcher=watcher() if watcher else None, progress=progress)
         sent += load.requests
         results.append(result)
         if on_level is not None:

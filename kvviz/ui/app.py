@@ -14,6 +14,7 @@ from typing import Any
 import gradio as gr
 
 from kvviz.engine.hosting import HostPolicy
+from kvviz.serving.local import LocalEngine
 from kvviz.ui import figures
 from kvviz.ui.present import RunHistory
 from kvviz.ui.sessions import SessionStore, session_id
@@ -23,6 +24,7 @@ from kvviz.ui.tabs.compare import compare_tab
 from kvviz.ui.tabs.generation import generation_tab
 from kvviz.ui.tabs.history import history_tab
 from kvviz.ui.tabs.lifecycle import lifecycle_tab
+from kvviz.ui.tabs.serving import serving_tab
 
 TITLE = "# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT."
 
@@ -58,15 +60,27 @@ def draw_finished_run(sessions: SessionStore):
     return publish
 
 
-def build_app(default_model: str = "tiny", policy: HostPolicy | None = None) -> gr.Blocks:
+def add_serving_runs(history: RunHistory, last: dict | None):
+    """The step after a serving job: each of its runs becomes a row of the history (and its CSV)."""
+    if not last:
+        return gr.skip(), gr.skip()
+    for row in last["rows"]:
+        history = history.with_row(row)
+    return history, history.table()
+
+
+def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
+              engine: LocalEngine | None = None) -> gr.Blocks:
     """The whole app. Nothing heavy happens at build time: models load on first use.
 
     policy: what a hosted demo allows (kvviz.engine.hosting); the default allows everything. Launch the
-    result with demo.queue(max_size=policy.queue_max_size) so the queue is bounded when hosted.
+    result with demo.queue(max_size=policy.queue_max_size) so the queue is bounded when hosted. engine: the
+    vLLM server the Serving tab starts and stops (one per app; a new one by default).
     """
     policy = policy or HostPolicy()
     default_model = policy.check_model(default_model)  # PolicyError at start-up, not on the first click
     sessions = SessionStore()
+    engine = engine or LocalEngine()
     with CountedBlocks(title="kvviz: how LLM inference really behaves") as demo:
         gr.Markdown(TITLE)
         if policy.hosted:
@@ -80,6 +94,8 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None) -> 
             compare_tab(default_model, policy)
         with gr.Tab("Request lifecycle"):
             lifecycle = lifecycle_tab()
+        with gr.Tab("Serving"):
+            serving = serving_tab(policy, engine, sessions)
         with gr.Tab("History"):
             history = history_tab(runs)
 
@@ -87,6 +103,8 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None) -> 
             draw_finished_run(sessions), runs,
             [lifecycle.timeline, lifecycle.ttft, runs, history.table, history.run_picker],
             api_visibility="private", concurrency_limit=None)
+        serving.finished.success(add_serving_runs, [runs, serving.last], [runs, history.table],
+                                 api_visibility="private", concurrency_limit=None)
         demo.load(calculator.answer, calculator.inputs, calculator.outputs, api_visibility="private",
                   show_progress="hidden", preprocess=False, queue=not policy.hosted)
     return demo

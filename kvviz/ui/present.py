@@ -108,6 +108,10 @@ class RunHistory:
     def with_run(self, record: RunRecord) -> RunHistory:
         return RunHistory(rows=(*self.rows, record.history_row()), frames={**self.frames, record.run_id: record.frame})
 
+    def with_row(self, row: dict) -> RunHistory:
+        """A run without per-token rows (a serving load, measured from the client): a table row only."""
+        return RunHistory(rows=(*self.rows, dict(row)), frames=self.frames)
+
     @property
     def run_ids(self) -> list[int]:
         return list(self.frames)

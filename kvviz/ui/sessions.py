@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Protocol
 
 from kvviz.ui.live import RunRecord
-from kvviz.ui.worker import WorkerJob
+
+
+class Stoppable(Protocol):
+    """A running job Stop can reach: a device worker's job (kvviz.ui.worker.WorkerJob), a serving load."""
+
+    def stop(self) -> None: ...
+
 
 LAST_KEPT = 64  # finished runs held for drawing; beyond that the oldest is dropped
 
@@ -27,16 +34,16 @@ class SessionStore:
 
     def __init__(self, keep: int = LAST_KEPT) -> None:
         self.keep = keep
-        self._active: dict[str, WorkerJob] = {}
+        self._active: dict[str, Stoppable] = {}
         self._last: OrderedDict[str, RunRecord] = OrderedDict()
         self._lock = threading.Lock()
 
-    def begin(self, session: str, job: WorkerJob) -> None:
+    def begin(self, session: str, job: Stoppable) -> None:
         """`job` is the session's running job: stop() reaches it."""
         with self._lock:
             self._active[session] = job
 
-    def end(self, session: str, job: WorkerJob) -> None:
+    def end(self, session: str, job: Stoppable) -> None:
         """`job` is over; the session keeps a newer job if it started one."""
         with self._lock:
             if self._active.get(session) is job:

@@ -46,6 +46,10 @@ def test_when_hosted_mode_is_on(args, env, hosted):
     ("queue_size", "KVVIZ_QUEUE_SIZE", "3", None, 3),
     ("time_limit_s", "KVVIZ_TIME_LIMIT_S", "2.5", None, 2.5),
     ("time_limit_s", "KVVIZ_TIME_LIMIT_S", "2.5", "30", 30.0),
+    ("allowed_endpoints", "KVVIZ_ALLOWED_ENDPOINTS", "http://a:8000/v1/, https://b.example ,", None,
+     ("http://a:8000", "https://b.example")),
+    ("max_concurrency", "KVVIZ_MAX_CONCURRENCY", "4", "64", 64),
+    ("max_requests", "KVVIZ_MAX_REQUESTS", "1k", None, 1000),
 ])
 def test_limits_come_from_options_over_environment(field, variable, given_env, given_arg, expected):
     """Each limit reads its KVVIZ_* variable; the command-line option, when given, wins."""
@@ -65,6 +69,8 @@ def test_limits_come_from_options_over_environment(field, variable, given_env, g
     ({}, {"KVVIZ_HOSTED": "maybe"}, "KVVIZ_HOSTED must be 1 or 0"),
     ({}, {"KVVIZ_ALLOWED_MODELS": "Qwen/Qwen2.5-0.5B-Instruct,/srv/models/secret"}, "must be hub ids"),
     ({"allowed_models": "../up"}, {}, "--allowed-models"),
+    ({}, {"KVVIZ_ALLOWED_ENDPOINTS": "http://ok:1, 10.0.0.1:80"}, "KVVIZ_ALLOWED_ENDPOINTS: the endpoint must be"),
+    ({"max_concurrency": "0"}, {}, "--max-concurrency must be between 1"),
 ])
 def test_bad_settings_name_where_they_came_from(args, env, message):
     """A bad option or variable stops start-up with one line naming it."""
@@ -189,3 +195,34 @@ def test_constants_agree_with_the_loader_and_engine():
     assert set(loading.BUNDLED) == {BUNDLED_MODEL}
     assert loading.TWIN_PREFIX == TWIN_PREFIX
     assert request.MAX_NEW_TOKENS == ENGINE_MAX_NEW_TOKENS
+
+
+def test_hosted_serving_reaches_only_the_listed_endpoints():
+    """A visitor's URL is compared with the operator's list in one normal form; anything else is refused, so the
+    app never sends traffic to an address a visitor chose. Locally any http(s) URL goes."""
+    policy = HostPolicy(hosted=True, allowed_endpoints=("http://10.0.0.5:8000/v1",))
+    assert policy.check_endpoint("http://10.0.0.5:8000/") == "http://10.0.0.5:8000"
+    for url in ("http://169.254.169.254/latest/meta-data", "http://10.0.0.5:8001", "http://127.0.0.1:8000"):
+        with pytest.raises(PolicyError, match="loads only its own endpoints"):
+            policy.check_endpoint(url)
+    with pytest.raises(PolicyError, match="none: only the local vLLM"):
+        HOSTED.check_endpoint("http://10.0.0.5:8000")
+    assert LOCAL.check_endpoint("http://169.254.169.254/v1") == "http://169.254.169.254"
+    with pytest.raises(PolicyError, match="http:// or https://"):
+        LOCAL.check_endpoint("gopher://x")
+
+
+@pytest.mark.parametrize("load,message", [
+    ((17, 10, 10, 10, 10.0), "concurrency is 17; this demo allows up to 16"),
+    ((1, 257, 10, 10, 10.0), "requests is 257; this demo allows up to 256"),
+    ((1, 10, 257, 10, 10.0), "output tokens is 257; this demo allows up to 256"),
+    ((1, 10, 10, 1025, 10.0), "prompt tokens is 1,025; this demo allows up to 1,024"),
+    ((1, 10, 10, 10, 121.0), "duration (s) is 121.0; this demo allows up to 120.0"),
+])
+def test_hosted_serving_loads_stay_within_the_limits(load, message):
+    """Each limit of a hosted load is its own line with both numbers; the defaults are 16 in flight, 256
+    requests, 256 tokens out, 1,024 in and 120 s; the largest load allowed passes, and locally nothing is checked."""
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        HOSTED.check_load(*load)
+    HOSTED.check_load(16, 256, 256, 1024, 120.0)
+    LOCAL.check_load(10**6, 10**6, 10**6, 10**6, 10**6)

@@ -21,6 +21,12 @@ PARAMETERS = {
                   "use_cache"],
     "/compare": ["model", "prompt", "max_new_tokens"],
     "/stop": [],
+    "/start_vllm": ["model", "kv_space_gib"],  # python -m kvviz.serving start MODEL --kv-space-gib
+    "/stop_vllm": [],
+    "/serve": ["target", "url", "model", "api", "api_key", "tokenizer", "kind", "arrivals", "concurrency", "rate",
+               "prompt_tokens", "shared_prefix_tokens", "output_tokens", "requests", "duration", "max_concurrency",
+               "per_level", "slo_ttft", "slo_tpot"],  # python -m kvviz.serving run / sweep
+    "/stop_serving": [],
 }
 
 

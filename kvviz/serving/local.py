@@ -1,0 +1,123 @@
+"""The one vLLM server an app process starts for its users: which model, where, whether it is ready yet.
+
+Starting vLLM takes about 35 s on a small CPU, so start() returns at once and a thread waits for the server;
+status() says where it stands (stopped, starting, ready, failed with the line that says why). Starting
+another model stops the one that runs; stop() and the process's exit end it with every process it started
+(kvviz.serving.vllm.stop). Knows one server's life; loads are loadgen's, and who may start what is the
+caller's policy.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvviz.base.errors import first_line
+from kvviz.serving.endpoint import Endpoint, EndpointError
+from kvviz.serving.vllm import VENV, ServerSpec, VllmError, VllmServer, free_port, start, stop, vllm_python, wait_ready
+
+STOPPED, STARTING, READY, FAILED = "stopped", "starting", "ready", "failed"
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """Where the local server stands: its state, the model it serves (or was asked for), its folder, its
+    address, and once ready the start-up time and the KV capacity vLLM logged; message: why it failed."""
+
+    state: str
+    model: str | None = None
+    folder: Path | None = None
+    url: str | None = None
+    ready_s: float | None = None
+    kv_capacity_tokens: int | None = None
+    kv_space_gib: int | None = None
+    message: str | None = None
+
+    def line(self) -> str:
+        """One line a person reads."""
+        if self.state == READY:
+            return (f"vLLM serves {self.model} at {self.url} (ready in {self.ready_s:.0f} s; KV cache "
+                    f"{self.kv_capacity_tokens or 0:,} tokens in {self.kv_space_gib} GiB)")
+        if self.state == STARTING:
+            return f"vLLM is starting for {self.model} (about a minute on a small CPU)..."
+        if self.state == FAILED:
+            return f"vLLM failed to start for {self.model}: {self.message}"
+        return "vLLM is not running: start it here, or point the tab at an endpoint"
+
+
+class LocalEngine:
+    """One vLLM server at a time for this process; safe to call from any thread."""
+
+    def __init__(self, venv: Path = VENV) -> None:
+        self.venv = Path(venv)
+        self._lock = threading.Lock()
+        self._server: VllmServer | None = None
+        self._status = EngineStatus(STOPPED)
+        atexit.register(self.stop)
+
+    def status(self) -> EngineStatus:
+        with self._lock:
+            return self._status
+
+    def start(self, model: str, kv_space_gib: int = 1, max_model_len: int = 1024) -> EngineStatus:
+        """Serve `model` (tiny, smollm2-135m-instruct, random:<preset>[@layers], a folder): returns at once,
+        starting; the same model already up or starting is kept. ValueError or VllmError in one line for a
+        model that is not one, or no vLLM environment."""
+        from kvviz.serving.models import model_folder
+
+        vllm_python(self.venv)  # VllmError saying how to build the environment
+        folder = model_folder(model)
+        with self._lock:
+            if self._status.model == folder.name and self._status.state in (STARTING, READY) \
+                    and self._status.kv_space_gib == kv_space_gib:
+                return self._status
+        self.stop()
+        spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,
+                          kv_space_gib=kv_space_gib, dummy=folder.dummy)
+        server = start(spec, self.venv)
+        with self._lock:
+            self._server = server
+            self._status = EngineStatus(STARTING, folder.name, folder.path, spec.base_url, kv_space_gib=kv_space_gib)
+        threading.Thread(target=self._wait, args=(server,), daemon=True, name="vllm-start").start()
+        return self.status()
+
+    def _wait(self, server: VllmServer) -> None:
+        try:
+            wait_ready(server)
+        except VllmError as exc:
+            with self._lock:
+                if self._server is server:
+                    self._status = EngineStatus(FAILED, server.spec.name, server.spec.model_dir,
+                                                message=first_line(exc))
+                    self._server = None
+            return
+        with self._lock:
+            if self._server is server:
+                self._status = EngineStatus(READY, server.spec.name, server.spec.model_dir, server.spec.base_url,
+                                            server.ready_s, server.facts.kv_capacity_tokens, server.spec.kv_space_gib)
+
+    def wait(self, timeout_s: float) -> EngineStatus:
+        """The status once the server is no longer starting, or after timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while self.status().state == STARTING and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return self.status()
+
+    def endpoint(self, api: str = "completions") -> Endpoint:
+        """The ready server's endpoint; EndpointError in one line when it is not ready."""
+        with self._lock:
+            server, status = self._server, self._status
+        if server is None or status.state != READY:
+            raise EndpointError(status.line())
+        return server.endpoint(api)
+
+    def stop(self) -> None:
+        """Stop the server, if one runs or starts, and everything it started."""
+        with self._lock:
+            server, self._server = self._server, None
+            self._status = EngineStatus(STOPPED)
+        if server is not None:
+            stop(server)
