@@ -110,6 +110,17 @@ def test_the_sweep_answers_q5_with_its_own_numbers():
     assert "From 1 to 16 in flight, total output throughput went from 100 to 302 tokens/s (3.0×)" in text
     assert "TPOT p50 went from 5.0 ms to 20.0 ms (each user's decode speed from 200 to 50 tokens/s)" in text
     assert "TTFT p50 from 10.0 ms to 500.0 ms" in text
+    assert "takes longer (4.0× the TPOT)" in text, "20 ms / 5 ms"
+
+
+def test_the_sweep_does_not_claim_tpot_grew_when_it_did_not():
+    """A busy machine can make level 1 the slowest: TPOT 8 ms at 1 in flight, 6 ms at 4. The text then says the
+    TPOT did not grow rather than the textbook sentence."""
+    frame = sweep_frame([100.0, 180, 290])
+    frame["tpot_p50_s"] = [0.008, 0.007, 0.006]
+    text = sweep_markdown(frame, [])
+    assert "TPOT p50 went from 8.0 ms to 6.0 ms" in text
+    assert "did not grow" in text and "takes longer" not in text
 
 
 def test_the_sweep_says_where_throughput_stopped_growing():

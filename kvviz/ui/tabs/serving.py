@@ -141,19 +141,23 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore)
             with gr.Accordion("load", open=True):
                 arrivals = gr.Radio(list(ARRIVALS), value=next(iter(ARRIVALS)), label="arrivals (one load)")
                 top = policy.max_concurrency if policy.hosted else 256
-                concurrency = gr.Slider(1, top, value=min(8, top), step=1, label="requests in flight (at most)")
+                concurrency = gr.Slider(1, top, value=min(8, top), step=1, label="requests in flight (at most)",
+                                        elem_id="serve-concurrency")
                 rate = gr.Number(4.0, label="request rate, requests/s (open loop)")
                 prompt_tokens = gr.Slider(1, min(policy.max_prompt_tokens, 1000) if policy.hosted else 1000,
-                                          value=16, step=1, label="prompt tokens")
-                shared_prefix = gr.Slider(0, 999, value=0, step=1, label="of which shared by every prompt (prefix)")
+                                          value=16, step=1, label="prompt tokens", elem_id="serve-prompt-tokens")
+                shared_prefix = gr.Slider(0, 999, value=0, step=1, label="of which shared by every prompt (prefix)",
+                                          elem_id="serve-shared-prefix")
                 output_tokens = gr.Slider(1, policy.max_new_tokens if policy.hosted else 1024, value=128, step=1,
-                                          label="output tokens per request (ignore_eos)")
+                                          label="output tokens per request (ignore_eos)", elem_id="serve-output-tokens")
                 requests = gr.Slider(1, policy.max_requests if policy.hosted else 2000, value=32, step=1,
-                                     label="requests in all (one load, each experiment run)")
+                                     label="requests in all (one load, each experiment run)", elem_id="serve-requests")
                 duration = gr.Number(min(120.0, policy.time_limit_s) if policy.hosted else 120.0,
                                      label="stop sending after, s")
-                max_concurrency = gr.Slider(1, top, value=min(16, top), step=1, label="sweep: last level")
-                per_level = gr.Slider(1, 16, value=4, step=1, label="sweep: requests per slot at each level")
+                max_concurrency = gr.Slider(1, top, value=min(16, top), step=1, label="sweep: last level",
+                                            elem_id="serve-max-concurrency")
+                per_level = gr.Slider(1, 16, value=4, step=1,
+                                      label="sweep: requests per slot at each level", elem_id="serve-per-level")
                 with gr.Row():
                     slo_ttft = gr.Number(1.0, label="SLO: TTFT ≤ s")
                     slo_tpot = gr.Number(0.05, label="SLO: TPOT ≤ s")

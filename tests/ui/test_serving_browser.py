@@ -1,0 +1,106 @@
+"""The Serving tab in a real browser on a real vLLM, as a newcomer uses it: start vLLM on tiny from the page,
+run a load and a sweep, see the figures and the history, stop vLLM. Needs vLLM's environment (`python -m
+kvviz.serving setup`; CI builds it first). Screenshots go to $KVVIZ_SCREENSHOTS when set (README's pictures).
+
+What is checked comes from outside the code under test: tiny's KV capacity in 1 GiB worked out by hand
+(4 layers × 2 × 2 KV heads × 32 dims × 2 bytes of bf16 = 1,024 bytes a token: 1,048,576 tokens), the load's
+request and token counts as sent, and vLLM's own processes (none left after Stop).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.helpers import running_app
+from tests.ui.test_browser import ARGS, CHROMIUM
+
+pytestmark = [pytest.mark.browser, pytest.mark.vllm, pytest.mark.slow]
+START_S = 300_000  # ms: vLLM starts in about 35-65 s on 2 cores; more on a busy machine
+
+
+def vllm_servers() -> list[str]:
+    found = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = Path(os.environ.get("KVVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    before = vllm_servers()
+    with running_app("--model", "tiny", log=tmp_path_factory.mktemp("serving") / "app.log") as app, \
+            sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        pg.goto(app.url)
+        pg.get_by_role("tab", name="Serving").click()
+        yield pg
+        browser.close()
+    assert vllm_servers() == before, "vLLM is still running after the app stopped"
+
+
+def _set(page: Page, slider: str, value: str) -> None:
+    """Type into a slider's number box and press Enter, as a person sets it exactly."""
+    box = page.locator(f"#{slider} input[type=number]")
+    box.fill(value)
+    box.press("Enter")
+
+
+def test_start_vllm_from_the_page_and_see_its_capacity(page: Page):
+    page.locator("#serve-start-vllm").click()
+    status = page.locator("#serve-engine-status")
+    expect(status).to_contain_text("vLLM serves tiny", timeout=START_S)
+    expect(status).to_contain_text("KV cache 1,048,576 tokens in 1 GiB")
+
+
+def test_one_load_draws_live_and_ends_with_its_figures(page: Page, shots: Path):
+    """4 in flight, 8 requests of 16 tokens: 8 of 8 complete, the server's view and kvviz's KV prediction shown."""
+    _set(page, "serve-concurrency", "4")
+    _set(page, "serve-requests", "8")
+    _set(page, "serve-output-tokens", "16")
+    page.locator("#serve-start").click()
+    expect(page.locator("#serve-status")).to_contain_text("one load finished: 1 run(s), 8 request(s)", timeout=120_000)
+    explanation = page.locator("#serve-explanation")
+    expect(explanation).to_contain_text("8 of 8")
+    expect(explanation).to_contain_text("kvviz predicted")
+    for plot in ("#serve-throughput", "#serve-requests", "#serve-kv", "#serve-timeline", "#serve-lifecycle"):
+        expect(page.locator(f"{plot} .js-plotly-plot")).to_be_visible()
+    page.screenshot(path=str(shots / "serving-load.png"), full_page=True)
+
+
+def test_a_sweep_draws_the_curves_and_explains_them(page: Page, shots: Path):
+    page.get_by_label("sweep", exact=True).check()
+    _set(page, "serve-max-concurrency", "4")
+    _set(page, "serve-per-level", "2")
+    page.locator("#serve-start").click()
+    expect(page.locator("#serve-status")).to_contain_text("sweep finished: 3 run(s)", timeout=300_000)
+    explanation = page.locator("#serve-explanation")
+    expect(explanation).to_contain_text("Q5")
+    expect(explanation).to_contain_text("Q6")
+    for plot in ("#serve-sweep-throughput", "#serve-sweep-latency", "#serve-tradeoff"):
+        expect(page.locator(f"{plot} .js-plotly-plot")).to_be_visible()
+    page.screenshot(path=str(shots / "serving-sweep.png"), full_page=True)
+
+
+def test_the_runs_are_in_the_history(page: Page):
+    page.get_by_role("tab", name="History").click()
+    for label in ("one load c=4", "sweep c=1", "sweep c=2", "sweep c=4"):
+        expect(page.get_by_role("gridcell", name=label, exact=True)).to_be_visible()
+    page.get_by_role("tab", name="Serving").click()
+
+
+def test_stop_vllm_leaves_nothing_running(page: Page):
+    assert vllm_servers(), "vLLM should be running before Stop"
+    page.get_by_role("button", name="Stop vLLM").click()
+    expect(page.locator("#serve-engine-status")).to_contain_text("vLLM is not running", timeout=60_000)
+    assert vllm_servers() == []
