@@ -2,13 +2,15 @@
 
 A model's Python-heavy forward pass and a web server in one process share one interpreter lock, and
 the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
-device job (a generation, a comparison) in this worker process, which loads and keeps the models.
+device job (a generation, a comparison, a load of requests) in this worker process, which loads and
+keeps the models.
 
 The protocol is typed. The app sends a Job (its kind a JobKind: an unknown kind cannot be built); the
 worker answers with messages tagged with the job's id: Progress while loading, Loaded, then Tokens
-(batches of kvviz.engine.loop's events) or Compared, Failed when something went wrong, and always Done
-last. WorkerJob.follow() is the one loop that reads them, for every caller. Stop sets an event the
-generation loop checks before every token; a job that has not ended KILL_GRACE_S after its stop (a model
+(batches of kvviz.engine.loop's events), Compared, or Served (a load's RunResult, kvviz.serving.engine_load),
+Failed when something went wrong, and always Done last. WorkerJob.follow() is the one loop that reads
+them, for every caller. Stop sets an event the generation loop checks before every token (every request of a
+load checks it, and the load sends no more); a job that has not ended KILL_GRACE_S after its stop (a model
 still loading cannot be interrupted) ends with the worker process, so a stop always frees the device.
 Nothing here imports gradio; the worker process never imports it either.
 """
@@ -20,7 +22,7 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -28,16 +30,22 @@ from kvviz.engine.compare import Comparison
 from kvviz.engine.events import Event, Finished
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.threads import choose_cpu_threads
+from kvviz.serving.engine_load import engine_requests
+from kvviz.serving.load import Load
+from kvviz.serving.loadgen import RunResult
+from kvviz.serving.prompts import Prompt
 
 
 class JobKind(Enum):
     GENERATE = "generate"  # one generation, streamed as Tokens
     COMPARE = "compare"  # cached against uncached, answered with one Compared
+    LOAD = "load"  # a load of requests on kvviz's own engine (kvviz.serving.engine_load), answered with one Served
 
 
 @dataclass(frozen=True, kw_only=True)
 class Job:
-    """What the app asks of the worker process: run `request` on model `spec`, the `kind` way.
+    """What the app asks of the worker process: run `request` on model `spec`, the `kind` way; a LOAD job
+    carries no request but a `load` and its `prompts` (a closed loop the engine can take, checked here).
 
     hosted: the worker loads no local folders and only safetensors weights for this job.
     """
@@ -45,14 +53,27 @@ class Job:
     job_id: int
     kind: JobKind
     spec: str
-    request: GenerationRequest
+    request: GenerationRequest | None = None
+    load: Load | None = None
+    prompts: tuple[Prompt, ...] = ()
     hosted: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, JobKind):
             raise ValueError(f"unknown job kind {self.kind!r}; a job is one of {', '.join(k.name for k in JobKind)}")
-        if not isinstance(self.request, GenerationRequest):
-            raise TypeError(f"a job's request is a GenerationRequest, not {type(self.request).__name__}")
+        if self.kind is not JobKind.LOAD:
+            if not isinstance(self.request, GenerationRequest):
+                raise TypeError(f"a job's request is a GenerationRequest, not {type(self.request).__name__}")
+            if self.load is not None or self.prompts:
+                raise TypeError(f"a {self.kind.name} job carries a request, not a load")
+            return
+        if self.request is not None:
+            raise TypeError("a LOAD job carries a load and prompts, not a request")
+        if not isinstance(self.load, Load):
+            raise TypeError(f"a LOAD job's load is a Load, not {type(self.load).__name__}")
+        if not isinstance(self.prompts, tuple) or not all(isinstance(p, Prompt) for p in self.prompts):
+            raise TypeError("a LOAD job's prompts are a tuple of Prompt")
+        engine_requests(self.load, self.prompts)  # ValueError here for a load the engine cannot take
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,14 @@ class Compared:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Served:
+    """A LOAD job's answer: every request's record and the run's figures (cancelled when the job was stopped)."""
+
+    job_id: int
+    result: RunResult
+
+
+@dataclass(frozen=True, kw_only=True)
 class Failed:
     job_id: int
     message: str
@@ -113,7 +142,7 @@ class Tick:
     """Not from the worker: WorkerJob.follow's beat, once every period, for a caller that redraws."""
 
 
-Message = Progress | Loaded | Tokens | Compared | Failed | Done
+Message = Progress | Loaded | Tokens | Compared | Served | Failed | Done
 
 
 def events(messages: list) -> list[Event]:
@@ -166,6 +195,10 @@ def _run(job: Job, send, cancel, threads: dict[tuple, int], cores: int) -> None:
             from kvviz.engine.compare import compare
 
             send(Compared(job_id=job.job_id, comparison=compare(lm, job.request, cancel=cancel)))
+        elif job.kind is JobKind.LOAD:
+            from kvviz.serving.engine_load import engine_load
+
+            send(Served(job_id=job.job_id, result=engine_load(lm, job.load, job.prompts, cancel)))
         else:  # a JobKind added without a way to run it
             raise NotImplementedError(f"the worker cannot run a {job.kind} job")
     except (LoadError, ValueError) as exc:
@@ -240,6 +273,18 @@ class DeviceWorker:
         time_limit_s: the job is stopped once it has run this long (see WorkerJob.follow).
         """
         job = Job(job_id=next(self._ids), kind=kind, spec=spec, request=request, hosted=hosted)  # checked first
+        return self._submit(job, time_limit_s)
+
+    def start_load(self, spec: str, load: Load, prompts: Sequence[Prompt], time_limit_s: float | None = None,
+                   hosted: bool = False) -> WorkerJob:
+        """Begin a LOAD job: `load` with `prompts` (cycled) on kvviz's own engine running model `spec`, answered
+        with one Served; a load the engine cannot take raises ValueError here, before the worker sees it."""
+        job = Job(job_id=next(self._ids), kind=JobKind.LOAD, spec=spec, load=load, prompts=tuple(prompts),
+                  hosted=hosted)
+        return self._submit(job, time_limit_s)
+
+    def _submit(self, job: Job, time_limit_s: float | None) -> WorkerJob:
+        """Send a checked job once the job before it has ended."""
         self._busy.acquire()
         if not self.alive():  # ended while this job waited for the one before it
             self._busy.release()
@@ -436,9 +481,18 @@ class WorkerSlot:
                   hosted: bool = False) -> WorkerJob:
         """DeviceWorker.start on the current worker, waiting for the job before it; if that job's process was
         ended to free the device meanwhile, on the fresh one that replaces it."""
+        return self._on_current(lambda worker: worker.start(kind, spec, request, time_limit_s, hosted))
+
+    def start_load_job(self, spec: str, load: Load, prompts: Sequence[Prompt], time_limit_s: float | None = None,
+                       hosted: bool = False) -> WorkerJob:
+        """DeviceWorker.start_load on the current worker, as start_job does."""
+        return self._on_current(lambda worker: worker.start_load(spec, load, prompts, time_limit_s, hosted))
+
+    def _on_current(self, start: Callable[[DeviceWorker], WorkerJob]) -> WorkerJob:
+        """start(the current worker), again on the fresh worker while the one it waited for was ended."""
         while True:
             try:
-                return self.current().start(kind, spec, request, time_limit_s, hosted)
+                return start(self.current())
             except WorkerGone:
                 continue
 
@@ -456,3 +510,9 @@ def start_job(kind: JobKind, spec: str, request: GenerationRequest, time_limit_s
               hosted: bool = False) -> WorkerJob:
     """A job on the app's worker (APP_WORKER.start_job)."""
     return APP_WORKER.start_job(kind, spec, request, time_limit_s, hosted)
+
+
+def start_load_job(spec: str, load: Load, prompts: Sequence[Prompt], time_limit_s: float | None = None,
+                   hosted: bool = False) -> WorkerJob:
+    """A LOAD job on the app's worker (APP_WORKER.start_load_job): answered with Served, then Done."""
+    return APP_WORKER.start_load_job(spec, load, prompts, time_limit_s, hosted)

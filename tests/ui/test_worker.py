@@ -11,6 +11,8 @@ from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.loading import load_model
 from kvviz.engine.loop import run_to_end
 from kvviz.engine.request import GenerationRequest
+from kvviz.serving.load import POISSON, Load
+from kvviz.serving.prompts import synthetic
 from kvviz.ui.live import RunRecord, Throttle
 from kvviz.ui.worker import (
     WAIT_PERIOD_S,
@@ -20,6 +22,7 @@ from kvviz.ui.worker import (
     Job,
     JobKind,
     Loaded,
+    Served,
     Tick,
     Tokens,
     events,
@@ -222,3 +225,58 @@ def test_closing_the_worker_ends_its_process(tmp_path):
             break
     w.close()
     assert not w.alive() and w.exitcode == 0, f"the worker process ended with {w.exitcode}: it was killed"
+
+
+PROMPTS = tuple(synthetic(4, 8))
+
+
+def test_a_load_job_in_the_worker(worker):
+    """A LOAD job runs the load on the engine in the worker and answers with one Served holding every request's
+    record (4 requests of 6 tokens: 24 tokens), then Done."""
+    messages = worker.start_load("tiny", Load(concurrency=2, requests=4, output_tokens=6), PROMPTS).wait()
+    served = [m for m in messages if isinstance(m, Served)]
+    assert len(served) == 1 and any(isinstance(m, Loaded) for m in messages), messages
+    result = served[0].result
+    assert [r.index for r in result.records] == [0, 1, 2, 3] and not result.cancelled
+    assert all(r.ok and r.new_tokens == 6 and len(r.arrivals_s) == 6 for r in result.records)
+    assert result.stats.output_tokens == 24 and result.endpoint["api"] == "engine"
+    assert isinstance(messages[-1], Done) and {m.job_id for m in messages} == {served[0].job_id}
+    assert not worker.busy()
+
+
+def test_stop_ends_a_load_job(worker):
+    """stop() ends a long load soon: Served with a cancelled result and few of its requests, then Done."""
+    job = worker.start_load("tiny", Load(concurrency=2, requests=1000, output_tokens=500), PROMPTS)
+    for message in job.follow(0.1):
+        if isinstance(message, Loaded):
+            break
+    time.sleep(0.5)
+    stopped = time.monotonic()
+    job.stop()
+    messages = job.wait(30)
+    took = time.monotonic() - stopped
+    served = [m for m in messages if isinstance(m, Served)]
+    assert served and served[0].result.cancelled and len(served[0].result.records) < 1000
+    assert sum(r.error == "cancelled" for r in served[0].result.records) == 2, "both requests in flight end"
+    assert isinstance(messages[-1], Done) and took < 5, f"the load ended {took:.1f} s after its stop"
+    assert worker.alive() and not worker.busy()
+
+
+def test_a_load_job_is_checked_before_the_worker(worker):
+    """A LOAD job carries a Load and a tuple of Prompt and no request, and the engine must be able to take its
+    load; the other kinds carry a request and no load. Refused at once, the device left free."""
+    request = GenerationRequest("hi", max_new_tokens=2)
+    with pytest.raises(ValueError, match="only a closed-loop load"):
+        worker.start_load("tiny", Load(arrivals=POISSON, rate=1.0), PROMPTS)
+    with pytest.raises(ValueError, match="no prompts"):
+        worker.start_load("tiny", Load(), ())
+    bad = [dict(request=request, load=Load(), prompts=PROMPTS), dict(load=None, prompts=PROMPTS),
+           dict(load=Load(), prompts=list(PROMPTS)), dict(load=Load(), prompts=("a prompt",))]
+    for fields in bad:
+        with pytest.raises(TypeError):
+            Job(job_id=1, kind=JobKind.LOAD, spec="tiny", **fields)
+    with pytest.raises(TypeError, match="carries a request, not a load"):
+        Job(job_id=1, kind=GENERATE, spec="tiny", request=request, load=Load(), prompts=PROMPTS)
+    with pytest.raises(TypeError, match="not a request"):
+        worker.start(JobKind.LOAD, "tiny", request)
+    assert not worker.busy()
