@@ -6,6 +6,8 @@ from a file), load (what a load is), sse (one streamed request, read cheaply), r
 measured), loadgen (closed and open loops, bounded and cancellable), stats (a run's figures, as vLLM's
 benchmark defines them), sweep (one in flight up to saturation), metrics_reader (the server's /metrics,
 polled, beside kvviz's KV prediction), vllm (set up, start and stop vLLM), models (the folders it serves),
-capacity (vLLM's KV capacity against kvviz's), cli (`python -m kvviz.serving`). Nothing here imports gradio
-or plotly.
+capacity (vLLM's KV capacity against kvviz's), local (the one vLLM an app starts and stops), live (a load,
+sweep or prefix-cache experiment on a thread, followed while it runs), engine_load (the same closed loop on
+kvviz's own engine, one request at a time), cli (`python -m kvviz.serving`). Nothing here imports gradio or
+plotly.
 """

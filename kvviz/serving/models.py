@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvviz.base.errors import first_line
+from kvviz.base.inputs import clip
 from kvviz.calc.arch import load_config_dict
 from kvviz.calc.presets import PRESET_DIR, preset_names
 from kvviz.serving.vllm import REPO
@@ -73,6 +74,10 @@ def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:
         path = twin_folder(preset, int(layers) if layers else None, root)
         return ModelFolder(path, f"random-{preset}" + (f"-{layers}l" if layers else ""), dummy=True)
     path = Path(spec).expanduser()
-    if not (path / "config.json").is_file():
-        raise ValueError(f"{spec!r} is neither tiny, random:<preset> nor a model folder with a config.json")
+    try:
+        folder = (path / "config.json").is_file()
+    except OSError:  # a name longer than a file name may be, or one the system cannot look up
+        folder = False
+    if not folder:
+        raise ValueError(f"{clip(spec)!r} is neither tiny, random:<preset> nor a model folder with a config.json")
     return ModelFolder(path.resolve(), path.name, dummy=False)

@@ -103,8 +103,9 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             draw_finished_run(sessions), runs,
             [lifecycle.timeline, lifecycle.ttft, runs, history.table, history.run_picker],
             api_visibility="private", concurrency_limit=None)
-        serving.finished.success(add_serving_runs, [runs, serving.last], [runs, history.table],
-                                 api_visibility="private", concurrency_limit=None)
+        for event, published in serving.published:
+            event.success(add_serving_runs, [runs, published], [runs, history.table], api_visibility="private",
+                          concurrency_limit=None)
         demo.load(calculator.answer, calculator.inputs, calculator.outputs, api_visibility="private",
                   show_progress="hidden", preprocess=False, queue=not policy.hosted)
     return demo

@@ -255,3 +255,22 @@ def history_row(result: RunResult, label: str) -> dict:
     flat = result.stats.flat()
     row |= {k: round(flat[k], 6) if isinstance(flat[k], float) else flat[k] for k in HISTORY_STATS}
     return row | {"cancelled": result.cancelled}
+
+
+def engine_vs_server_markdown(server: RunResult, engine: RunResult) -> str:
+    """The same load on a batching server and on kvviz's engine (one request at a time), with both runs' numbers:
+    what continuous batching did to throughput, TTFT and TPOT."""
+    s, e, c = server.stats, engine.stats, server.load.concurrency
+    ratio = f"{s.output_tokens_per_s / e.output_tokens_per_s:.1f}×" if e.output_tokens_per_s else "n/a"
+    return (f"**The same load, {c} in flight, {server.load.requests} requests of {server.load.output_tokens} tokens.** "
+            f"vLLM (continuous batching): {s.output_tokens_per_s:,.0f} tokens/s, TTFT p50 {ms(s.ttft.p50)}, TPOT p50 "
+            f"{ms(s.tpot.p50)}. kvviz's engine (one request at a time): {e.output_tokens_per_s:,.0f} tokens/s, TTFT "
+            f"p50 {ms(e.ttft.p50)}, TPOT p50 {ms(e.tpot.p50)}. Batching made {ratio} the tokens per second: each of "
+            "vLLM's steps decodes every running request at once, one read of the weights for all of them, while "
+            "kvviz's engine runs the requests in turn, so its TPOT is one request's alone and its TTFT includes "
+            f"waiting for the {c - 1} request(s) ahead of it to finish." if c > 1 else
+            f"**The same load, one request at a time.** vLLM: {s.output_tokens_per_s:,.0f} tokens/s, TPOT p50 "
+            f"{ms(s.tpot.p50)}; kvviz's engine: {e.output_tokens_per_s:,.0f} tokens/s, TPOT p50 {ms(e.tpot.p50)} "
+            f"({ratio}). With one request in flight there is nothing to batch: the difference is the engines' own "
+            "speed (vLLM's kernels and scheduler against kvviz's plain PyTorch loop); raise the concurrency to see "
+            "what batching adds.")

@@ -27,6 +27,7 @@ PARAMETERS = {
                "prompt_tokens", "shared_prefix_tokens", "output_tokens", "requests", "duration", "max_concurrency",
                "per_level", "slo_ttft", "slo_tpot"],  # python -m kvviz.serving run / sweep
     "/stop_serving": [],
+    "/serve_on_engine": ["model"],  # the last load again on kvviz's engine
 }
 
 

@@ -26,15 +26,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.calc.presets import preset_names
+from kvviz.serving.live import ONE
+from kvviz.ui.serving_plan import ARRIVALS, REMOTE
 from kvviz.ui.tabs.common import EXAMPLE_PROMPTS
 from tests.helpers import running_app
+from tests.serving.fake_server import MODEL, fake_server
 
 pytestmark = pytest.mark.slow
 
 # Examples per endpoint; together at least MIN_CALLS.
 PLAN = {"kv_memory": 170, "generate": 140, "compare": 45, "stop": 20, "dims_of_preset": 30, "dims_of_source": 30,
-        "load_example": 30, "overlay_runs": 25, "too_few_values": 20}
-MIN_CALLS = 500
+        "load_example": 30, "overlay_runs": 25, "too_few_values": 20, "serve": 40, "stop_serving": 10,
+        "start_vllm": 20, "stop_vllm": 5, "serve_on_engine": 10}
+MIN_CALLS = 580  # hypothesis stops early where an endpoint has few distinct calls (stop_vllm, serve_on_engine)
 MAX_MESSAGE = 400  # the app cuts its messages at 300 characters plus a note of the length
 # Gradio's words for an exception a handler let through, and an OS error passed on raw.
 GENERIC = ("upstream Gradio app has raised an exception", "verbose error reporting", "[Errno")
@@ -70,11 +74,19 @@ VALID = {
     "dims_of_source": [st.sampled_from(preset_names()), st.just("")],
     "load_example": [st.integers(0, len(EXAMPLE_PROMPTS) - 1)],
     "overlay_runs": [st.lists(st.sampled_from(["1", "2", 3]), max_size=3)],
+    # "serve" is the Serving tab's load against the fake server the test starts (serving_values(url) below)
+    "stop_serving": [],
+    "start_vllm": [bad_models, st.integers(1, 4)],  # never a model that exists: no fuzz call starts vLLM
+    "stop_vllm": [],
+    "serve_on_engine": [st.sampled_from(["tiny", "random:gpt2"])],  # no load ran on a local vLLM: refused
 }
 # Domain-specific wrong values, mixed in with the generic junk at these positions.
 SPECIAL = {("kv_memory", 0): st.one_of(text, st.just(HUGE)), ("kv_memory", 1): bad_sources,
            ("generate", 0): bad_models, ("compare", 0): bad_models, ("dims_of_source", 1): bad_sources,
-           ("generate", 1): st.sampled_from(["", "  ", HUGE, "y" * 150_000])}
+           ("generate", 1): st.sampled_from(["", "  ", HUGE, "y" * 150_000]),
+           ("serve", 1): st.sampled_from(["", "localhost:1", "ftp://x/v1", "http://user:pw@127.0.0.1:1", "http://127.0.0.1:9",
+                                          HUGE]),
+           ("serve", 2): st.sampled_from(["", "not-served", HUGE])}
 PUBLIC = {"kv_memory", "generate", "compare", "stop"}
 
 
@@ -86,7 +98,7 @@ def call(draw, name: str, special: dict | None = None) -> list:
     for i in draw(st.sets(st.integers(0, len(values) - 1), max_size=len(values))) if values else ():
         # Where a position has its own wrong values (unknown models, paths), they come up as often as the junk.
         values[i] = draw(special[(name, i)] if (name, i) in special and draw(st.booleans()) else bad)
-    if name == "stop":
+    if name in ("stop", "stop_serving", "stop_vllm"):
         values = draw(st.lists(bad, max_size=3))  # it takes none; extra values are ignored
     return values
 
@@ -131,6 +143,10 @@ def assert_valid(name: str, out) -> None:
         assert out[0] in EXAMPLE_PROMPTS
     elif name == "overlay_runs":
         assert "plot" in out[0]
+    elif name == "serve":
+        job = next(v for v in out if isinstance(v, dict) and "runs" in v)
+        assert job["runs"][-1]["stats"]["completed"] >= 1 and "api_key" not in json.dumps(job).replace(
+            '"api_key": false', "")
 
 
 def raw_call(http: httpx.Client, url: str, name: str, values: list) -> tuple[str, object]:
@@ -200,11 +216,22 @@ def drive(url: str, plan: dict[str, int], special: dict | None = None) -> tuple[
     return calls, refused
 
 
-def test_every_endpoint_answers_or_refuses_clearly(app):
-    """500+ random and malformed calls: each gets a valid result or a short, clear message; the app keeps serving."""
+def serving_values(url: str) -> list:
+    """A valid Serving-tab load against the fake server at `url`: 1-4 requests of 1-4 tokens, any arrivals."""
+    return [st.just(REMOTE), st.just(url), st.just(MODEL), st.sampled_from(["completions", "chat"]), st.just(""),
+            st.just(""), st.just(ONE), st.sampled_from(list(ARRIVALS)), st.integers(1, 4), st.floats(5, 50),
+            st.integers(1, 16), st.just(0), st.integers(1, 4), st.integers(1, 4), st.floats(5, 30), st.integers(1, 2),
+            st.integers(1, 2), st.floats(0.1, 2), st.floats(0.01, 1)]
+
+
+def test_every_endpoint_answers_or_refuses_clearly(app, monkeypatch):
+    """580+ random and malformed calls: each gets a valid result or a short, clear message; the app keeps serving.
+    The Serving tab's loads go to a small OpenAI-compatible server on 127.0.0.1 (tests/serving/fake_server.py)."""
     url, log = app
     started = time.monotonic()
-    calls, refused = drive(url, PLAN)
+    with fake_server(ttft_s=0.01, itl_s=0.005, tokens=4) as (fake_url, _):
+        monkeypatch.setitem(VALID, "serve", serving_values(fake_url))
+        calls, refused = drive(url, PLAN)
     total = sum(calls.values())
     print(f"\nfuzz: {total} calls in {time.monotonic() - started:.0f} s; per endpoint {dict(calls)}; "
           f"refused {dict(refused)}")
@@ -212,5 +239,6 @@ def test_every_endpoint_answers_or_refuses_clearly(app):
     assert set(calls) == set(PLAN), f"endpoints never called: {set(PLAN) - set(calls)}"
     assert refused["kv_memory"] and refused["generate"] and calls["generate"] > refused["generate"], \
         "the fuzz must see both valid results and refusals"
+    assert refused["serve"] and calls["serve"] > refused["serve"], "the loads must both run and be refused"
     server_log = log.read_text()
     assert "Traceback" not in server_log, f"an exception escaped a handler:\n{server_log[-3000:]}"

@@ -36,7 +36,7 @@ def generate(client: Client, model: str = "tiny", prompt: str = "What is a packa
 
 
 def test_page_shows_the_limits_and_offers_only_the_allowlist(app):
-    """The page has the one-line note of every limit, and both model pickers list only what is offered."""
+    """The page has the one-line note of every limit, and every model picker lists only what is offered."""
     url, _ = app
     config = httpx.get(f"{url}config", timeout=30).json()
     texts = [c["props"].get("value") for c in config["components"] if c.get("type") == "markdown"]
@@ -46,7 +46,7 @@ def test_page_shows_the_limits_and_offers_only_the_allowlist(app):
         assert part in note, f"{part!r} missing from the page's note {note!r}"
     pickers = [c["props"] for c in config["components"] if c.get("type") == "dropdown"
                and "model" in str(c["props"].get("label"))]
-    assert len(pickers) == 2
+    assert len(pickers) == 3, "generation's, comparison's and the Serving tab's (the model vLLM serves)"
     for props in pickers:
         assert [value for _, value in props["choices"]] == ["tiny", "smollm2-135m-instruct", "random:gpt2", TWIN]
         assert props["allow_custom_value"] is False
@@ -98,6 +98,23 @@ def test_request_limits_are_refused_with_the_numbers(app):
             call()
         asked = int(re.search(r"has ([\d,]+) tokens", str(info.value)).group(1).replace(",", ""))
         assert asked > 32
+
+
+def test_hosted_serving_sends_nothing_to_a_visitors_address(app):
+    """With no --allowed-endpoints, the Serving tab loads only the local vLLM: a URL of the visitor's choosing
+    (the cloud metadata address, loopback) is refused before any request, and so are a load above the limits, a
+    twin above the size limit, and stopping the host's vLLM."""
+    client = Client(app[0], verbose=False)
+    for url in ("http://169.254.169.254/latest", "http://127.0.0.1:22"):
+        with pytest.raises(AppError, match="loads only its own endpoints"):
+            client.predict(target="an OpenAI-compatible endpoint", url=url, model="x", api_name="/serve")
+    with pytest.raises(AppError, match="output tokens is 1,001; this demo allows up to 1,000"):
+        client.predict(target="an OpenAI-compatible endpoint", url="http://10.0.0.1:8000", model="x",
+                       output_tokens=1001, api_name="/serve")
+    with pytest.raises(AppError, match="this demo allows twins under 200 M"):
+        client.predict(model="random:qwen2.5-0.5b", kv_space_gib=1, api_name="/start_vllm")
+    with pytest.raises(AppError, match="keeps its vLLM serving for every visitor"):
+        client.predict(api_name="/stop_vllm")
 
 
 def test_time_limit_stops_a_long_generation_and_frees_the_device(app):

@@ -78,6 +78,17 @@ def test_one_load_draws_live_and_ends_with_its_figures(page: Page, shots: Path):
     page.screenshot(path=str(shots / "serving-load.png"), full_page=True)
 
 
+def test_the_same_load_on_kvvizs_engine_beside_vllm(page: Page, shots: Path):
+    """The last load (4 in flight, 8 requests of 16 tokens) again on kvviz's own engine: both engines' figures."""
+    page.get_by_text("the same load on kvviz's own engine, one request at a time").click()
+    page.locator("#serve-engine-btn").click()
+    text = page.locator("#serve-side-text")
+    expect(text).to_contain_text("The same load, 4 in flight, 8 requests of 16 tokens", timeout=180_000)
+    expect(text).to_contain_text("kvviz's engine (one request at a time)")
+    expect(page.locator("#serve-side-plot .js-plotly-plot")).to_be_visible()
+    page.locator("#serve-side-plot").screenshot(path=str(shots / "serving-engine.png"))
+
+
 def test_a_sweep_draws_the_curves_and_explains_them(page: Page, shots: Path):
     page.get_by_label("sweep", exact=True).check()
     _set(page, "serve-max-concurrency", "4")
@@ -94,7 +105,7 @@ def test_a_sweep_draws_the_curves_and_explains_them(page: Page, shots: Path):
 
 def test_the_runs_are_in_the_history(page: Page):
     page.get_by_role("tab", name="History").click()
-    for label in ("one load c=4", "sweep c=1", "sweep c=2", "sweep c=4"):
+    for label in ("one load c=4", "kvviz engine c=4", "sweep c=1", "sweep c=2", "sweep c=4"):
         expect(page.get_by_role("gridcell", name=label, exact=True)).to_be_visible()
     page.get_by_role("tab", name="Serving").click()
 

@@ -17,6 +17,7 @@ from kvviz.serving.stats import Slo, run_stats
 from kvviz.ui.serving_text import (
     Q5,
     Q6,
+    engine_vs_server_markdown,
     history_row,
     prefix_markdown,
     run_markdown,
@@ -199,3 +200,16 @@ def test_history_row_is_flat_and_never_holds_the_key():
     assert all(not isinstance(v, (dict, list, tuple)) for v in row.values()), "a history row is flat"
     leaked = history_row(result(ep=asdict(ep)), "c=2")  # the key held in the endpoint's dict
     assert SECRET not in repr(leaked) and "api_key" not in leaked
+
+
+def test_the_engine_comparison_says_both_engines_numbers():
+    """The hand-built run (8 tokens in 2 s: 4 tokens/s, TTFT p50 150 ms, TPOT 100 ms) as vLLM's at 2 in flight,
+    and the same records over 4 s as the engine's: 2 tokens/s, so batching made 2.0× the tokens per second,
+    and the engine's requests each wait for the 1 ahead."""
+    text = engine_vs_server_markdown(result(duration_s=2.0), result(duration_s=4.0))
+    assert "The same load, 2 in flight, 3 requests of 4 tokens" in text
+    assert "vLLM (continuous batching): 4 tokens/s, TTFT p50 150.0 ms, TPOT p50 100.0 ms" in text
+    assert "kvviz's engine (one request at a time): 2 tokens/s" in text
+    assert "Batching made 2.0× the tokens per second" in text and "the 1 request(s) ahead" in text
+    single = engine_vs_server_markdown(result(concurrency=1), result(concurrency=1, duration_s=1.0))
+    assert "nothing to batch" in single and "(0.5×)" in single

@@ -16,20 +16,26 @@ from collections.abc import Generator
 from dataclasses import asdict, dataclass
 
 import gradio as gr
+import pandas as pd
 
-from kvviz.base.errors import first_line
 from kvviz.base.inputs import whole_number
 from kvviz.engine.hosting import HostPolicy
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError
 from kvviz.serving.live import KINDS, ONE, PREFIX, SWEEP, LiveJob, Outcome
+from kvviz.serving.load import CLOSED
 from kvviz.serving.local import READY, STARTING, LocalEngine
 from kvviz.serving.metrics_reader import server_view
+from kvviz.serving.models import model_folder
+from kvviz.serving.prompts import load_tokenizer, synthetic
 from kvviz.serving.sweep import sweep_frame
 from kvviz.serving.vllm import VllmError
 from kvviz.ui import figures, serving_figures, serving_text
+from kvviz.ui.present import time_limit_message
 from kvviz.ui.serving_plan import ARRIVALS, LOCAL, TARGETS, PageValues, plan_from_page
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import plot, refusal
+from kvviz.ui.tabs.common import DEVICE, plot, refusal
+from kvviz.ui.worker import Done, Failed, Loaded, Served, Tick, start_load_job
+from kvviz.ui.worker import Progress as WorkerProgress
 
 INTRO = """
 A request's life on a real server (the lesson's question 1): the client sends it over HTTP, the server queues
@@ -50,8 +56,9 @@ LIVE_OUTPUTS = 6  # status and five live plots
 
 @dataclass(frozen=True)
 class ServingTab:
-    finished: gr.events.Dependency  # the Start event; build_app adds the finished run to the history after it
-    last: gr.State  # the session's last finished serving run (a dict: "row" for the history, "outcome")
+    # (an event, the state it leaves its runs in: a dict with "rows" for the history): Start's and the engine
+    # comparison's; build_app adds the rows to the history after each
+    published: list[tuple[gr.events.Dependency, gr.State]]
 
 
 def live_update(job: LiveJob, started: float) -> tuple:
@@ -245,9 +252,66 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore)
     def stop(request: gr.Request):
         sessions.stop(session_id(request))
 
+    def on_engine(model, last_run, request: gr.Request, progress=gr.Progress()):
+        """The last load (its last run: a sweep's top level) again on kvviz's own engine in the device worker,
+        with prompts of the same length; yields nothing new while it runs, then the comparison."""
+        server, load, prompts, spec = same_load_on_engine(model, last_run)
+        job = start_load_job(spec, load, prompts, policy.request_time_limit_s, policy.hosted)
+        session = session_id(request)
+        sessions.begin(session, job)
+        served = failure = None
+        try:
+            for message in job.follow(0.25):
+                match message:
+                    case WorkerProgress():
+                        progress(message.fraction, desc=message.message)
+                    case Served():
+                        served = message.result
+                    case Failed():
+                        failure = message
+                    case Tick():
+                        yield gr.skip(), gr.skip(), gr.skip()
+                    case Loaded() | Done():
+                        pass
+                    case _:
+                        raise TypeError(f"a load's job sent {message!r}")
+        finally:
+            job.abandon()
+            sessions.end(session, job)
+        if failure is not None or served is None:
+            raise refusal(failure.message if failure else time_limit_message(job.time_limit_s) if job.timed_out
+                          else "the engine's run ended without a result")
+        frame = pd.DataFrame([{"source": "vLLM (continuous batching)", **server.stats.flat()},
+                              {"source": "kvviz engine (one at a time)", **served.stats.flat()}])
+        row = serving_text.history_row(served, f"kvviz engine c={load.concurrency}")
+        yield (serving_text.engine_vs_server_markdown(server, served), plot(serving_figures.engine_vs_server(frame)),
+               {"rows": [row], "at": time.time()})
+
+    def same_load_on_engine(model, last_run) -> tuple:
+        """(vLLM's run, its load, fresh prompts of its length, the engine's model spec); refused unless the last
+        load ran on the local vLLM serving this model as a closed loop."""
+        outcome = last_run.get("outcome") if isinstance(last_run, dict) else None
+        status = engine.status()
+        try:
+            spec = policy.check_model(model)
+            served_name = model_folder(spec).name
+        except ValueError as exc:
+            raise refusal(exc) from None
+        if outcome is None or status.state != READY or status.model != served_name or \
+                outcome.runs[-1].endpoint.get("url") != status.url:
+            raise refusal(f"run a load on the local vLLM serving {spec} first: the comparison runs that same load "
+                          "on kvviz's engine")
+        server = outcome.runs[-1]
+        if server.load.arrivals != CLOSED:
+            raise refusal("kvviz's engine takes closed-loop loads (fixed requests in flight); run one on vLLM first")
+        tokenizer = load_tokenizer(outcome.plan.tokenizer_folder)
+        prompts = tuple(synthetic(server.load.requests, outcome.plan.prompt_tokens, tokenizer,
+                                  seed=server.load.seed + 303))
+        return server, server.load, prompts, spec
+
     target.change(pick_target, target, [local_box, remote_box], api_visibility="private", queue=False)
     start_engine.click(start_vllm, [local_model, kv_space], engine_status, api_name="start_vllm",
-                       concurrency_id=SERVING, concurrency_limit=1)
+                       concurrency_id=SERVING, concurrency_limit=1, preprocess=False)
     stop_engine.click(stop_vllm, None, engine_status, api_name="stop_vllm", concurrency_limit=None)
     finished = go.click(
         run, [target, url, served, api, api_key, tokenizer, kind, arrivals, concurrency, rate, prompt_tokens,
@@ -256,5 +320,8 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore)
          explanation, as_json, last], api_name="serve", concurrency_id=SERVING, concurrency_limit=1,
         preprocess=False)
     halt.click(stop, None, None, api_name="stop_serving", concurrency_limit=None, queue=False)
-    _ = (side_go, side_text, side_plot, first_line)
-    return ServingTab(finished, last)
+    side_last = gr.State(None)
+    compared = side_go.click(on_engine, [local_model, last], [side_text, side_plot, side_last],
+                             api_name="serve_on_engine", concurrency_id=DEVICE, concurrency_limit=1,
+                             preprocess=False)
+    return ServingTab([(finished, last), (compared, side_last)])
