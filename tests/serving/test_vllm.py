@@ -90,15 +90,19 @@ def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
     from kvviz.calc.arch import architecture_from_source
 
     ep = server.endpoint()
-    watcher = Watcher(ep, interval_s=0.02, arch=architecture_from_source(REPO / "assets" / "tiny"))
     prompts = synthetic(16, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
     # the same load once unwatched first: a fresh vLLM on a CPU is slow the first time it runs a batch size
     run(ep, Load(concurrency=4, requests=4, output_tokens=240), prompts[12:])
-    result = run(ep, Load(concurrency=4, requests=12, output_tokens=240), prompts[:12], watcher=watcher)
-    assert result.metrics_error is None and watcher.cache.capacity_tokens == 1_048_576
-    steady = [s for s in result.samples if s.running == s.in_flight == 4 and s.scrape_s < 0.1]
-    seen = [(s.running, s.in_flight, s.scrape_s) for s in result.samples]
-    assert steady, f"no quick sample caught 4 requests running: {seen}"
+    seen, steady = [], []
+    for _ in range(3):  # on a busy machine a whole run's scrapes can all be slow: run it again, up to 3 times
+        watcher = Watcher(ep, interval_s=0.02, arch=architecture_from_source(REPO / "assets" / "tiny"))
+        result = run(ep, Load(concurrency=4, requests=12, output_tokens=240), prompts[:12], watcher=watcher)
+        assert result.metrics_error is None and watcher.cache.capacity_tokens == 1_048_576
+        steady = [s for s in result.samples if s.running == s.in_flight == 4 and s.scrape_s < 0.1]
+        seen += [(s.running, s.in_flight, round(s.scrape_s, 3)) for s in result.samples]
+        if steady:
+            break
+    assert steady, f"no quick sample caught 4 requests running in 3 runs: {seen}"
     for s in steady:
         assert 4 <= round(s.predicted_kv_usage * 8191) <= 8
         assert abs(s.kv_usage - s.predicted_kv_usage) * 8191 <= 4.01, "more than a block a request apart"
