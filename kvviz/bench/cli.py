@@ -1,9 +1,10 @@
 """`python -m kvviz.bench PART`: the command line over the benchmark parts; each part writes CSV and JSON.
 
 Parts: overhead (1), payoff (2), memory (3), hardware (4), calculator and app (5), gpu (6: parts 1-4 on
-CUDA), load, concurrency (many clients on one app), leaks (memory over many runs), cancel (how soon Stop, a
-cancelled call or a closed tab frees the device), serving (vLLM under load, beside vLLM's own benchmark and
-kvviz's engine; not in `all`, as it needs vLLM's environment), figures (plotly HTML and PNG from the results), and all
+CUDA), batch (kvviz's batched engine over B, against the roofline), load, concurrency (many clients on one
+app), leaks (memory over many runs), cancel (how soon Stop, a cancelled call or a closed tab frees the device),
+serving (vLLM under load, beside vLLM's own benchmark and kvviz's engine; not in `all`, as it needs vLLM's
+environment), figures (plotly HTML and PNG from the results), and all
 (every part in turn; with --quick, seconds each, as CI runs it).
 """
 
@@ -89,6 +90,23 @@ def _hardware(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     frame = hardware_limit(args.models, accel, args.new_tokens, args.repeats)
     write_results(args.out, "hardware-quick" if args.quick else "hardware", frame,
                   summarize_hardware(frame, accel), argv)
+
+
+def _batch(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.batch import batch_bench
+    from kvviz.calc.hardware import device_accelerator, measure_device
+    from kvviz.engine.loading import resolve_device
+
+    if args.quick:
+        args.models, args.max_batch, args.prompt_tokens, args.new_tokens, args.repeats = ["tiny"], [4], 16, 8, 1
+    device = resolve_device(args.device)
+    # A GPU: its preset's figures. A CPU: measured as the hardware part measures it; the full run multiplies
+    # 4096 x 4096 matrices for the peak (smaller ones understate what a batch's matmuls reach).
+    accel = (device_accelerator(str(device)) if device.type != "cpu" else
+             measure_device("cpu", 32, 512, 2) if args.quick else measure_device("cpu", 256, 4096, 5))
+    frame, summary = batch_bench(args.models, args.max_batch, args.prompt_tokens, args.new_tokens, args.repeats,
+                                 accel, str(device))
+    write_results(args.out, "batch-quick" if args.quick else "batch", frame, summary, argv)
 
 
 def _calculator(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -181,8 +199,8 @@ def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
         print(path)
 
 
-ALL = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "cancel",
-       "gpu")
+ALL = ("overhead", "load", "payoff", "memory", "hardware", "batch", "calculator", "app", "concurrency", "leaks",
+       "cancel", "gpu")
 
 
 def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -206,8 +224,8 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
-         "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks, "cancel": _cancel,
-         "gpu": _gpu, "serving": _serving, "figures": _figures, "all": _all}
+         "batch": _batch, "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks,
+         "cancel": _cancel, "gpu": _gpu, "serving": _serving, "figures": _figures, "all": _all}
 
 
 def _models(*default: str, help_: str | None = None) -> tuple[str, dict]:
@@ -241,6 +259,14 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
     "hardware": ("measured bandwidth and matmul peak, and how close models run to them",
                  "small measurement, tiny only, 8 tokens, 1 repeat",
                  [_models("tiny", "random:qwen2.5-0.5b"), _int("--new-tokens", 64), _int("--repeats", 3)]),
+    "batch": ("kvviz's batched engine swept over B = 1, 2, 4, ..., each batch beside the roofline's prediction",
+              "tiny, B up to 4, 16 prompt tokens, 8 new ones",
+              [_models("tiny", "random:qwen2.5-0.5b", help_="models as MODEL or MODEL@DTYPE"),
+               ("--max-batch", {"nargs": "+", "type": int, "default": [128, 32],
+                                "help": "largest batch: one number, or one per model (default 128 32)"}),
+               _int("--prompt-tokens", 32), _int("--new-tokens", 16),
+               _int("--repeats", 2, "runs per batch size after its warm-up (default 2)"),
+               _text("--device", "auto")]),
     "calculator": ("latency of the calculator's handler, every preset", "2 calls per preset",
                    [_int("--repeats", 20)]),
     "app": ("decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat",

@@ -125,6 +125,17 @@ def hardware_figure(rows: pd.DataFrame) -> go.Figure:
     return _layout(fig, "The hardware limit: how close decode and prefill run to what this machine measured")
 
 
+def batch_figure(rows: pd.DataFrame) -> go.Figure:
+    """The batch part: per model, the decode step, tokens/s, TTFT and KV bytes against B, measured beside the
+    roofline (the app's panels, kvviz.ui.batch_figures.overview, on this module's white template)."""
+    from kvviz.ui.batch_figures import overview
+
+    fig = go.Figure(overview(rows))
+    fig.update_layout(template=TEMPLATE, paper_bgcolor="white", plot_bgcolor="white", width=1500,
+                      font={"color": "#444"})
+    return fig
+
+
 def calculator_figure(rows: pd.DataFrame) -> go.Figure:
     """Part 5: the calculator handler's latency per preset, p50 and p95 over all calls."""
     ms = rows.assign(ms=rows["seconds"] * 1e3)
@@ -225,7 +236,7 @@ def _gather(results: Path, name: str) -> pd.DataFrame | None:
 
 FIGURES: dict[str, Callable[[pd.DataFrame], go.Figure]] = {
     "overhead": overhead_figure, "payoff": payoff_figure, "memory": memory_figure, "hardware": hardware_figure,
-    "calculator": calculator_figure, "app": app_figure, "concurrency": concurrency_figure,
+    "batch": batch_figure, "calculator": calculator_figure, "app": app_figure, "concurrency": concurrency_figure,
     "concurrency-hosted": concurrency_figure, "serving": serving_figure,
 }
 

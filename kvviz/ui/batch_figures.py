@@ -1,0 +1,221 @@
+"""Figures of a batch sweep (kvviz.engine.batch_sweep): measured against the roofline's prediction over B.
+
+Plain functions from a sweep's DataFrame (one row per batch size, COLUMNS of kvviz.engine.batch_sweep) to
+plotly specs drawn as kvviz.ui.figures draws them (JSON-ready dicts, axis titles with units, a transparent
+background, mid-grey ink). Batch sizes double, so B is on a log axis; times and rates span decades, so they
+are too. The batch where the step turns compute-bound and the one where memory runs out are drawn as labelled
+vertical lines when they fall on the plotted range, and named in the panel's note when they do not. Vertical
+and horizontal rules are line traces, not shapes, so they sit at data values on log axes. The only arithmetic
+here is units (s to ms, bytes to MiB). Knows no gradio, no model and nothing of how the sweep ran.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from kvviz.base.units import MIB
+from kvviz.ui.figures import COLORS, GRID, INK, Figure, empty
+
+MEASURED, PREDICTED, PER_SEQ, LIMIT = COLORS[0], COLORS[1], COLORS[2], COLORS[3]
+PANELS = ("step", "throughput", "prefill", "kv")
+TITLES = {"step": "Decode step time", "throughput": "Tokens/s, total and per sequence",
+          "prefill": "TTFT: the batch's prefill", "kv": "KV cache after the last step"}
+Y_TITLES = {"step": "ms per decode step (log)", "throughput": "tokens/s (log)", "prefill": "ms (log)",
+            "kv": "MiB (log)"}
+
+
+def _axis(title: str, log: bool = True, **extra) -> dict:
+    return {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True,
+            "title": {"text": title}, **({"type": "log"} if log else {}), **extra}
+
+
+def _layout(title: str, height: int = 400, **extra) -> dict:
+    """kvviz.ui.figures' look: transparent, mid-grey ink, the legend below the x axis's title."""
+    return {"title": {"text": title, "font": {"size": 15}}, "height": height,
+            "margin": {"l": 60, "r": 20, "t": 60, "b": 40}, "paper_bgcolor": "rgba(0,0,0,0)",
+            "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": INK},
+            "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0}, **extra}
+
+
+def _line(x: list, y: list, name: str, color: str, *, dash: str = "solid", markers: bool = True,
+          hover: str = "%{y:,.3g}", **extra) -> dict:
+    return {"type": "scatter", "mode": "lines+markers" if markers else "lines", "x": x, "y": y, "name": name,
+            "line": {"color": color, "dash": dash, "width": 2 if markers else 1.5},
+            "marker": {"color": color, "size": 7}, "hovertemplate": f"B=%{{x}}: {hover}<extra>{name}</extra>",
+            **extra}
+
+
+def _rule(b: float, y_lo: float, y_hi: float, text: str, name: str) -> dict:
+    """A vertical line at batch b from y_lo to y_hi with `text` at its top: a line trace (data coordinates on
+    log axes too)."""
+    return {"type": "scatter", "mode": "lines+text", "x": [b, b], "y": [y_lo, y_hi], "text": ["", text],
+            "textposition": "bottom left", "textfont": {"color": INK, "size": 11}, "name": name,
+            "line": {"color": INK, "dash": "dot", "width": 1}, "hoverinfo": "skip", "cliponaxis": False}
+
+
+def limits_in_range(frame: pd.DataFrame) -> dict[str, int | None]:
+    """The compute-bound and memory-limit batches of the sweep, each None when it lies off the plotted range
+    (beyond twice the largest batch measured), where the panel names it in its note instead."""
+    top = 2 * frame["batch"].max()
+    cb, mem = frame["compute_bound_batch"].iloc[0], frame["memory_limit_batch"].iloc[0]
+    return {"compute_bound": None if pd.isna(cb) or cb > top else int(cb),
+            "memory_limit": None if mem > top else int(mem)}
+
+
+def _span(*columns: pd.Series) -> tuple[float, float]:
+    values = pd.concat(columns)
+    values = values[values > 0]
+    return float(values.min()) / 1.5, float(values.max()) * 1.5
+
+
+def step_traces(frame: pd.DataFrame) -> list[dict]:
+    """Measured median decode step (bars: the fastest and slowest step) against the roofline's lower bound and
+    its compute term alone; the compute-bound batch as a rule."""
+    f = frame.sort_values("batch")
+    b = f["batch"].tolist()
+    ms = f["step_s"] * 1e3
+    traces = [
+        _line(b, ms.tolist(), "measured step (median)", MEASURED, hover="%{y:,.2f} ms",
+              error_y={"type": "data", "symmetric": False, "color": MEASURED, "thickness": 1,
+                       "array": (f["step_max_s"] * 1e3 - ms).tolist(),
+                       "arrayminus": (ms - f["step_min_s"] * 1e3).tolist()}),
+        _line(b, (f["step_s_predicted"] * 1e3).tolist(), "roofline: max(bytes / bandwidth, FLOPs / peak)",
+              PREDICTED, dash="dash", hover="%{y:,.3f} ms"),
+        _line(b, (f["step_compute_s_predicted"] * 1e3).tolist(), "roofline: FLOPs / peak alone", PREDICTED,
+              dash="dot", markers=False, hover="%{y:,.3f} ms"),
+    ]
+    cb = limits_in_range(frame)["compute_bound"]
+    if cb is not None:
+        lo, hi = _span(ms, f["step_compute_s_predicted"] * 1e3, f["step_s_predicted"] * 1e3)
+        traces.append(_rule(cb, lo, hi, f"compute-bound from B={cb:,} ", "compute-bound batch (roofline)"))
+    return traces
+
+
+def throughput_traces(frame: pd.DataFrame) -> list[dict]:
+    """Tokens/s of the whole batch (B / step) and of each sequence (1 / step), measured and predicted."""
+    f = frame.sort_values("batch")
+    b = f["batch"].tolist()
+    return [
+        _line(b, f["tokens_per_s_total"].tolist(), "total tokens/s, measured", MEASURED, hover="%{y:,.0f} tokens/s"),
+        _line(b, f["tokens_per_s_total_predicted"].tolist(), "total tokens/s, roofline", MEASURED, dash="dash",
+              markers=False, hover="%{y:,.0f} tokens/s"),
+        _line(b, f["tokens_per_s_per_seq"].tolist(), "per sequence, measured", PER_SEQ, hover="%{y:,.1f} tokens/s"),
+        _line(b, f["tokens_per_s_per_seq_predicted"].tolist(), "per sequence, roofline", PER_SEQ, dash="dash",
+              markers=False, hover="%{y:,.1f} tokens/s"),
+    ]
+
+
+def prefill_traces(frame: pd.DataFrame) -> list[dict]:
+    """The batch's prefill (every sequence's time to first token) measured against prefill_estimate."""
+    f = frame.sort_values("batch")
+    b = f["batch"].tolist()
+    return [_line(b, (f["prefill_s"] * 1e3).tolist(), "prefill, measured", MEASURED, hover="%{y:,.1f} ms"),
+            _line(b, (f["prefill_s_predicted"] * 1e3).tolist(), "prefill, roofline", PREDICTED, dash="dash",
+                  hover="%{y:,.2f} ms")]
+
+
+def kv_traces(frame: pd.DataFrame) -> list[dict]:
+    """The cache's bytes after the last step, measured (markers) on the memory model's line, the KV budget as a
+    ceiling, and the memory-limit batch as a rule when it falls on the plotted range."""
+    f = frame.sort_values("batch")
+    b = f["batch"].tolist()
+    traces = [_line(b, (f["kv_bytes_predicted"] / MIB).tolist(), "KV predicted (memory model)", PREDICTED,
+                    dash="dash", markers=False, hover="%{y:,.3f} MiB"),
+              {**_line(b, (f["kv_bytes"] / MIB).tolist(), "KV measured (cache tensors)", MEASURED,
+                       hover="%{y:,.3f} MiB"), "mode": "markers"}]
+    budget = f["kv_budget_bytes"].iloc[0] / MIB
+    mem = limits_in_range(frame)["memory_limit"]
+    x_hi = max(b[-1], mem or 0)
+    traces.append(_line([b[0], x_hi], [budget, budget], f"KV budget (calculator): {budget / 1024:,.1f} GiB", LIMIT,
+                        dash="dot",
+                        markers=False, hover="%{y:,.0f} MiB"))
+    if mem is not None:
+        lo = float(f["kv_bytes"].min()) / MIB / 1.5
+        traces.append(_rule(mem, lo, budget, f"memory runs out after B={mem:,} ", "memory-limit batch (calculator)"))
+    return traces
+
+
+TRACES = {"step": step_traces, "throughput": throughput_traces, "prefill": prefill_traces, "kv": kv_traces}
+
+
+def panel_note(frame: pd.DataFrame, panel: str) -> str:
+    """A line under a panel's title naming a limit the panel cannot show on its range ('' when none)."""
+    limits = limits_in_range(frame)
+    cb, mem = frame["compute_bound_batch"].iloc[0], int(frame["memory_limit_batch"].iloc[0])
+    if panel == "step" and limits["compute_bound"] is None:
+        return ("never compute-bound (roofline)" if pd.isna(cb) else
+                f"compute-bound from B={int(cb):,} (roofline), beyond the sweep")
+    if panel == "kv" and limits["memory_limit"] is None:
+        return f"memory runs out after B={mem:,} (calculator)"
+    return ""
+
+
+def _single(frame: pd.DataFrame, panel: str) -> Figure:
+    if frame is None or frame.empty:
+        return empty("Run a batch sweep to see this")
+    note = panel_note(frame, panel)
+    title = TITLES[panel] + (f"<br><sup>{note}</sup>" if note else "")
+    return {"data": TRACES[panel](frame),
+            "layout": _layout(title, xaxis=_axis("batch size B (log)", dtick=math.log10(2)),
+                              yaxis=_axis(Y_TITLES[panel], tickformat=",~g", dtick="D2"))}
+
+
+def step_time(frame: pd.DataFrame) -> Figure:
+    """Decode step time against B, measured against the roofline, the compute-bound batch marked."""
+    return _single(frame, "step")
+
+
+def throughput(frame: pd.DataFrame) -> Figure:
+    """Tokens/s in total and per sequence against B, measured and predicted."""
+    return _single(frame, "throughput")
+
+
+def prefill_time(frame: pd.DataFrame) -> Figure:
+    """TTFT (the batch's prefill) against B, measured and predicted."""
+    return _single(frame, "prefill")
+
+
+def kv_bytes(frame: pd.DataFrame) -> Figure:
+    """KV bytes against B, measured on the prediction, under the calculator's budget."""
+    return _single(frame, "kv")
+
+
+def _axis_key(k: int, axis: str) -> str:
+    return axis if k == 1 else f"{axis}{k}"
+
+
+def overview(frame: pd.DataFrame, height_per_model: int = 380) -> Figure:
+    """The four panels side by side for every model of the frame (one row each): what the benchmark saves and the
+    app can show at once. Each model's limits are its own; the legend shows each kind of line once."""
+    if frame is None or frame.empty:
+        return empty("Run a batch sweep to see this")
+    models = list(dict.fromkeys(frame["model"]))
+    n, gap, vgap = len(models), 0.045, 0.16 / max(len(models), 1)
+    layout = _layout("Batch sweep: measured against the roofline", height=height_per_model * n + 120,
+                     annotations=[])
+    layout["margin"] = {"l": 60, "r": 20, "t": 80, "b": 60}
+    layout["legend"] = {"orientation": "h", "yanchor": "top", "y": -0.08 / n, "xanchor": "left", "x": 0.0}
+    data, seen = [], set()
+    for r, model in enumerate(models):
+        f = frame[frame["model"] == model]
+        top = 1 - r / n
+        y_dom = [top - 1 / n + vgap, top - 0.06 / n]
+        for c, panel in enumerate(PANELS):
+            k = r * len(PANELS) + c + 1
+            x_dom = [c / len(PANELS) + gap / 2, (c + 1) / len(PANELS) - gap / 2]
+            for trace in TRACES[panel](f):
+                data.append({**trace, "xaxis": _axis_key(k, "x"), "yaxis": _axis_key(k, "y"),
+                             "legendgroup": trace["name"], "showlegend": trace["name"] not in seen})
+                seen.add(trace["name"])
+            layout[_axis_key(k, "xaxis")] = _axis("batch size B (log)", domain=x_dom, anchor=_axis_key(k, "y"),
+                                                  dtick=math.log10(2))
+            layout[_axis_key(k, "yaxis")] = _axis(Y_TITLES[panel], domain=y_dom, anchor=_axis_key(k, "x"),
+                                                  tickformat=",~g", dtick="D2")
+            note = panel_note(f, panel)
+            title = f"{model}: {TITLES[panel]}" + (f"<br><sup>{note}</sup>" if note else "")
+            layout["annotations"].append({
+                "text": title, "x": sum(x_dom) / 2, "y": y_dom[1], "xref": "paper", "yref": "paper",
+                "showarrow": False, "xanchor": "center", "yanchor": "bottom", "font": {"color": INK, "size": 12}})
+    return {"data": data, "layout": layout}

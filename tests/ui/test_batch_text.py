@@ -1,0 +1,89 @@
+"""The batch sweep's explanation: every sentence's numbers come from the frame, and each departure from the
+roofline is claimed only where the data shows it."""
+
+from __future__ import annotations
+
+from kvviz.engine.batch_sweep import STOP_MEMORY
+from kvviz.ui.batch_text import ms, rate, sweep_markdown, sweep_table
+from tests.batch_frames import hand_frame
+
+
+def test_units():
+    assert [ms(0.00305), ms(0.0412), ms(1.2345)] == ["3.05 ms", "41.2 ms", "1,234 ms"]
+    assert [rate(8000), rate(12.46)] == ["8,000", "12.5"]
+
+
+def test_headline_uses_the_runs_numbers():
+    """Step 3.00 → 8.00 ms (2.7×) while tokens/s 333 → 8,000 (24.0×); the weights' 20.5 MB read once a step."""
+    text = sweep_markdown(hand_frame())
+    assert ("From B=1 to B=64 the decode step went from 3.00 ms to 8.00 ms (2.7×) while tokens/s went from 333 to "
+            "8,000 (24.0×)") in text
+    assert "the weights (20.5 MB) are read once per step for the whole batch" in text
+    assert "Each sequence's own rate went from 333 to 125 tokens/s" in text
+    assert "stopped at the largest batch asked for (B=64)" in text
+
+
+def test_departure_names_the_ratios_and_the_compute_bound_batch():
+    """measured / predicted at both ends; tiny's fixed per-step cost at B=1; compute-bound from B=22 inside."""
+    text = sweep_markdown(hand_frame())
+    assert "measured / predicted is 2.92 at B=1 and 2.41 at B=64 (lowest 2.41, at B=64)" in text
+    assert "At B=1 the measured step is 2.9× the bound" in text and "weights read in 1.02 ms" in text
+    assert "From B=22 the roofline turns compute-bound" in text
+    assert "1.09 ms at B=16 to 3.32 ms at B=64 (3.1×); measured, the step grew 2.1× over the same batches" in text
+
+
+def test_compute_bound_beyond_the_sweep_is_said_so():
+    text = sweep_markdown(hand_frame(batches=(1, 2, 4, 8)))
+    assert "stays memory-bound over the whole sweep" in text and "only at B=22, beyond B=8" in text
+    assert "turns compute-bound:" not in text
+
+
+def test_no_overhead_claim_when_the_step_is_near_the_bound():
+    """A step 1.1× its bound at B=1 is not blamed on fixed per-step cost."""
+    f = hand_frame()
+    f = f.assign(step_s=f["step_s_predicted"] * 1.1)
+    f = f.assign(step_over_predicted=f["step_s"] / f["step_s_predicted"])
+    text = sweep_markdown(f)
+    assert "fixed cost" not in text and "measured / predicted is 1.10 at B=1" in text
+
+
+def test_ratio_falling_then_rising_is_reported():
+    """Fixed cost shared (ratio falls from 2.92 to 1.0 at B=16), then the step grows faster than the roofline."""
+    f = hand_frame()
+    ratio = {1: 2.92, 2: 2.0, 4: 1.5, 8: 1.2, 16: 1.0, 32: 1.5, 64: 2.0}
+    f = f.assign(step_over_predicted=f["batch"].map(ratio))
+    f = f.assign(step_s=f["step_over_predicted"] * f["step_s_predicted"])
+    text = sweep_markdown(f)
+    assert "The batch shares that cost, so the ratio falls to 1.00 at B=16" in text
+    assert "Past B=16 the ratio rises again, to 2.00 at B=64" in text
+    assert "GFLOP/s this device reached with one large matmul" in text  # B=64 is compute-bound by the roofline
+
+
+def test_kv_text_states_agreement_and_the_memory_limit():
+    text = sweep_markdown(hand_frame())
+    assert "equal to the memory model's prediction at every batch, to the byte" in text
+    assert "memory runs out after B=208,595 sequences of 48 tokens" in text
+    assert "different from the memory model's prediction at B=64" in sweep_markdown(hand_frame(kv_off=8))
+
+
+def test_prefill_text():
+    text = sweep_markdown(hand_frame())
+    assert "TTFT, the batch's prefill, went from 2.00 ms at B=1 to 128 ms at B=64 (64.0×)" in text
+    assert "memory-bound at B=1, compute-bound from B=2" in text
+
+
+def test_stop_reasons_are_told():
+    assert "the next batch would not fit by the calculator" in sweep_markdown(hand_frame(stop=STOP_MEMORY))
+    assert "stopped after B=64: out of memory at B=128" in sweep_markdown(hand_frame(stop="out of memory at B=128"))
+
+
+def test_table_has_a_line_per_batch():
+    table = sweep_table(hand_frame())
+    lines = table.splitlines()
+    assert len(lines) == 2 + 7
+    assert lines[2].startswith("| 1 | 3.00 ms | 1.03 ms | 2.92 | memory | 333 | 333 | 2.00 ms | 96.3 KB | yes |")
+
+
+def test_single_batch_and_empty():
+    assert sweep_markdown(hand_frame(batches=(1,))).startswith("Only B=1 ran")
+    assert sweep_markdown(hand_frame().iloc[0:0]) == "No batch ran."
