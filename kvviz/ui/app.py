@@ -18,6 +18,7 @@ from kvviz.serving.local import LocalEngine
 from kvviz.ui import figures
 from kvviz.ui.present import RunHistory
 from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.tabs.batch import batch_tab
 from kvviz.ui.tabs.calculator import calculator_tab
 from kvviz.ui.tabs.common import plot
 from kvviz.ui.tabs.compare import compare_tab
@@ -60,6 +61,18 @@ def draw_finished_run(sessions: SessionStore):
     return publish
 
 
+def draw_finished_batch(history: RunHistory, last: dict | None):
+    """The step after a batch: its life cycle on the life-cycle tab (the shared phases once, a row per sequence),
+    its shared TTFT by cause, and one history row per sequence."""
+    if not last:
+        return (gr.skip(),) * 4
+    result = last["result"]
+    for row in last["rows"]:
+        history = history.with_row(row)
+    return (plot(figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
+            plot(figures.batch_ttft_parts(result.summary)), history, history.table())
+
+
 def add_serving_runs(history: RunHistory, last: dict | None):
     """The step after a serving job: each of its runs becomes a row of the history (and its CSV)."""
     if not last:
@@ -92,6 +105,8 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             generation = generation_tab(default_model, policy, sessions)
         with gr.Tab("Cached vs uncached"):
             compare_tab(default_model, policy)
+        with gr.Tab("Batch"):
+            batch = batch_tab(default_model, policy, sessions)
         with gr.Tab("Request lifecycle"):
             lifecycle = lifecycle_tab()
         with gr.Tab("Serving"):
@@ -103,6 +118,9 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             draw_finished_run(sessions), runs,
             [lifecycle.timeline, lifecycle.ttft, runs, history.table, history.run_picker],
             api_visibility="private", concurrency_limit=None)
+        batch.ran.success(draw_finished_batch, [runs, batch.last],
+                          [lifecycle.timeline, lifecycle.ttft, runs, history.table], api_visibility="private",
+                          concurrency_limit=None)
         for event, published in serving.published:
             event.success(add_serving_runs, [runs, published], [runs, history.table], api_visibility="private",
                           concurrency_limit=None)

@@ -2,17 +2,18 @@
 
 A model's Python-heavy forward pass and a web server in one process share one interpreter lock, and
 the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
-device job (a generation, a comparison, a load of requests) in this worker process, which loads and
-keeps the models.
+device job (a generation, a comparison, a load of requests, a batch, a batch sweep) in this worker
+process, which loads and keeps the models.
 
 The protocol is typed. The app sends a Job (its kind a JobKind: an unknown kind cannot be built); the
 worker answers with messages tagged with the job's id: Progress while loading, Loaded, then Tokens
-(batches of kvviz.engine.loop's events), Compared, or Served (a load's RunResult, kvviz.serving.engine_load),
-Failed when something went wrong, and always Done last. WorkerJob.follow() is the one loop that reads
-them, for every caller. Stop sets an event the generation loop checks before every token (every request of a
-load checks it, and the load sends no more); a job that has not ended KILL_GRACE_S after its stop (a model
-still loading cannot be interrupted) ends with the worker process, so a stop always frees the device.
-Nothing here imports gradio; the worker process never imports it either.
+(batches of kvviz.engine.loop's events), Compared, Served (a load's RunResult, kvviz.serving.engine_load),
+Batched (a batch's BatchResult, kvviz.engine.batch) or Swept (a batch sweep's table), Failed when
+something went wrong, and always Done last. WorkerJob.follow() is the one loop that reads them, for every
+caller. Stop sets an event the generation loop checks before every token (every request of a load checks
+it, and the load sends no more; a batch checks it before every step); a job that has not ended KILL_GRACE_S
+after its stop (a model still loading cannot be interrupted) ends with the worker process, so a stop always
+frees the device. Nothing here imports gradio; the worker process never imports it either.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import pandas as pd
+
+from kvviz.base.inputs import whole_number
+from kvviz.engine.batch import BatchRequest, BatchResult
 from kvviz.engine.compare import Comparison
 from kvviz.engine.events import Event, Finished
-from kvviz.engine.request import GenerationRequest
+from kvviz.engine.request import MAX_NEW_TOKENS, GenerationRequest
 from kvviz.engine.threads import choose_cpu_threads
 from kvviz.serving.engine_load import engine_requests
 from kvviz.serving.load import Load
@@ -40,6 +45,23 @@ class JobKind(Enum):
     GENERATE = "generate"  # one generation, streamed as Tokens
     COMPARE = "compare"  # cached against uncached, answered with one Compared
     LOAD = "load"  # a load of requests on kvviz's own engine (kvviz.serving.engine_load), answered with one Served
+    BATCH = "batch"  # prompts decoded together (kvviz.engine.batch.run_batch), answered with one Batched
+    BATCH_SWEEP = "batch sweep"  # B = 1, 2, 4, ... (kvviz.engine.batch_sweep), answered with one Swept
+
+
+@dataclass(frozen=True)
+class SweepAsk:
+    """A batch sweep to run: B = 1, 2, 4, ... up to max_batch, on distinct synthetic prompts of prompt_tokens
+    tokens (counted with the model's tokenizer, in the worker), new_tokens each. Checked when built."""
+
+    max_batch: int
+    prompt_tokens: int
+    new_tokens: int
+
+    def __post_init__(self) -> None:
+        whole_number(self.max_batch, "largest batch", 1, 1_024)
+        whole_number(self.prompt_tokens, "prompt tokens", 1, 100_000)
+        whole_number(self.new_tokens, "new tokens", 2, MAX_NEW_TOKENS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,11 +78,21 @@ class Job:
     request: GenerationRequest | None = None
     load: Load | None = None
     prompts: tuple[Prompt, ...] = ()
+    batch: BatchRequest | None = None  # BATCH
+    sweep: SweepAsk | None = None  # BATCH_SWEEP
     hosted: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, JobKind):
             raise ValueError(f"unknown job kind {self.kind!r}; a job is one of {', '.join(k.name for k in JobKind)}")
+        carried = {JobKind.BATCH: (self.batch, BatchRequest), JobKind.BATCH_SWEEP: (self.sweep, SweepAsk)}
+        if self.kind in carried:
+            value, kind = carried[self.kind]
+            if not isinstance(value, kind) or self.request is not None or self.load is not None:
+                raise TypeError(f"a {self.kind.name} job carries a {kind.__name__}, not {type(value).__name__}")
+            return
+        if self.batch is not None or self.sweep is not None:
+            raise TypeError(f"a {self.kind.name} job carries no batch")
         if self.kind is not JobKind.LOAD:
             if not isinstance(self.request, GenerationRequest):
                 raise TypeError(f"a job's request is a GenerationRequest, not {type(self.request).__name__}")
@@ -124,6 +156,22 @@ class Served:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Batched:
+    """A BATCH job's answer: every row's tokens, the per-step table, the summary (kvviz.engine.batch)."""
+
+    job_id: int
+    result: BatchResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class Swept:
+    """A BATCH_SWEEP job's answer: one row per batch size, measured beside predicted (kvviz.engine.batch_sweep)."""
+
+    job_id: int
+    frame: pd.DataFrame
+
+
+@dataclass(frozen=True, kw_only=True)
 class Failed:
     job_id: int
     message: str
@@ -142,7 +190,7 @@ class Tick:
     """Not from the worker: WorkerJob.follow's beat, once every period, for a caller that redraws."""
 
 
-Message = Progress | Loaded | Tokens | Compared | Served | Failed | Done
+Message = Progress | Loaded | Tokens | Compared | Served | Batched | Swept | Failed | Done
 
 
 def events(messages: list) -> list[Event]:
@@ -199,6 +247,12 @@ def _run(job: Job, send, cancel, threads: dict[tuple, int], cores: int) -> None:
             from kvviz.serving.engine_load import engine_load
 
             send(Served(job_id=job.job_id, result=engine_load(lm, job.load, job.prompts, cancel)))
+        elif job.kind is JobKind.BATCH:
+            from kvviz.engine.batch import run_batch
+
+            send(Batched(job_id=job.job_id, result=run_batch(lm, job.batch, cancel)))
+        elif job.kind is JobKind.BATCH_SWEEP:
+            _sweep(job, lm, send, cancel)
         else:  # a JobKind added without a way to run it
             raise NotImplementedError(f"the worker cannot run a {job.kind} job")
     except (LoadError, ValueError) as exc:
@@ -248,6 +302,19 @@ def _generate(job: Job, lm, send, cancel) -> None:
         send(Tokens(job_id=job.job_id, events=tuple(batch)))
 
 
+def _sweep(job: Job, lm, send, cancel) -> None:
+    """The batch sweep, its progress reported per batch size (the fraction: B over the largest B)."""
+    from kvviz.engine.batch_sweep import batch_sweep
+    from kvviz.serving.prompts import synthetic
+
+    ask = job.sweep
+    prompts = [p.text for p in synthetic(ask.max_batch, ask.prompt_tokens, lm.tokenizer, seed=0)]
+    frame = batch_sweep(lm, prompts, ask.new_tokens, ask.max_batch, cancel=cancel,
+                        progress=lambda b, m: send(Progress(job_id=job.job_id, fraction=min(b / ask.max_batch, 1.0),
+                                                            message=m)))
+    send(Swept(job_id=job.job_id, frame=frame))
+
+
 class WorkerGone(RuntimeError):
     """The worker process ended (killed to free the device) while a job waited for it; start on a fresh one."""
 
@@ -281,6 +348,15 @@ class DeviceWorker:
         with one Served; a load the engine cannot take raises ValueError here, before the worker sees it."""
         job = Job(job_id=next(self._ids), kind=JobKind.LOAD, spec=spec, load=load, prompts=tuple(prompts),
                   hosted=hosted)
+        return self._submit(job, time_limit_s)
+
+    def start_batch(self, spec: str, work: BatchRequest | SweepAsk, time_limit_s: float | None = None,
+                    hosted: bool = False) -> WorkerJob:
+        """Begin a BATCH job (a BatchRequest, answered with Batched) or a BATCH_SWEEP (a SweepAsk, answered with
+        Swept)."""
+        sweep = isinstance(work, SweepAsk)
+        job = Job(job_id=next(self._ids), kind=JobKind.BATCH_SWEEP if sweep else JobKind.BATCH, spec=spec,
+                  batch=None if sweep else work, sweep=work if sweep else None, hosted=hosted)
         return self._submit(job, time_limit_s)
 
     def _submit(self, job: Job, time_limit_s: float | None) -> WorkerJob:
@@ -488,6 +564,11 @@ class WorkerSlot:
         """DeviceWorker.start_load on the current worker, as start_job does."""
         return self._on_current(lambda worker: worker.start_load(spec, load, prompts, time_limit_s, hosted))
 
+    def start_batch_job(self, spec: str, work: BatchRequest | SweepAsk, time_limit_s: float | None = None,
+                        hosted: bool = False) -> WorkerJob:
+        """DeviceWorker.start_batch on the current worker, as start_job does."""
+        return self._on_current(lambda worker: worker.start_batch(spec, work, time_limit_s, hosted))
+
     def _on_current(self, start: Callable[[DeviceWorker], WorkerJob]) -> WorkerJob:
         """start(the current worker), again on the fresh worker while the one it waited for was ended."""
         while True:
@@ -516,3 +597,9 @@ def start_load_job(spec: str, load: Load, prompts: Sequence[Prompt], time_limit_
                    hosted: bool = False) -> WorkerJob:
     """A LOAD job on the app's worker (APP_WORKER.start_load_job): answered with Served, then Done."""
     return APP_WORKER.start_load_job(spec, load, prompts, time_limit_s, hosted)
+
+
+def start_batch_job(spec: str, work: BatchRequest | SweepAsk, time_limit_s: float | None = None,
+                    hosted: bool = False) -> WorkerJob:
+    """A BATCH (BatchRequest) or BATCH_SWEEP (SweepAsk) job on the app's worker (APP_WORKER.start_batch_job)."""
+    return APP_WORKER.start_batch_job(spec, work, time_limit_s, hosted)

@@ -28,6 +28,8 @@ PARAMETERS = {
                "per_level", "slo_ttft", "slo_tpot"],  # python -m kvviz.serving run / sweep
     "/stop_serving": [],
     "/serve_on_engine": ["model"],  # the last load again on kvviz's engine
+    "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos"],
+    "/batch_sweep": ["model", "prompt_tokens", "new_tokens", "max_batch"],  # python -m kvviz batch
 }
 
 

@@ -103,6 +103,30 @@ def test_compare(page: Page, shots: Path):
     page.screenshot(path=str(shots / "compare.png"), full_page=True)
 
 
+def test_a_batch_its_life_cycle_and_history(page: Page, shots: Path):
+    """Three prompts decoded together: one row per sequence in the tab and in the history, the batch's shared
+    phases drawn once on the life-cycle tab; then a sweep to B=2 explained with its numbers."""
+    _tab(page, "Batch")
+    _type(page, "#batch-model input", "tiny")
+    page.locator("#batch-prompts textarea").fill("The kernel\nWhat is a package in the Debian system?\nA")
+    _type(page, "#batch-size input[type=number]", "3")
+    _type(page, "#batch-max-new input[type=number]", "8")
+    page.click("#batch-run")
+    expect(page.locator("#batch-summary")).to_contain_text("3 sequences decoded together", timeout=120_000)
+    expect(page.locator("#batch-rows")).to_contain_text("What is a package in the Debian system?")
+    _type(page, "#sweep-max-batch input[type=number]", "2")
+    _type(page, "#sweep-new-tokens input[type=number]", "4")
+    page.click("#sweep-run")
+    expect(page.locator("#sweep-text")).to_contain_text("From B=1 to B=2", timeout=180_000)
+    expect(page.locator("#sweep-step .js-plotly-plot")).to_be_visible()
+    page.screenshot(path=str(shots / "batch.png"), full_page=True)
+    _tab(page, "Request lifecycle")
+    expect(page.locator("#lifecycle-plot")).to_contain_text("batch of 3 (shared)", timeout=20_000)
+    _tab(page, "History")
+    for row in range(3):
+        expect(page.get_by_role("gridcell", name=f"batch 1 row {row}", exact=True)).to_be_visible()
+
+
 def test_stop_during_a_long_run(page: Page):
     """Stop ends a long generation early and says it was cancelled."""
     _tab(page, "Live generation")

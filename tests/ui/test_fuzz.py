@@ -37,8 +37,8 @@ pytestmark = pytest.mark.slow
 # Examples per endpoint; together at least MIN_CALLS.
 PLAN = {"kv_memory": 170, "generate": 140, "compare": 45, "stop": 20, "dims_of_preset": 30, "dims_of_source": 30,
         "load_example": 30, "overlay_runs": 25, "too_few_values": 20, "serve": 40, "stop_serving": 10,
-        "start_vllm": 20, "stop_vllm": 5, "serve_on_engine": 10}
-MIN_CALLS = 580  # hypothesis stops early where an endpoint has few distinct calls (stop_vllm, serve_on_engine)
+        "start_vllm": 20, "stop_vllm": 5, "serve_on_engine": 10, "batch": 30, "batch_sweep": 10}
+MIN_CALLS = 615  # hypothesis stops early where an endpoint has few distinct calls (stop_vllm, serve_on_engine)
 MAX_MESSAGE = 400  # the app cuts its messages at 300 characters plus a note of the length
 # Gradio's words for an exception a handler let through, and an OS error passed on raw.
 GENERIC = ("upstream Gradio app has raised an exception", "verbose error reporting", "[Errno")
@@ -79,6 +79,9 @@ VALID = {
     "start_vllm": [bad_models, st.integers(1, 4)],  # never a model that exists: no fuzz call starts vLLM
     "stop_vllm": [],
     "serve_on_engine": [st.sampled_from(["tiny", "random:gpt2"])],  # no load ran on a local vLLM: refused
+    "batch": [st.just("tiny"), st.sampled_from(["The kernel\nA", "What is a package?"]), st.integers(1, 4),
+              st.integers(1, 4), st.booleans(), st.booleans()],
+    "batch_sweep": [st.just("tiny"), st.integers(1, 16), st.integers(2, 4), st.integers(1, 2)],
 }
 # Domain-specific wrong values, mixed in with the generic junk at these positions.
 SPECIAL = {("kv_memory", 0): st.one_of(text, st.just(HUGE)), ("kv_memory", 1): bad_sources,
@@ -86,7 +89,9 @@ SPECIAL = {("kv_memory", 0): st.one_of(text, st.just(HUGE)), ("kv_memory", 1): b
            ("generate", 1): st.sampled_from(["", "  ", HUGE, "y" * 150_000]),
            ("serve", 1): st.sampled_from(["", "localhost:1", "ftp://x/v1", "http://user:pw@127.0.0.1:1", "http://127.0.0.1:9",
                                           HUGE]),
-           ("serve", 2): st.sampled_from(["", "not-served", HUGE])}
+           ("serve", 2): st.sampled_from(["", "not-served", HUGE]),
+           ("batch", 0): bad_models, ("batch_sweep", 0): bad_models,
+           ("batch", 1): st.sampled_from(["", "\n\n", HUGE, "y" * 150_000])}
 PUBLIC = {"kv_memory", "generate", "compare", "stop"}
 
 
@@ -143,6 +148,10 @@ def assert_valid(name: str, out) -> None:
         assert out[0] in EXAMPLE_PROMPTS
     elif name == "overlay_runs":
         assert "plot" in out[0]
+    elif name == "batch":
+        assert "sequences decoded together" in out[0]
+    elif name == "batch_sweep":
+        assert "From B=1" in out[0] or "B=1" in out[0]
     elif name == "serve":
         job = next(v for v in out if isinstance(v, dict) and "runs" in v)
         assert job["runs"][-1]["stats"]["completed"] >= 1 and "api_key" not in json.dumps(job).replace(
@@ -225,7 +234,7 @@ def serving_values(url: str) -> list:
 
 
 def test_every_endpoint_answers_or_refuses_clearly(app, monkeypatch):
-    """580+ random and malformed calls: each gets a valid result or a short, clear message; the app keeps serving.
+    """615+ random and malformed calls: each gets a valid result or a short, clear message; the app keeps serving.
     The Serving tab's loads go to a small OpenAI-compatible server on 127.0.0.1 (tests/serving/fake_server.py)."""
     url, log = app
     started = time.monotonic()

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from kvviz.engine.batch import BatchRequest
 from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.loading import load_model
 from kvviz.engine.loop import run_to_end
@@ -16,6 +17,7 @@ from kvviz.serving.prompts import synthetic
 from kvviz.ui.live import RunRecord, Throttle
 from kvviz.ui.worker import (
     WAIT_PERIOD_S,
+    Batched,
     DeviceWorker,
     Done,
     Failed,
@@ -23,6 +25,8 @@ from kvviz.ui.worker import (
     JobKind,
     Loaded,
     Served,
+    SweepAsk,
+    Swept,
     Tick,
     Tokens,
     events,
@@ -279,4 +283,42 @@ def test_a_load_job_is_checked_before_the_worker(worker):
         Job(job_id=1, kind=GENERATE, spec="tiny", request=request, load=Load(), prompts=PROMPTS)
     with pytest.raises(TypeError, match="not a request"):
         worker.start(JobKind.LOAD, "tiny", request)
+    assert not worker.busy()
+
+
+def test_a_batch_job_in_the_worker(worker):
+    """A BATCH job decodes the prompts together in the worker: one Batched with a row per prompt, each with the
+    tokens asked for (EOS ignored), then Done."""
+    req = BatchRequest(("The kernel", "What is a package?", "A"), max_new_tokens=5, ignore_eos=True)
+    messages = worker.start_batch("tiny", req).wait()
+    batched = [m for m in messages if isinstance(m, Batched)]
+    assert len(batched) == 1 and isinstance(messages[-1], Done), messages
+    result = batched[0].result
+    assert [r.row for r in result.rows] == [0, 1, 2] and all(r.new_tokens == 5 for r in result.rows)
+    assert result.summary.batch_size == 3 and len(result.tokens) == 15
+    assert (result.steps["kv_bytes"] == result.steps["kv_bytes_predicted"]).all()
+
+
+def test_a_batch_sweep_job_in_the_worker(worker):
+    """A BATCH_SWEEP to B=2 measures B = 1 and 2 on prompts of the asked length: one Swept, progress on the way."""
+    messages = worker.start_batch("tiny", SweepAsk(max_batch=2, prompt_tokens=8, new_tokens=3)).wait()
+    swept = [m for m in messages if isinstance(m, Swept)]
+    assert len(swept) == 1 and isinstance(messages[-1], Done), messages
+    frame = swept[0].frame
+    assert frame["batch"].tolist() == [1, 2] and (frame["prompt_tokens"] == 8).all()
+    assert (frame["kv_bytes"] == frame["kv_bytes_predicted"]).all()
+
+
+def test_batch_jobs_are_checked_before_the_worker(worker):
+    """A BATCH job carries a BatchRequest, a BATCH_SWEEP a SweepAsk, and no other kind carries either."""
+    req = BatchRequest(("a",), max_new_tokens=2)
+    with pytest.raises(TypeError, match="carries a BatchRequest"):
+        Job(job_id=1, kind=JobKind.BATCH, spec="tiny", sweep=SweepAsk(2, 8, 3))
+    with pytest.raises(TypeError, match="carries a SweepAsk"):
+        Job(job_id=1, kind=JobKind.BATCH_SWEEP, spec="tiny", batch=req)
+    with pytest.raises(TypeError, match="carries no batch"):
+        Job(job_id=1, kind=GENERATE, spec="tiny", request=GenerationRequest("hi", max_new_tokens=2), batch=req)
+    for bad in ((0, 8, 3), (2, 0, 3), (2, 8, 1)):
+        with pytest.raises(ValueError):
+            SweepAsk(*bad)
     assert not worker.busy()

@@ -1,0 +1,79 @@
+"""What the batch tab and the life-cycle tab show of a batch (kvviz.ui.present's batch functions and the batch
+figures in kvviz.ui.figures), from a real batch of three prompts of different lengths on the bundled tiny model.
+Expected values come from the tokenizer and the run's own rows, not from the functions under test."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.engine.batch import BatchRequest, run_batch
+from kvviz.engine.loading import load_model
+from kvviz.ui import figures
+from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
+
+PROMPTS = ("The kernel", "What is a package in the Debian system?", "A")
+
+
+@pytest.fixture(scope="module")
+def batch():
+    lm = load_model("tiny")
+    return lm, run_batch(lm, BatchRequest(PROMPTS, max_new_tokens=6, ignore_eos=True))
+
+
+def test_one_row_per_sequence_with_its_padding(batch):
+    """Left padding = the longest prompt's tokens - this prompt's, counted with the tokenizer."""
+    lm, result = batch
+    lengths = [len(lm.tokenizer(p).input_ids) for p in PROMPTS]
+    frame = batch_rows(result)
+    assert frame["row"].tolist() == [0, 1, 2]
+    assert frame["prompt_tokens"].tolist() == lengths
+    assert frame["padding"].tolist() == [max(lengths) - n for n in lengths]
+    assert frame["new_tokens"].tolist() == [6, 6, 6]
+
+
+def test_the_history_gets_one_row_per_sequence_and_a_batch_id(batch):
+    _, result = batch
+    rows, again = batch_history_rows(result), batch_history_rows(result)
+    assert [r["row"] for r in rows] == [0, 1, 2] and {r["kind"] for r in rows} == {"batch"}
+    assert len({r["batch"] for r in rows}) == 1 and rows[0]["batch"] != again[0]["batch"], "one id per batch"
+    assert all(r["batch_size"] == 3 and r["new_tokens"] == 6 for r in rows)
+    assert [r["tokens_per_s"] for r in rows] == [pytest.approx(6 / r.end_s) for r in result.rows]
+
+
+def test_the_headline_says_the_batchs_numbers(batch):
+    _, result = batch
+    s = result.summary
+    text = batch_markdown(result, None)
+    assert f"### 3 sequences decoded together: {s.tokens_per_s:,.1f} tokens/s in all" in text
+    assert f"left-padded to {s.padded_len} each" in text and f"{sum(s.prompt_tokens)} tokens" in text
+
+
+def test_the_life_cycle_draws_the_shared_phases_once_and_each_row(batch):
+    """One bar each for queued, tokenize and prefill (ending at the batch's TTFT), one decode bar per row from
+    the TTFT to the row's end, and one tick per token."""
+    _, result = batch
+    s = result.summary
+    fig = figures.batch_lifecycle(s, result.rows, result.tokens)
+    figures.to_plotly(fig)
+    shared = fig["data"][:3]
+    assert [len(t["y"]) for t in shared] == [1, 1, 1] and len({t["y"][0] for t in shared}) == 1
+    assert shared[-1]["base"][0] + shared[-1]["x"][0] == pytest.approx(s.ttft_s * 1e3)
+    decode = fig["data"][3]
+    assert decode["y"] == ["row 0", "row 1", "row 2"]
+    assert decode["x"] == [pytest.approx((r.end_s - r.ttft_s) * 1e3) for r in result.rows]
+    assert len(fig["data"][4]["x"]) == 18, "3 rows × 6 tokens"
+
+
+def test_the_pass_and_cache_figures_hold_the_steps(batch):
+    _, result = batch
+    steps = result.steps
+    for fig in (figures.batch_steps(steps), figures.batch_kv(steps), figures.batch_ttft_parts(result.summary)):
+        figures.to_plotly(fig)
+    passes = figures.batch_steps(steps)["data"]
+    decode = steps[steps["phase"] == "decode"]
+    assert passes[0]["y"] == pytest.approx((decode["dt_s"] * 1e3).tolist()) and len(passes[0]["y"]) == 5
+    kv = figures.batch_kv(steps)["data"]
+    assert kv[0]["y"] == pytest.approx((steps["kv_bytes"] / 2**20).tolist())
+    assert kv[0]["y"] == kv[1]["y"], "measured equals predicted at every pass"
+    parts = figures.batch_ttft_parts(result.summary)["data"]
+    assert sum(p["y"][0] for p in parts) == pytest.approx(result.summary.ttft_s * 1e3)
