@@ -122,6 +122,7 @@ def test_a_batch_its_life_cycle_and_history(page: Page, shots: Path):
     page.screenshot(path=str(shots / "batch.png"), full_page=True)
     _tab(page, "Request lifecycle")
     expect(page.locator("#lifecycle-plot")).to_contain_text("batch of 3 (shared)", timeout=20_000)
+    page.screenshot(path=str(shots / "batch-lifecycle.png"), full_page=True)
     _tab(page, "History")
     for row in range(3):
         expect(page.get_by_role("gridcell", name=f"batch 1 row {row}", exact=True)).to_be_visible()
