@@ -65,7 +65,7 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
     if context and n >= context:
         return Refusal(f"the prompt has {n:,} tokens; the model's context is {context:,}")
     max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - n)
-    refusal = _run_does_not_fit(lm, req.use_cache, n, max_tokens)
+    refusal = run_does_not_fit(lm, req.use_cache, n, max_tokens)
     if refusal:
         return Refusal(refusal)
     return Plan(prompt_ids=tuple(prompt_ids), max_tokens=max_tokens,
@@ -73,21 +73,24 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
                 stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
 
 
-def _run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int) -> str | None:
-    """Why this run cannot fit in the device's free memory, with the numbers; None when it can.
+def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int,
+                     batch: int = 1) -> str | None:
+    """Why this run (of `batch` sequences of prompt_tokens, padded alike) cannot fit in the device's free memory,
+    with the numbers; None when it can. The one fit rule for a single run and a batch.
 
     Weights are already on the device; the run adds its cache at full length and the activations of its
     widest forward pass: the prefill with the cache, the last step without it (which re-reads everything).
     """
     total = prompt_tokens + new_tokens
-    kv = (transformers_cache_bytes(lm.arch, 1, total, kv_dtype(lm.dtype_name), transformers_keeps_mla_latent())
+    kv = (transformers_cache_bytes(lm.arch, batch, total, kv_dtype(lm.dtype_name), transformers_keeps_mla_latent())
           if use_cache else 0)
     eager = getattr(lm.model.config, "_attn_implementation", None) == "eager"
-    act = activation_bytes(lm.arch, prompt_tokens if use_cache else total,
-                           torch.finfo(lm.dtype).bits // 8, attention_scores=eager)
+    act = batch * activation_bytes(lm.arch, prompt_tokens if use_cache else total,
+                                   torch.finfo(lm.dtype).bits // 8, attention_scores=eager)
     fit = check_fit(kv + act, lm.device)
     if fit.ok:
         return None
-    return (f"this run cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
-            f"{total:,} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
-            f"{fit.free_bytes / GIB:,.2f} GiB free; ask for fewer tokens")
+    what, tokens = ("this run", f"{total:,}") if batch == 1 else ("this batch", f"{batch:,} × {total:,}")
+    return (f"{what} cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
+            f"{tokens} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
+            f"{fit.free_bytes / GIB:,.2f} GiB free; ask for fewer {'tokens' if batch == 1 else 'prompts or tokens'}")

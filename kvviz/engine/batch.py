@@ -39,7 +39,6 @@ This module knows models, tokenizers and the memory model; it draws nothing.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import asdict, dataclass
@@ -50,28 +49,26 @@ import torch
 from kvviz.base.device import Stopwatch
 from kvviz.base.errors import first_line
 from kvviz.base.inputs import flag, text, whole_number
-from kvviz.base.units import GIB
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import (
     EXPANDED,
     LATENT,
-    activation_bytes,
     layer_groups,
     token_layer_bytes,
     transformers_cache_bytes,
 )
-from kvviz.engine.admission import Refusal, encode_prompt, eos_ids
+from kvviz.engine.admission import Refusal, encode_prompt, eos_ids, run_does_not_fit
 from kvviz.engine.compare import first_divergence
 from kvviz.engine.events import DeviceAcquired, PrefillDone, RequestReceived, TokenEvent, Waiting
-from kvviz.engine.loading import LoadedModel, check_fit, transformers_keeps_mla_latent
-from kvviz.engine.loop import device_lock, run_to_end
+from kvviz.engine.loading import LoadedModel, transformers_keeps_mla_latent
+from kvviz.engine.loop import run_to_end
 from kvviz.engine.metrics import percentile
+from kvviz.engine.queueing import device_lock, next_request_id, wait_for_device
 from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
 from kvviz.engine.steps import cache_kwarg, cache_nbytes, new_cache, uncached_step
 from kvviz.engine.streaming import TextStream
 
 MAX_BATCH = 1024  # prompts in one batch; memory binds long before this on any real model
-_BATCH_IDS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -287,30 +284,12 @@ def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]])
     if context and width >= context:
         return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
     max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - width)
-    refusal = _batch_does_not_fit(lm, req.use_cache, len(prompt_ids), width, max_tokens)
+    refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
     if refusal:
         return Refusal(refusal)
     return BatchPlan(prompt_ids=tuple(tuple(ids) for ids in prompt_ids), max_tokens=max_tokens,
                      limit_reason="context_full" if max_tokens < req.max_new_tokens else "max_new_tokens",
                      stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
-
-
-def _batch_does_not_fit(lm: LoadedModel, use_cache: bool, batch: int, width: int, new_tokens: int) -> str | None:
-    """Why the batch cannot fit in the device's free memory, with the numbers; None when it can. The need is the
-    cache of B rows at full padded length and B rows' activations of the widest pass (kvviz.engine.loading's
-    check_fit is the rule)."""
-    total = width + new_tokens
-    kv = (transformers_cache_bytes(lm.arch, batch, total, kv_dtype(lm.dtype_name), transformers_keeps_mla_latent())
-          if use_cache else 0)
-    eager = getattr(lm.model.config, "_attn_implementation", None) == "eager"
-    act = batch * activation_bytes(lm.arch, width if use_cache else total, torch.finfo(lm.dtype).bits // 8,
-                                   attention_scores=eager)
-    fit = check_fit(kv + act, lm.device)
-    if fit.ok:
-        return None
-    return (f"this batch cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
-            f"{batch:,} × {total:,} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and "
-            f"{lm.device.type} has {fit.free_bytes / GIB:,.2f} GiB free; ask for fewer prompts or tokens")
 
 
 # ---- measuring ----------------------------------------------------------------------------------------------
@@ -428,26 +407,22 @@ def generate_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event |
     stops the batch before its next forward pass (or while it waits for the device).
     """
     watch = Stopwatch(lm.device)  # t0: the batch has arrived
-    return _queue(lm, req, cancel or threading.Event(), watch, next(_BATCH_IDS))
+    return _queue(lm, req, cancel or threading.Event(), watch, next_request_id())
 
 
 def _queue(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, watch: Stopwatch,
            request_id: int) -> Iterator[BatchEvent]:
     """Wait for the device's one lock (cancellable), as a single request does, and run the batch holding it."""
     yield RequestReceived(t_s=0.0, request_id=request_id, mode=req.mode)
-    lock = device_lock(lm.device)
-    if not lock.acquire(blocking=False):
-        yield Waiting(t_s=watch.elapsed())
-        while not lock.acquire(timeout=0.02):
-            if cancel.is_set():
-                yield BatchFinished(t_s=watch.elapsed(), reason="cancelled", summary=None)
-                return
+    if not (yield from wait_for_device(lm.device, cancel, watch)):
+        yield BatchFinished(t_s=watch.elapsed(), reason="cancelled", summary=None)
+        return
     try:
         queue_s = watch.elapsed()
         yield DeviceAcquired(t_s=queue_s, queue_s=queue_s)
         yield from _admit_and_run(lm, req, cancel, watch, queue_s)
     finally:
-        lock.release()
+        device_lock(lm.device).release()
 
 
 def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, watch: Stopwatch,

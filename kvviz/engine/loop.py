@@ -3,7 +3,8 @@
 generate() returns a generator of typed events (kvviz.engine.events) that a consumer reads as they
 happen. In order:
 
-    queue      one lock per device: a request that finds it busy waits, and the wait is its queue time
+    queue      one lock per device, first come first served (kvviz.engine.queueing): a request that finds it
+               busy waits, and the wait is its queue time
     admission  tokenize, then admit(): the prompt limit, the context, the memory fit (kvviz.engine.admission)
     prefill    the whole prompt in one forward pass gives the first token          (steps.prefill)
     decode     one token per forward pass, with the cache or without it    (steps.decode_step / uncached_step)
@@ -16,7 +17,6 @@ consume this same loop. It knows models and tokenizers, not user interfaces.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Generator, Iterator
 
@@ -25,21 +25,12 @@ import torch
 from kvviz.base.device import Stopwatch
 from kvviz.base.errors import first_line
 from kvviz.engine.admission import Plan, Refusal, admit, encode_prompt
-from kvviz.engine.events import DeviceAcquired, Event, Finished, PromptTokenized, RequestReceived, TokenEvent, Waiting
+from kvviz.engine.events import DeviceAcquired, Event, Finished, PromptTokenized, RequestReceived, TokenEvent
 from kvviz.engine.loading import LoadedModel
 from kvviz.engine.meter import Meter
+from kvviz.engine.queueing import device_lock, next_request_id, wait_for_device
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.steps import decode_step, new_cache, prefill, sample, uncached_step
-
-_REQUEST_IDS = itertools.count(1)
-_DEVICE_LOCKS: dict[str, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def device_lock(device: torch.device) -> threading.Lock:
-    """The one lock that serialises work on `device`."""
-    with _LOCKS_GUARD:
-        return _DEVICE_LOCKS.setdefault(str(device), threading.Lock())
 
 
 def generate(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -49,26 +40,22 @@ def generate(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | 
     run that cannot fit, a fault on the device) end the stream with Finished(reason="failed").
     """
     watch = Stopwatch(lm.device)  # t0: the request has arrived
-    return _queue(lm, req, cancel or threading.Event(), watch, next(_REQUEST_IDS))
+    return _queue(lm, req, cancel or threading.Event(), watch, next_request_id())
 
 
 def _queue(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event, watch: Stopwatch,
            request_id: int) -> Iterator[Event]:
     """Wait for the device (cancellable), run the request on it, and let it go however the run ends."""
     yield RequestReceived(t_s=0.0, request_id=request_id, mode=req.mode)
-    lock = device_lock(lm.device)
-    if not lock.acquire(blocking=False):
-        yield Waiting(t_s=watch.elapsed())
-        while not lock.acquire(timeout=0.02):
-            if cancel.is_set():
-                yield Finished(t_s=watch.elapsed(), reason="cancelled", text="", summary=None)
-                return
+    if not (yield from wait_for_device(lm.device, cancel, watch)):
+        yield Finished(t_s=watch.elapsed(), reason="cancelled", text="", summary=None)
+        return
     try:
         queue_s = watch.elapsed()
         yield DeviceAcquired(t_s=queue_s, queue_s=queue_s)
         yield from _admit_and_run(lm, req, cancel, watch, queue_s)
     finally:
-        lock.release()
+        device_lock(lm.device).release()
 
 
 def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event, watch: Stopwatch,
