@@ -47,7 +47,6 @@ import pandas as pd
 import torch
 
 from kvviz.base.device import Stopwatch
-from kvviz.base.errors import first_line
 from kvviz.base.inputs import flag, text, whole_number
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import (
@@ -61,7 +60,7 @@ from kvviz.engine.admission import Refusal, encode_prompt, eos_ids, run_does_not
 from kvviz.engine.compare import first_divergence
 from kvviz.engine.events import DeviceAcquired, PrefillDone, RequestReceived, TokenEvent, Waiting
 from kvviz.engine.loading import LoadedModel, transformers_keeps_mla_latent
-from kvviz.engine.loop import run_to_end
+from kvviz.engine.loop import metered_run, run_to_end
 from kvviz.engine.metrics import percentile
 from kvviz.engine.queueing import device_lock, next_request_id, wait_for_device
 from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
@@ -439,19 +438,8 @@ def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, 
         yield BatchFinished(t_s=watch.elapsed(), reason="failed", summary=None, error=plan.reason, bad_input=True)
         return
     meter = BatchMeter(lm, req, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
-    try:
-        reason = yield from _forward_passes(lm, req, plan, cancel, meter)
-    except torch.OutOfMemoryError as exc:
-        failure = f"out of memory on {lm.device} with a batch of {len(lengths)}: {first_line(exc)}"
-    except RuntimeError as exc:
-        failure = f"{type(exc).__name__}: {first_line(exc)}"
-    else:
-        yield meter.finished(reason)
-        return
-    # The cache lived only in _forward_passes, whose frame the traceback held until the except clause ended.
-    if lm.device.type == "cuda":
-        torch.cuda.empty_cache()
-    yield meter.failed(failure)
+    yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
+                           lambda: f"with a batch of {len(lengths)}")
 
 
 def row_ends(ids: list[int], running: list[bool], plan: BatchPlan, last: bool) -> dict[int, str]:

@@ -18,7 +18,7 @@ consume this same loop. It knows models and tokenizers, not user interfaces.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import torch
 
@@ -70,17 +70,25 @@ def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Ev
                        bad_input=True)
         return
     meter = Meter(lm, req.mode, watch, prompt_tokens=len(ids), queue_s=queue_s, tokenized_s=tokenized_s)
+    yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
+                           lambda: f"after {meter.tokens} tokens")
+
+
+def metered_run(lm: LoadedModel, passes: Generator, meter, where: Callable[[], str]) -> Iterator:
+    """Run the forward passes (a generator of events returning the finish reason) and end with the meter's
+    finish, or with its failure in one line: out of memory on the device (`where` says after what) or another
+    fault of the device. The one way a run ends, for a single sequence and a batch."""
     try:
-        reason = yield from _forward_passes(lm, req, plan, cancel, meter)
+        reason = yield from passes
     except torch.OutOfMemoryError as exc:
-        failure = f"out of memory on {lm.device} after {meter.tokens} tokens: {first_line(exc)}"
+        failure = f"out of memory on {lm.device} {where()}: {first_line(exc)}"
     except RuntimeError as exc:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
     else:
         yield meter.finished(reason)
         return
-    # The cache lived only in _forward_passes, whose frame the exception's traceback held until the except
-    # clause ended: it is gone now, and the allocator can give its memory back before the failure is reported.
+    # The cache lived only in the passes' frame, which the exception's traceback held until the except clause
+    # ended: it is gone now, and the allocator can give its memory back before the failure is reported.
     if lm.device.type == "cuda":
         torch.cuda.empty_cache()
     yield meter.failed(failure)

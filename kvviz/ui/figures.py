@@ -24,7 +24,8 @@ COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff
 Figure = dict
 
 
-def _layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
+def base_layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
+    """kvviz's figure layout: transparent, mid-grey ink, axis titles, the legend below the x axis's title."""
     axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True}
     return {
         "title": {"text": title, "font": {"size": 15}}, "height": height,
@@ -64,7 +65,7 @@ def memory_bar(report: MemoryReport) -> Figure:
             for (name, value), color in zip(parts, COLORS, strict=False)]
     usable = _vline(cap.usable_bytes / GIB, f"usable ({cap.mem_util:g} × memory) ", top=False)
     device = _vline(acc.memory_bytes / GIB, "device memory ", dash="solid")
-    layout = _layout("What fits on the device", "GiB (2^30 bytes)", "", height=260, barmode="stack",
+    layout = base_layout("What fits on the device", "GiB (2^30 bytes)", "", height=260, barmode="stack",
                      shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
     # A short plot: the legend goes top right, beside a left-aligned title, clear of the axis title.
     layout["title"] |= {"x": 0.0, "xanchor": "left"}
@@ -81,7 +82,7 @@ def kv_curves(frame: pd.DataFrame, budget_bytes: int | None) -> Figure:
     if budget_bytes:
         shape, note = _hline(budget_bytes / GIB, "KV budget on this device")
         extra = {"shapes": [shape], "annotations": [note]}
-    return {"data": data, "layout": _layout("KV cache grows linearly with sequence length and batch",
+    return {"data": data, "layout": base_layout("KV cache grows linearly with sequence length and batch",
                                             "seq_len (tokens)", "KV cache (GiB)", **extra)}
 
 
@@ -91,7 +92,7 @@ def attention_bars(frame: pd.DataFrame) -> Figure:
            "marker": {"color": COLORS[: len(frame)]}, "textposition": "outside", "cliponaxis": False,
            "text": [f"{g:,.2f} GiB ({r:.1%} of MHA)" for g, r in zip(frame["kv_gib"], frame["vs_mha"], strict=True)],
            "hovertemplate": "%{x}: %{y:,.3f} GiB<extra></extra>"}
-    return {"data": [bar], "layout": _layout("Same model, other attention shapes", "attention", "KV cache (GiB)")}
+    return {"data": [bar], "layout": base_layout("Same model, other attention shapes", "attention", "KV cache (GiB)")}
 
 
 def window_curves(frame: pd.DataFrame, window: int) -> Figure:
@@ -99,7 +100,7 @@ def window_curves(frame: pd.DataFrame, window: int) -> Figure:
     data = [{"type": "scatter", "mode": "lines", "x": g["seq_len"].tolist(), "y": g["kv_gib"].tolist(),
              "name": variant} for variant, g in frame.groupby("variant", sort=False)]
     shape, note = _vline(window, f"window {window:,}", dash="dot")
-    return {"data": data, "layout": _layout("Sliding-window layers stop growing at the window", "seq_len (tokens)",
+    return {"data": data, "layout": base_layout("Sliding-window layers stop growing at the window", "seq_len (tokens)",
                                             "KV cache (GiB)", shapes=[shape], annotations=[note])}
 
 
@@ -122,7 +123,7 @@ def roofline(report: MemoryReport) -> Figure:
                      "textposition": "bottom left" if right_half else "bottom right",
                      "text": [f"{p.phase} ≥ {fmt_seconds(p.lower_bound_s)} ({p.bound}-bound)"],
                      "hovertemplate": f"{p.phase}: %{{x:,.1f}} FLOP/B, %{{y:.3g}} FLOP/s<extra></extra>"})
-    layout = _layout("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
+    layout = base_layout("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
                      "attainable FLOP/s")
     layout["xaxis"] |= {"type": "log"}
     layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5],
@@ -132,7 +133,7 @@ def roofline(report: MemoryReport) -> Figure:
 
 def empty(message: str) -> Figure:
     """A blank figure that says why it is blank."""
-    layout = _layout("", "", "", height=200, annotations=[{"text": message, "showarrow": False, "x": 0.5, "y": 0.5,
+    layout = base_layout("", "", "", height=200, annotations=[{"text": message, "showarrow": False, "x": 0.5, "y": 0.5,
                                                               "xref": "paper", "yref": "paper",
                                                               "font": {"color": INK, "size": 14}}])
     layout["xaxis"] |= {"visible": False}
@@ -169,7 +170,7 @@ def token_latency(frame: pd.DataFrame, title: str = "Per-token latency") -> Figu
                          "y": (first["dt_s"] * 1e3).tolist(), "name": f"{label}: first token (TTFT)",
                          "marker": {"size": 12, "symbol": "diamond", "color": color},
                          "hovertemplate": "first token after %{y:,.2f} ms (queue + prefill)<extra></extra>"})
-    layout = _layout(title, "output token index", "ms since the previous token (log)")
+    layout = base_layout(title, "output token index", "ms since the previous token (log)")
     layout["yaxis"] |= {"type": "log"}
     return {"data": data, "layout": layout}
 
@@ -187,7 +188,7 @@ def kv_growth(frame: pd.DataFrame) -> Figure:
         data.append({"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
                      "y": (frame["cuda_allocated_bytes"] / mib).tolist(), "name": "CUDA allocator (whole run)",
                      "line": {"color": COLORS[2], "dash": "dot"}})
-    return {"data": data, "layout": _layout("KV cache per step: measured and predicted", "sequence length (tokens)",
+    return {"data": data, "layout": base_layout("KV cache per step: measured and predicted", "sequence length (tokens)",
                                             "KV cache (MiB, 2^20 bytes)")}
 
 
@@ -203,7 +204,7 @@ def cumulative_time(frame: pd.DataFrame, prediction: pd.DataFrame | None = None)
             data.append({"type": "scatter", "mode": "lines", "x": (prediction["index"] + 1).tolist(),
                          "y": prediction[column].cumsum().tolist(), "name": f"{mode}: roofline lower bound",
                          "line": {"color": COLORS[i], "dash": "dash"}})
-    return {"data": data, "layout": _layout("Total time: linear with the cache, quadratic without",
+    return {"data": data, "layout": base_layout("Total time: linear with the cache, quadratic without",
                                             "tokens generated", "seconds since the request")}
 
 
@@ -212,7 +213,8 @@ def step_work(prediction: pd.DataFrame) -> Figure:
     data = [{"type": "scatter", "mode": "lines", "x": prediction["seq_len"].tolist(),
              "y": (prediction[f"{m}_flops"] / 1e9).tolist(), "name": f"{m} (predicted)",
              "line": {"color": COLORS[i]}} for i, m in enumerate(("cached", "uncached"))]
-    return {"data": data, "layout": _layout("Work per step (predicted)", "sequence length (tokens)", "GFLOP per step")}
+    return {"data": data,
+            "layout": base_layout("Work per step (predicted)", "sequence length (tokens)", "GFLOP per step")}
 
 
 PHASE_COLORS = {"queued": "#b279a2", "tokenize": "#72b7b2", "prefill": "#f58518", "decode": "#4c78a8"}
@@ -239,7 +241,7 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
     ttft = frame["t_s"].iloc[0] * 1e3 if len(frame) else None
     shapes, notes = ([], []) if ttft is None else map(list, zip(_vline(ttft, f"first token {ttft:,.1f} ms "),
                                                                 strict=True))
-    layout = _layout("Request life cycle", "ms since the request arrived", "", height=320, barmode="overlay",
+    layout = base_layout("Request life cycle", "ms since the request arrived", "", height=320, barmode="overlay",
                      shapes=shapes, annotations=notes)
     # A short plot: a legend below it would sit on the x axis's title, so the phases are listed at the right,
     # one per line, where plotly widens the margin to fit them.
@@ -259,7 +261,7 @@ def ttft_parts(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
              "marker": {"color": color}, "text": [f"{value * 1e3:,.2f} ms ({value / ttft:.0%})"],
              "textposition": "outside", "cliponaxis": False}
             for (name, value), color in zip(parts, ("#b279a2", "#72b7b2", "#f58518"), strict=True)]
-    return {"data": data, "layout": _layout(f"TTFT {ttft * 1e3:,.1f} ms, by cause", "", "ms", showlegend=False)}
+    return {"data": data, "layout": base_layout(f"TTFT {ttft * 1e3:,.1f} ms, by cause", "", "ms", showlegend=False)}
 
 
 def batch_lifecycle(summary, rows, tokens: pd.DataFrame) -> Figure:
@@ -287,7 +289,7 @@ def batch_lifecycle(summary, rows, tokens: pd.DataFrame) -> Figure:
                      "marker": {"symbol": "line-ns-open", "size": 10, "color": INK},
                      "hovertemplate": "token at %{x:,.2f} ms<extra></extra>"})
     shape, note = _vline(summary.ttft_s * 1e3, f" every row's first token {summary.ttft_s * 1e3:,.1f} ms", top=False)
-    layout = _layout("A batch's life cycle: shared phases once, then one row per sequence",
+    layout = base_layout("A batch's life cycle: shared phases once, then one row per sequence",
                      "ms since the batch arrived", "", height=220 + 26 * len(rows), barmode="overlay",
                      shapes=[shape], annotations=[note])
     layout["yaxis"] |= {"categoryorder": "array", "categoryarray": [*reversed(labels), shared]}
@@ -310,7 +312,7 @@ def batch_steps(steps: pd.DataFrame) -> Figure:
             {"type": "scatter", "mode": "lines", "x": steps["step"].tolist(), "y": steps["active_rows"].tolist(),
              "name": "rows still decoding (right axis)", "yaxis": "y2", "line": {"color": INK, "dash": "dot",
                                                                                    "shape": "hv"}}]
-    layout = _layout("Each forward pass of the batch", "step (0 = prefill)", "ms per pass (log)")
+    layout = base_layout("Each forward pass of the batch", "step (0 = prefill)", "ms per pass (log)")
     layout["yaxis"] |= {"type": "log"}
     layout["yaxis2"] = {"overlaying": "y", "side": "right", "title": {"text": "rows"}, "rangemode": "tozero",
                         "gridcolor": GRID, "linecolor": INK, "showgrid": False}
@@ -332,7 +334,7 @@ def batch_kv(steps: pd.DataFrame) -> Figure:
             {"type": "scatter", "mode": "lines", "x": steps["seq_len"].tolist(),
              "y": (steps["padding_bytes"] / mib).tolist(), "name": "of which padding", "fill": "tozeroy",
              "line": {"color": COLORS[3]}}]
-    return {"data": data, "layout": _layout("KV cache of the whole batch, per pass", "positions per row (padded)",
+    return {"data": data, "layout": base_layout("KV cache of the whole batch, per pass", "positions per row (padded)",
                                             "MiB")}
 
 
@@ -345,5 +347,5 @@ def batch_ttft_parts(summary) -> Figure:
     data = [{"type": "bar", "x": [name], "y": [value * 1e3], "name": name, "marker": {"color": color},
              "text": [f"{value * 1e3:,.2f} ms ({value / ttft:.0%})"], "textposition": "outside", "cliponaxis": False}
             for (name, value), color in zip(parts, ("#b279a2", "#72b7b2", "#f58518"), strict=True)]
-    return {"data": data, "layout": _layout(f"The batch's TTFT {summary.ttft_s * 1e3:,.1f} ms, by cause", "", "ms",
+    return {"data": data, "layout": base_layout(f"The batch's TTFT {summary.ttft_s * 1e3:,.1f} ms, by cause", "", "ms",
                                             showlegend=False)}

@@ -21,25 +21,13 @@ from kvviz.engine.metrics import percentile
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import Sample, ServerView, server_view
 from kvviz.serving.record import RequestRecord
-from kvviz.ui.figures import COLORS, GRID, INK, Figure, empty
+from kvviz.ui.figures import COLORS, GRID, INK, Figure, base_layout, empty
 
 # One colour per phase of a request, the same in every figure: waiting (HTTP, then the first token), streaming.
 PHASE = {"accepted": "#72b7b2", "first": "#f58518", "stream": "#4c78a8", "failed": "#e45756"}
 CLIENT, SERVER = COLORS[0], COLORS[1]
 MAX_TICK_REQUESTS = 8  # token-arrival ticks are drawn when the timeline shows at most this many requests
 ITL_BINS = 40
-
-
-def _layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
-    """kvviz.ui.figures' layout: transparent, mid-grey ink, legend below the x axis's title."""
-    axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True}
-    return {
-        "title": {"text": title, "font": {"size": 15}}, "height": height,
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
-        "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": INK},
-        "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0},
-        "xaxis": {**axis, "title": {"text": x}}, "yaxis": {**axis, "title": {"text": y}}, **extra,
-    }
 
 
 def _axis(title: str, **extra) -> dict:
@@ -122,7 +110,7 @@ def throughput_over_time(arrivals_s: Sequence[float] | np.ndarray, samples: Sequ
             {"type": "scatter", "mode": "lines+markers", "x": sx, "y": sy,
              "name": "server: generation_tokens counter", "line": {"color": SERVER, "width": 2, "dash": "dot"},
              "marker": {"size": 4}, "hovertemplate": "%{x:.1f} s: %{y:,.0f} tokens/s generated<extra></extra>"}]
-    layout = _layout(f"Output tokens/s over the run ({bin_s:g} s bins)", "seconds since the run's start",
+    layout = base_layout(f"Output tokens/s over the run ({bin_s:g} s bins)", "seconds since the run's start",
                      "output tokens/s")
     layout["yaxis"] |= {"rangemode": "tozero"}
     return {"data": data, "layout": layout}
@@ -147,7 +135,7 @@ def requests_over_time(samples: Sequence[Sample]) -> Figure:
             data.append({"type": "scatter", "mode": "lines", "x": x, "y": y, "name": label,
                          "line": {"color": color, "dash": dash, "width": 2, "shape": "hv"},
                          "hovertemplate": f"%{{x:.2f}} s: %{{y:.0f}} {name.replace('_', ' ')}<extra></extra>"})
-    layout = _layout("Requests over the run", "seconds since the run's start", "requests")
+    layout = base_layout("Requests over the run", "seconds since the run's start", "requests")
     few = max((y for trace in data for y in trace["y"]), default=0) <= 8
     layout["yaxis"] |= {"rangemode": "tozero"} | ({"dtick": 1} if few else {})  # whole requests, not 0.5
     return {"data": data, "layout": layout}
@@ -168,7 +156,7 @@ def kv_usage_over_time(samples: Sequence[Sample]) -> Figure:
                      "marker": {"color": CLIENT, "size": 6, "symbol": "circle-open"},
                      "hovertemplate": "%{x:.2f} s: %{y:.3g}% predicted<extra></extra>"})
     title = "KV-cache usage: measured and predicted" if px else "KV-cache usage (no prediction: model unknown)"
-    layout = _layout(title, "seconds since the run's start", "KV cache used (% of the server's pool)")
+    layout = base_layout(title, "seconds since the run's start", "KV cache used (% of the server's pool)")
     layout["yaxis"] |= {"rangemode": "tozero"}
     return {"data": data, "layout": layout}
 
@@ -228,7 +216,7 @@ def request_timeline(records: Sequence[RequestRecord], max_requests: int = 64) -
     if failed:
         data.append(_failures(failed))
     more = f" (the first {len(shown)} of {len(records)})" if len(records) > len(shown) else ""
-    layout = _layout(f"A request's life: waiting for the first token, then streaming{more}",
+    layout = base_layout(f"A request's life: waiting for the first token, then streaming{more}",
                      "seconds since the run's start", "request", height=min(900, 240 + 16 * len(shown)),
                      barmode="stack", bargap=0.25)
     layout["yaxis"] |= {"autorange": "reversed"} | ({"dtick": 1} if len(shown) <= 16 else {})
@@ -276,7 +264,7 @@ def ttft_itl(records: Sequence[RequestRecord]) -> Figure:
             {"type": "bar", "x": x, "y": counts, "width": widths, "name": "ITL (gaps between chunks)",
              "marker": {"color": PHASE["stream"]}, "xaxis": "x2", "yaxis": "y2",
              "hovertemplate": "ITL ≈ %{x:,.2f} ms: %{y:,} gaps<extra></extra>"}]
-    layout = _layout("Time to first token, and the gaps after it", "request sent at (s since the run's start)",
+    layout = base_layout("Time to first token, and the gaps after it", "request sent at (s since the run's start)",
                      "TTFT (ms)", annotations=[_note("TTFT per request", 0.22), _note(itl, 0.78)])
     layout["xaxis"] |= {"domain": [0.0, 0.44]}
     layout["yaxis"] |= {"rangemode": "tozero"}
@@ -332,7 +320,7 @@ def client_vs_server(records: Sequence[RequestRecord], view: ServerView | None) 
     else:
         notes.append(_note("the server reported no request-time histograms (queue, prefill, decode)", 0.5, 1.0,
                            xanchor="center", yanchor="bottom"))
-    layout = _layout("Where the mean request's time went: client and server", "ms per request (mean)", "",
+    layout = base_layout("Where the mean request's time went: client and server", "ms per request (mean)", "",
                      height=300, barmode="stack", annotations=notes)
     layout["yaxis"] |= {"autorange": "reversed"}
     layout["legend"] = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02,
@@ -361,7 +349,7 @@ def sweep_throughput(frame: pd.DataFrame) -> Figure:
              "name": "output tokens/s (labels: requests/s)",
              "line": {"color": CLIENT, "width": 2}, "marker": {"size": 8},
              "hovertemplate": "%{x} in flight: %{y:,.0f} tokens/s, %{text}<extra></extra>"}]
-    layout = _layout("Throughput against requests in flight", "requests in flight (log scale)", "output tokens/s")
+    layout = base_layout("Throughput against requests in flight", "requests in flight (log scale)", "output tokens/s")
     layout["xaxis"] |= _levels_axis(f)
     layout["yaxis"] |= {"rangemode": "tozero"}
     return {"data": data, "layout": layout}
@@ -381,7 +369,7 @@ def sweep_latency(frame: pd.DataFrame) -> Figure:
                          "hovertemplate": f"%{{x}} in flight: {metric.upper()} {q} %{{y:,.1f}} ms<extra></extra>"})
     values = [v for trace in data for v in trace["y"] if v is not None and v > 0]
     log = bool(values) and max(values) / min(values) > 20
-    layout = _layout("Latency against requests in flight", "requests in flight (log scale)",
+    layout = base_layout("Latency against requests in flight", "requests in flight (log scale)",
                      "ms (log scale)" if log else "ms")
     layout["xaxis"] |= _levels_axis(f)
     layout["yaxis"] |= {"type": "log"} if log else {"rangemode": "tozero"}
@@ -402,7 +390,7 @@ def sweep_tradeoff(frame: pd.DataFrame) -> Figure:
              "textposition": "top center", "cliponaxis": False, "name": "sweep level",
              "line": {"color": CLIENT, "width": 2}, "marker": {"size": 9},
              "hovertemplate": "%{text}: %{x:,.0f} tokens/s in all, %{y:,.0f} tokens/s per user<extra></extra>"}]
-    layout = _layout("The trade-off: each user's speed against total throughput", "total output tokens/s",
+    layout = base_layout("The trade-off: each user's speed against total throughput", "total output tokens/s",
                      "tokens/s per user (1 / TPOT p50)", showlegend=False)
     layout["xaxis"] |= {"rangemode": "tozero"}
     layout["yaxis"] |= {"rangemode": "tozero"}
@@ -428,7 +416,7 @@ def prefix_cache(without: RunResult, with_: RunResult) -> Figure:
     said = ", ".join(f"{n} {r:.0%}" for n, r in zip(("without", "with"), rates, strict=True) if r is not None)
     title = f"What a shared prefix saves (prefix-cache hits: {said})" if said else \
         "What a shared prefix saves (the server reported no prefix-cache hits)"
-    layout = _layout(title, "", "ms", barmode="group")
+    layout = base_layout(title, "", "ms", barmode="group")
     layout["yaxis"] |= {"rangemode": "tozero"}
     return {"data": data, "layout": layout}
 
@@ -458,6 +446,6 @@ def engine_vs_server(frame: pd.DataFrame) -> Figure:
         layout_axes[f"xaxis{suffix}"] = _axis("", domain=[lo, hi], anchor=f"y{suffix}", showticklabels=False)
         layout_axes[f"yaxis{suffix}"] = _axis(unit, anchor=f"x{suffix}", rangemode="tozero")
         annotations.append(_note(label, (lo + hi) / 2))
-    layout = _layout("kvviz's engine beside a serving engine", "", "", barmode="group", annotations=annotations)
+    layout = base_layout("kvviz's engine beside a serving engine", "", "", barmode="group", annotations=annotations)
     layout["margin"] = {**layout["margin"], "t": 80}
     return {"data": data, "layout": layout | layout_axes}
