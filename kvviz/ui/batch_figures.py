@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from kvviz.base.units import MIB
-from kvviz.ui.figures import COLORS, GRID, INK, Figure, empty
+from kvviz.ui.figures import COLORS, INK, Figure, base_layout, empty
 
 MEASURED, PREDICTED, PER_SEQ, LIMIT = COLORS[0], COLORS[1], COLORS[2], COLORS[3]
 PANELS = ("step", "throughput", "prefill", "kv")
@@ -26,17 +26,14 @@ Y_TITLES = {"step": "ms per decode step (log)", "throughput": "tokens/s (log)", 
             "kv": "MiB (log)"}
 
 
-def _axis(title: str, log: bool = True, **extra) -> dict:
-    return {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True,
-            "title": {"text": title}, **({"type": "log"} if log else {}), **extra}
+X_TITLE = "batch size B (log)"
+LOG_X = {"type": "log", "dtick": math.log10(2)}  # ticks at 1, 2, 4, 8, ...
+LOG_Y = {"type": "log", "dtick": "D2", "tickformat": ",~g"}  # ticks at 1, 2, 5 × 10^n, written in full
 
 
-def _layout(title: str, height: int = 400, **extra) -> dict:
-    """kvviz.ui.figures' look: transparent, mid-grey ink, the legend below the x axis's title."""
-    return {"title": {"text": title, "font": {"size": 15}}, "height": height,
-            "margin": {"l": 60, "r": 20, "t": 60, "b": 40}, "paper_bgcolor": "rgba(0,0,0,0)",
-            "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": INK},
-            "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0}, **extra}
+def _axis(title: str, **extra) -> dict:
+    """One axis of a panel of the overview, as kvviz.ui.figures.base_layout styles its two."""
+    return {**base_layout("", title, "")["xaxis"], **extra}
 
 
 def _line(x: list, y: list, name: str, color: str, *, dash: str = "solid", markers: bool = True,
@@ -158,8 +155,15 @@ def _single(frame: pd.DataFrame, panel: str) -> Figure:
     note = panel_note(frame, panel)
     title = TITLES[panel] + (f"<br><sup>{note}</sup>" if note else "")
     return {"data": TRACES[panel](frame),
-            "layout": _layout(title, xaxis=_axis("batch size B (log)", dtick=math.log10(2)),
-                              yaxis=_axis(Y_TITLES[panel], tickformat=",~g", dtick="D2"))}
+            "layout": _panel_layout(title, Y_TITLES[panel])}
+
+
+def _panel_layout(title: str, y_title: str) -> dict:
+    layout = base_layout(title, X_TITLE, y_title)
+    layout["xaxis"] |= LOG_X
+    layout["yaxis"] |= LOG_Y
+    layout["margin"] = {**layout["margin"], "t": 60}  # room for a note under the title
+    return layout
 
 
 def step_time(frame: pd.DataFrame) -> Figure:
@@ -193,8 +197,8 @@ def overview(frame: pd.DataFrame, height_per_model: int = 380) -> Figure:
         return empty("Run a batch sweep to see this")
     models = list(dict.fromkeys(frame["model"]))
     n, gap, vgap = len(models), 0.045, 0.16 / max(len(models), 1)
-    layout = _layout("Batch sweep: measured against the roofline", height=height_per_model * n + 120,
-                     annotations=[])
+    layout = base_layout("Batch sweep: measured against the roofline", "", "", height=height_per_model * n + 120,
+                         annotations=[])
     layout["margin"] = {"l": 60, "r": 20, "t": 80, "b": 60}
     layout["legend"] = {"orientation": "h", "yanchor": "top", "y": -0.08 / n, "xanchor": "left", "x": 0.0}
     data, seen = [], set()
@@ -209,10 +213,8 @@ def overview(frame: pd.DataFrame, height_per_model: int = 380) -> Figure:
                 data.append({**trace, "xaxis": _axis_key(k, "x"), "yaxis": _axis_key(k, "y"),
                              "legendgroup": trace["name"], "showlegend": trace["name"] not in seen})
                 seen.add(trace["name"])
-            layout[_axis_key(k, "xaxis")] = _axis("batch size B (log)", domain=x_dom, anchor=_axis_key(k, "y"),
-                                                  dtick=math.log10(2))
-            layout[_axis_key(k, "yaxis")] = _axis(Y_TITLES[panel], domain=y_dom, anchor=_axis_key(k, "x"),
-                                                  tickformat=",~g", dtick="D2")
+            layout[_axis_key(k, "xaxis")] = _axis(X_TITLE, domain=x_dom, anchor=_axis_key(k, "y"), **LOG_X)
+            layout[_axis_key(k, "yaxis")] = _axis(Y_TITLES[panel], domain=y_dom, anchor=_axis_key(k, "x"), **LOG_Y)
             note = panel_note(f, panel)
             title = f"{model}: {TITLES[panel]}" + (f"<br><sup>{note}</sup>" if note else "")
             layout["annotations"].append({

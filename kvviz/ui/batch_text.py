@@ -19,6 +19,7 @@ from kvviz.engine.batch_sweep import STOP_CANCELLED, STOP_MAX_BATCH, STOP_MEMORY
 OVERHEAD_RATIO = 1.5  # a measured step this many times the lower bound at B=1 is mostly cost the roofline omits
 SHARED_FALL = 0.8  # the ratio counts as falling with B when its lowest is below this share of B=1's
 RISE = 1.2  # ... and as rising again when the last batch's is above this multiple of the lowest
+KERNEL_JUMP = 1.25  # the second batch's step this many times the first's, where the roofline's barely moves
 
 
 def ms(seconds: float) -> str:
@@ -33,7 +34,9 @@ def rate(per_s: float) -> str:
 
 
 def mb(n_bytes: float) -> str:
-    """Bytes in MB (10^6 bytes), or KB below one MB."""
+    """Bytes in GB, MB or KB (10^9, 10^6, 10^3 bytes): '1.98 GB', '20.5 MB', '96.3 KB'."""
+    if n_bytes >= 1e9:
+        return f"{n_bytes / 1e9:,.2f} GB"
     return f"{n_bytes / 1e6:,.1f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:,.1f} KB"
 
 
@@ -81,8 +84,13 @@ def _stopped(s: dict) -> str:
     return f"The sweep stopped after B={last}: {reason}."
 
 
+def _achieved_flops(row: pd.Series) -> float:
+    """FLOP/s the measured step reached: the roofline's FLOPs of the step (its compute term × the peak) / step_s."""
+    return row["step_compute_s_predicted"] * row["peak_flops"] / row["step_s"]
+
+
 def _compute_bound(s: dict, frame: pd.DataFrame) -> str:
-    """Where the roofline turns compute-bound, and how the measured step grew past it."""
+    """Where the roofline turns compute-bound, how the measured step grew past it, and the FLOP/s it reached."""
     cb, last = s["compute_bound_batch"], s["last"]["batch"]
     ridge = (f"this device's ridge point ({s['ridge_point']:.1f} FLOP/B = {s['peak_flops'] / 1e9:,.0f} GFLOP/s / "
              f"{s['bandwidth'] / 1e9:,.1f} GB/s)")
@@ -95,52 +103,79 @@ def _compute_bound(s: dict, frame: pd.DataFrame) -> str:
     before = f[f.index < cb]
     base = before.index[-1] if len(before) else f.index[0]
     z, y = f.loc[last], f.loc[base]
+    flops = z["step_compute_s_predicted"] * z["peak_flops"]
     return (f"From B={cb:,} the roofline turns compute-bound: the step's FLOPs per byte "
             f"({z['intensity_predicted']:.1f} at B={last}) pass {ridge}, and its predicted step grows with B, "
             f"{ms(y['step_s_predicted'])} at B={base} to {ms(z['step_s_predicted'])} at B={last} "
             f"({z['step_s_predicted'] / y['step_s_predicted']:.1f}×); measured, the step grew "
-            f"{z['step_s'] / y['step_s']:.1f}× over the same batches.")
+            f"{z['step_s'] / y['step_s']:.1f}× over the same batches. At B={last} it does {flops / 1e9:,.2f} GFLOP in "
+            f"{ms(z['step_s'])}: {_achieved_flops(z) / 1e9:,.0f} GFLOP/s, {_achieved_flops(z) / z['peak_flops']:.0%} "
+            "of the peak this device reached with one large matmul; a decode step's matmuls are thin (B rows).")
+
+
+def _first_step(s: dict, frame: pd.DataFrame) -> str:
+    """B=1 against its bound: the bandwidth the step reached, then either the fixed per-step cost (well above the
+    bound) or nothing more (near it)."""
+    a = s["first"]
+    row = frame.sort_values("batch").iloc[0]
+    moved = row["weight_bytes_read_predicted"] + row["kv_read_bytes_predicted"]
+    reached = moved / row["step_s"]
+    text = (f"At B={a['batch']} the step moves {mb(moved)} in {ms(a['step_s'])}: {reached / 1e9:,.1f} GB/s, "
+            f"{reached / s['bandwidth']:.0%} of the {s['bandwidth'] / 1e9:,.1f} GB/s this device measured.")
+    if a["step_over_predicted"] <= OVERHEAD_RATIO:
+        return text + " A batch of one is a memory-bound step, as the roofline says."
+    return text + (" The roofline counts bytes moved and FLOPs, not the fixed cost of running a step (Python, "
+                   "and a kernel launch for every operation of every layer), which on a model whose weights read in "
+                   f"{ms(s['weights_bytes'] / s['bandwidth'])} is most of the step.")
+
+
+def _kernel_switch(frame: pd.DataFrame) -> str:
+    """A jump from the first batch to the second that the roofline does not predict (its step barely moves)."""
+    f = frame.sort_values("batch")
+    if len(f) < 2:
+        return ""
+    a, b = f.iloc[0], f.iloc[1]
+    grew, predicted = b["step_s"] / a["step_s"], b["step_s_predicted"] / a["step_s_predicted"]
+    if grew < KERNEL_JUMP or predicted > 1.05:
+        return ""
+    return (f"From B={int(a['batch'])} to B={int(b['batch'])} the measured step grew {grew:.1f}× "
+            f"({ms(a['step_s'])} to {ms(b['step_s'])}) where the roofline's grows {predicted:.2f}×: the bound assumes "
+            "every kernel streams the weights at the measured bandwidth, which was measured with a matrix-vector "
+            "product, the kernel a batch of one runs; two rows or more run matrix-matrix kernels, which on a CPU "
+            "can read the same weights more slowly.")
 
 
 def _rising(s: dict, frame: pd.DataFrame) -> str:
-    """The ratio climbing again at large B, and what the data says of it."""
+    """The ratio falling and then climbing again at large B."""
     z = s["last"]
-    if s["lowest_ratio_batch"] == z["batch"] or z["step_over_predicted"] < s["lowest_ratio"] * RISE:
+    low = s["lowest_ratio_batch"]
+    if low in (s["first"]["batch"], z["batch"]) or z["step_over_predicted"] < s["lowest_ratio"] * RISE:
         return ""
     row = frame.set_index("batch").loc[z["batch"]]
-    lead = (f"Past B={s['lowest_ratio_batch']} the ratio rises again, to {z['step_over_predicted']:.2f} at "
-            f"B={z['batch']}: the measured step grows faster than the roofline's. ")
+    lead = (f"Past B={low} the ratio rises again, to {z['step_over_predicted']:.2f} at B={z['batch']}: the "
+            "measured step grows faster than the roofline's")
     if row["bound_predicted"] == "compute":
-        achieved = row["step_compute_s_predicted"] * row["peak_flops"] / row["step_s"]
-        return lead + (f"The step is doing real arithmetic by then, at {achieved / 1e9:,.0f} GFLOP/s: "
-                       f"{achieved / row['peak_flops']:.0%} of the {row['peak_flops'] / 1e9:,.0f} GFLOP/s this "
-                       "device reached with one large matmul; a decode step's matmuls are thin (B rows) and many.")
-    return lead + ("The roofline counts the weights and the cache, not the activations each step writes and reads "
-                   "again, nor the attention's own kernels, and those grow with B.")
+        return lead + " as the step's arithmetic grows, below the device's peak (above)."
+    return lead + (": the roofline counts the weights and the cache, not the activations each step writes and "
+                   "reads again, nor the attention's own kernels, and those grow with B.")
 
 
 def departure(s: dict, frame: pd.DataFrame) -> str:
     """Where the measured step departs from the roofline's prediction, and why, from the ratios per batch."""
     a, z = s["first"], s["last"]
-    parts = [f"The roofline predicted a step of {ms(a['step_s_predicted'])} at B={a['batch']}, a lower bound; "
-             f"measured / predicted is {a['step_over_predicted']:.2f}." if a["batch"] == z["batch"] else
-             f"The roofline predicted a step of {ms(a['step_s_predicted'])} at B={a['batch']} and "
+    if a["batch"] == z["batch"]:
+        return (f"The roofline predicted a step of {ms(a['step_s_predicted'])} at B={a['batch']}, a lower bound; "
+                f"measured / predicted is {a['step_over_predicted']:.2f}. " + _first_step(s, frame))
+    parts = [f"The roofline predicted a step of {ms(a['step_s_predicted'])} at B={a['batch']} and "
              f"{ms(z['step_s_predicted'])} at B={z['batch']} ({s['step_growth_predicted']:.1f}×), a lower bound; "
              f"measured / predicted is {a['step_over_predicted']:.2f} at B={a['batch']} and "
              f"{z['step_over_predicted']:.2f} at B={z['batch']} (lowest {s['lowest_ratio']:.2f}, at "
-             f"B={s['lowest_ratio_batch']})."]
-    if a["step_over_predicted"] > OVERHEAD_RATIO:
-        read_ms = ms(s["weights_bytes"] / s["bandwidth"])
-        parts.append(f"At B={a['batch']} the measured step is {a['step_over_predicted']:.1f}× the bound: the "
-                     "roofline counts bytes moved and FLOPs, not the fixed cost of running a step (Python, and a "
-                     "kernel launch for every operation of every layer), which on a model whose weights read in "
-                     f"{read_ms} is most of the step.")
-        if s["lowest_ratio"] < a["step_over_predicted"] * SHARED_FALL:
-            parts.append(f"The batch shares that cost, so the ratio falls to {s['lowest_ratio']:.2f} at "
-                         f"B={s['lowest_ratio_batch']}.")
-    parts.append(_compute_bound(s, frame))
-    rising = _rising(s, frame)
-    return " ".join([*parts, rising] if rising else parts)
+             f"B={s['lowest_ratio_batch']}).", _first_step(s, frame), _kernel_switch(frame)]
+    if a["step_over_predicted"] > OVERHEAD_RATIO and s["lowest_ratio"] < a["step_over_predicted"] * SHARED_FALL:
+        parts.append(f"The batch shares the fixed cost, so the ratio falls to {s['lowest_ratio']:.2f} at "
+                     f"B={s['lowest_ratio_batch']}.")
+    parts += [_compute_bound(s, frame), _rising(s, frame)]
+    return " ".join(p for p in parts if p)
 
 
 def prefill_text(s: dict, frame: pd.DataFrame) -> str:
@@ -176,8 +211,8 @@ def kv_text(s: dict, frame: pd.DataFrame) -> str:
              "different from the memory model's prediction at B=" + ", ".join(str(int(b)) for b in wrong["batch"]))
     per_seq = z["kv_bytes"] / z["batch"]
     return (f"The cache after the last step held {mb(z['kv_bytes'])} at B={z['batch']}, {agree}: "
-            f"B × {mb(per_seq)} per sequence, linear in the batch. The calculator's KV budget on "
-            f"{s['accelerator']} is {s['kv_budget_bytes'] / GIB:,.2f} GiB (memory × mem_util − weights − reserve), "
+            f"B × {mb(per_seq)} per sequence, linear in the batch. The calculator's KV budget is "
+            f"{s['kv_budget_bytes'] / GIB:,.2f} GiB ({s['accelerator']}: memory × mem_util − weights − reserve), "
             f"so memory runs out after B={s['memory_limit_batch']:,} sequences of "
             f"{s['prompt_tokens'] + s['new_tokens']} tokens.")
 

@@ -24,12 +24,27 @@ def test_headline_uses_the_runs_numbers():
 
 
 def test_departure_names_the_ratios_and_the_compute_bound_batch():
-    """measured / predicted at both ends; tiny's fixed per-step cost at B=1; compute-bound from B=22 inside."""
+    """measured / predicted at both ends; the bandwidth B=1 reached and tiny's fixed per-step cost; compute-bound
+    from B=22 inside the sweep, and the FLOP/s the last batch reached."""
     text = sweep_markdown(hand_frame())
     assert "measured / predicted is 2.92 at B=1 and 2.41 at B=64 (lowest 2.41, at B=64)" in text
-    assert "At B=1 the measured step is 2.9× the bound" in text and "weights read in 1.02 ms" in text
+    # 20,462,592 bytes of weights + 81,920 of cache in 3 ms: 6.85 GB/s of 20 GB/s
+    assert "At B=1 the step moves 20.5 MB in 3.00 ms: 6.8 GB/s, 34% of the 20.0 GB/s this device measured" in text
+    assert "not the fixed cost of running a step" in text and "weights read in 1.02 ms" in text
     assert "From B=22 the roofline turns compute-bound" in text
     assert "1.09 ms at B=16 to 3.32 ms at B=64 (3.1×); measured, the step grew 2.1× over the same batches" in text
+    # the step's FLOPs: its compute term 3.324 ms × 200 GFLOP/s = 0.66 GFLOP, in 8 ms: 83 GFLOP/s, 42% of the peak
+    assert "At B=64 it does 0.66 GFLOP in 8.00 ms: 83 GFLOP/s, 42% of the peak" in text
+    assert "matrix-vector" not in text, "3.0 to 3.1 ms from B=1 to B=2 is no kernel switch"
+
+
+def test_a_jump_from_one_row_to_two_is_reported():
+    """B=2 twice as slow as B=1 where the roofline barely moves: the kernel change is named."""
+    f = hand_frame()
+    f.loc[f["batch"] == 2, "step_s"] = 6e-3
+    text = sweep_markdown(f)
+    assert "From B=1 to B=2 the measured step grew 2.0× (3.00 ms to 6.00 ms) where the roofline's grows 1.00×" in text
+    assert "matrix-vector product, the kernel a batch of one runs" in text
 
 
 def test_compute_bound_beyond_the_sweep_is_said_so():
@@ -45,6 +60,7 @@ def test_no_overhead_claim_when_the_step_is_near_the_bound():
     f = f.assign(step_over_predicted=f["step_s"] / f["step_s_predicted"])
     text = sweep_markdown(f)
     assert "fixed cost" not in text and "measured / predicted is 1.10 at B=1" in text
+    assert "A batch of one is a memory-bound step, as the roofline says" in text
 
 
 def test_ratio_falling_then_rising_is_reported():
@@ -54,9 +70,9 @@ def test_ratio_falling_then_rising_is_reported():
     f = f.assign(step_over_predicted=f["batch"].map(ratio))
     f = f.assign(step_s=f["step_over_predicted"] * f["step_s_predicted"])
     text = sweep_markdown(f)
-    assert "The batch shares that cost, so the ratio falls to 1.00 at B=16" in text
+    assert "The batch shares the fixed cost, so the ratio falls to 1.00 at B=16" in text
     assert "Past B=16 the ratio rises again, to 2.00 at B=64" in text
-    assert "GFLOP/s this device reached with one large matmul" in text  # B=64 is compute-bound by the roofline
+    assert "as the step's arithmetic grows" in text  # B=64 is compute-bound by the roofline
 
 
 def test_kv_text_states_agreement_and_the_memory_limit():
