@@ -86,7 +86,8 @@ def test_memory_truth_is_exact_on_a_shrunk_sliding_window_twin():
     assert rows["measured_bytes"].iloc[0] == rows["seq_len"].iloc[0] * 8 * 1024
 
 
-PARTS = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "cancel")
+PARTS = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "cancel",
+         "batch")
 
 
 @pytest.mark.slow
@@ -104,7 +105,10 @@ def test_every_part_runs_in_quick_mode_and_draws_its_figures(tmp_path):
     for part in ("overhead", "payoff", "memory", "hardware"):
         assert json.loads((gpu / f"{part}.json").read_text())["results"], part
     assert json.loads((gpu / "memory.json").read_text())["results"]["all_exact"] is True
-    for folder, parts in ((tmp_path, ("overhead", "payoff", "memory", "hardware", "calculator", "app", "concurrency")),
+    batch = json.loads((tmp_path / "batch-quick.json").read_text())["results"]
+    assert batch, "the batch part's summary"
+    for folder, parts in ((tmp_path, ("overhead", "payoff", "memory", "hardware", "calculator", "app", "concurrency",
+                                      "batch")),
                           (gpu, ("overhead", "payoff", "memory", "hardware"))):
         for part in parts:
             assert (folder / "figures" / f"{part}.html").stat().st_size > 1000, (folder, part)
