@@ -62,7 +62,7 @@ from kvviz.engine.events import DeviceAcquired, PrefillDone, RequestReceived, To
 from kvviz.engine.loading import LoadedModel, transformers_keeps_mla_latent
 from kvviz.engine.loop import metered_run, run_to_end
 from kvviz.engine.metrics import percentile
-from kvviz.engine.queueing import device_lock, next_request_id, wait_for_device
+from kvviz.engine.queueing import on_device
 from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
 from kvviz.engine.steps import cache_kwarg, cache_nbytes, new_cache, uncached_step
 from kvviz.engine.streaming import TextStream
@@ -406,22 +406,10 @@ def generate_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event |
     stops the batch before its next forward pass (or while it waits for the device).
     """
     watch = Stopwatch(lm.device)  # t0: the batch has arrived
-    return _queue(lm, req, cancel or threading.Event(), watch, next_request_id())
-
-
-def _queue(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, watch: Stopwatch,
-           request_id: int) -> Iterator[BatchEvent]:
-    """Wait for the device's one lock (cancellable), as a single request does, and run the batch holding it."""
-    yield RequestReceived(t_s=0.0, request_id=request_id, mode=req.mode)
-    if not (yield from wait_for_device(lm.device, cancel, watch)):
-        yield BatchFinished(t_s=watch.elapsed(), reason="cancelled", summary=None)
-        return
-    try:
-        queue_s = watch.elapsed()
-        yield DeviceAcquired(t_s=queue_s, queue_s=queue_s)
-        yield from _admit_and_run(lm, req, cancel, watch, queue_s)
-    finally:
-        device_lock(lm.device).release()
+    cancel = cancel or threading.Event()
+    return on_device(lm.device, req.mode, cancel, watch,
+                     lambda t_s: BatchFinished(t_s=t_s, reason="cancelled", summary=None),
+                     lambda queue_s: _admit_and_run(lm, req, cancel, watch, queue_s))
 
 
 def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, watch: Stopwatch,

@@ -25,10 +25,10 @@ import torch
 from kvviz.base.device import Stopwatch
 from kvviz.base.errors import first_line
 from kvviz.engine.admission import Plan, Refusal, admit, encode_prompt
-from kvviz.engine.events import DeviceAcquired, Event, Finished, PromptTokenized, RequestReceived, TokenEvent
+from kvviz.engine.events import Event, Finished, PromptTokenized, TokenEvent
 from kvviz.engine.loading import LoadedModel
 from kvviz.engine.meter import Meter
-from kvviz.engine.queueing import device_lock, next_request_id, wait_for_device
+from kvviz.engine.queueing import on_device
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.steps import decode_step, new_cache, prefill, sample, uncached_step
 
@@ -40,22 +40,10 @@ def generate(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | 
     run that cannot fit, a fault on the device) end the stream with Finished(reason="failed").
     """
     watch = Stopwatch(lm.device)  # t0: the request has arrived
-    return _queue(lm, req, cancel or threading.Event(), watch, next_request_id())
-
-
-def _queue(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event, watch: Stopwatch,
-           request_id: int) -> Iterator[Event]:
-    """Wait for the device (cancellable), run the request on it, and let it go however the run ends."""
-    yield RequestReceived(t_s=0.0, request_id=request_id, mode=req.mode)
-    if not (yield from wait_for_device(lm.device, cancel, watch)):
-        yield Finished(t_s=watch.elapsed(), reason="cancelled", text="", summary=None)
-        return
-    try:
-        queue_s = watch.elapsed()
-        yield DeviceAcquired(t_s=queue_s, queue_s=queue_s)
-        yield from _admit_and_run(lm, req, cancel, watch, queue_s)
-    finally:
-        device_lock(lm.device).release()
+    cancel = cancel or threading.Event()
+    return on_device(lm.device, req.mode, cancel, watch,
+                     lambda t_s: Finished(t_s=t_s, reason="cancelled", text="", summary=None),
+                     lambda queue_s: _admit_and_run(lm, req, cancel, watch, queue_s))
 
 
 def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event, watch: Stopwatch,

@@ -5,7 +5,7 @@ on one device never overlaps and the time a request waits for the lock is its qu
 requests get the device in the order they asked for it. (A plain threading.Lock is not: a thread that has just
 released it often takes it again before the waiters wake, and under a closed-loop load one request waited six
 turns where its place in line gave it two.) Waiting is cancellable. Request ids are numbered here, one sequence
-for every kind of request. Knows threads, not models.
+for every kind of request, and on_device is every request's queue. Knows threads, not models.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 
 import torch
 
 from kvviz.base.device import Stopwatch
-from kvviz.engine.events import Waiting
+from kvviz.engine.events import DeviceAcquired, RequestReceived, Waiting
 
 POLL_S = 0.02  # how often a waiter checks its cancel event
 _REQUEST_IDS = itertools.count(1)
@@ -94,5 +94,18 @@ def wait_for_device(device: torch.device, cancel: threading.Event, watch: Stopwa
     return lock.acquire(cancel=cancel)
 
 
-def next_request_id() -> int:
-    return next(_REQUEST_IDS)
+def on_device(device: torch.device, mode: str, cancel: threading.Event, watch: Stopwatch,
+              cancelled: Callable[[float], object], run: Callable[[float], Iterator]) -> Iterator:
+    """A request's queue, for a single sequence and a batch alike: RequestReceived, [Waiting], then
+    DeviceAcquired and the events of run(queue_s) while holding the device's lock, released however the run
+    ends; the event cancelled(t_s) instead when `cancel` is set while it waits."""
+    yield RequestReceived(t_s=0.0, request_id=next(_REQUEST_IDS), mode=mode)
+    if not (yield from wait_for_device(device, cancel, watch)):
+        yield cancelled(watch.elapsed())
+        return
+    try:
+        queue_s = watch.elapsed()
+        yield DeviceAcquired(t_s=queue_s, queue_s=queue_s)
+        yield from run(queue_s)
+    finally:
+        device_lock(device).release()

@@ -23,7 +23,8 @@ from kvviz.engine.batch import (
 )
 from kvviz.engine.events import DeviceAcquired, PrefillDone, RequestReceived, TokenEvent, Waiting
 from kvviz.engine.loading import build_twin, load_model
-from kvviz.engine.loop import device_lock, run_to_end
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.queueing import device_lock
 from kvviz.engine.request import GenerationRequest
 from tests.tiny import FAMILIES
 

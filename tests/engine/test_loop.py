@@ -18,7 +18,8 @@ from kvviz.engine.events import (
     Waiting,
 )
 from kvviz.engine.loading import LoadError, load_model
-from kvviz.engine.loop import device_lock, generate, run_to_end
+from kvviz.engine.loop import generate, run_to_end
+from kvviz.engine.queueing import device_lock
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.streaming import REPLACEMENT, TextStream
 from tests.tiny import FAMILIES

@@ -35,6 +35,7 @@ from kvviz.ui.serving_figures import (
     throughput_over_time,
     ttft_itl,
 )
+from tests.ui.test_serving_text import prefix_run
 
 
 def records() -> list[RequestRecord]:
@@ -242,19 +243,9 @@ def test_close_latencies_keep_a_linear_axis():
     assert sweep_latency(frame)["layout"]["yaxis"].get("type") != "log"
 
 
-def prefix_result(hits: float, queries: float, prefill_sum: float, ttft_s: float) -> RunResult:
-    """Eight requests of one TTFT; the server's counters: hits of queries, prefill_sum over 8 prefills."""
-    recs = [RequestRecord(i, 0.1 * i, 600, 2, ttft_s=ttft_s, e2e_s=ttft_s + 0.01, arrivals_s=(ttft_s, ttft_s + 0.01))
-            for i in range(8)]
-    samps = [Sample(t_s=0.0, prefix_cache_hits=0, prefix_cache_queries=0, prefill_time_sum=0, prefill_time_count=0),
-             Sample(t_s=1.0, prefix_cache_hits=hits, prefix_cache_queries=queries, prefill_time_sum=prefill_sum,
-                    prefill_time_count=8)]
-    return result(recs, samps, duration_s=1.0)
-
-
 def test_prefix_cache_bars_and_hit_rate():
     """Without: TTFT 120 ms, prefill 0.8 / 8 = 100 ms, no hits. With: 30 ms, 20 ms, 3584 of 4096 = 88% hits."""
-    fig = prefix_cache(prefix_result(0, 4800, 0.8, 0.12), prefix_result(3584, 4096, 0.16, 0.03))
+    fig = prefix_cache(prefix_run(0, 4800, 0.8, 0.12), prefix_run(3584, 4096, 0.16, 0.03))
     assert trace(fig, "no shared prefix")["y"] == pytest.approx([120.0, 100.0])
     assert trace(fig, "shared prefix")["y"] == pytest.approx([30.0, 20.0])
     assert "without 0%, with 88%" in fig["layout"]["title"]["text"]
@@ -284,7 +275,7 @@ FILLED = {
     "sweep_throughput": lambda: sweep_throughput(sweep()),
     "sweep_latency": lambda: sweep_latency(sweep()),
     "sweep_tradeoff": lambda: sweep_tradeoff(sweep()),
-    "prefix": lambda: prefix_cache(prefix_result(0, 4800, 0.8, 0.12), prefix_result(3584, 4096, 0.16, 0.03)),
+    "prefix": lambda: prefix_cache(prefix_run(0, 4800, 0.8, 0.12), prefix_run(3584, 4096, 0.16, 0.03)),
     "engine": lambda: engine_vs_server(pd.DataFrame({"source": ["a", "b"], "output_tokens_per_s": [1.0, 2.0],
                                                      "ttft_p50_s": [0.1, None], "tpot_p50_s": [0.01, 0.02]})),
 }

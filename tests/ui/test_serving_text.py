@@ -168,6 +168,7 @@ def test_a_sweep_without_a_queue_says_the_server_never_had_one():
 
 
 def prefix_run(hits: float, queries: float, prefill_sum: float, ttft_s: float) -> RunResult:
+    """Eight requests of one TTFT; the server's counters: hits of queries, prefill_sum over 8 prefills."""
     recs = [RequestRecord(i, 0.1 * i, 600, 2, ttft_s=ttft_s, e2e_s=ttft_s + 0.01, arrivals_s=(ttft_s, ttft_s + 0.01))
             for i in range(8)]
     samps = [Sample(t_s=0.0, prefix_cache_hits=0, prefix_cache_queries=0, prefill_time_sum=0, prefill_time_count=0),
