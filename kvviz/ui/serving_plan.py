@@ -20,13 +20,12 @@ from kvviz.serving.live import KINDS, ONE, PREFIX, SWEEP, Plan
 from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
 from kvviz.serving.local import READY, LocalEngine
 from kvviz.serving.stats import Slo
-from kvviz.serving.sweep import levels
+from kvviz.serving.sweep import level_requests
 
 LOCAL, REMOTE = "local vLLM (kvviz starts it)", "an OpenAI-compatible endpoint"
 TARGETS = (LOCAL, REMOTE)
 ARRIVALS = {"closed loop: fixed requests in flight": CLOSED, "open loop: Poisson arrivals at a rate": POISSON,
             "open loop: evenly spaced at a rate": CONSTANT}
-SWEEP_MIN_REQUESTS = 8  # kvviz.serving.sweep's default: each level sends at least this many
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def _check_size(v: PageValues, policy: HostPolicy, kind: str, load: Load, prompt
     """(max concurrency, requests per slot) of a sweep; the host's limits on the largest run the plan makes."""
     top = whole_number(v.max_concurrency, "max concurrency", 1, 1_024) if kind == SWEEP else load.concurrency
     per_level = whole_number(v.per_level, "requests per slot", 1, 1_000) if kind == SWEEP else 1
-    requests = max(SWEEP_MIN_REQUESTS, per_level * levels(top)[-1]) if kind == SWEEP else load.requests
+    requests = level_requests(top, per_level) if kind == SWEEP else load.requests  # the largest run it sends
     policy.check_load(top, requests, load.output_tokens, prompt_tokens, load.duration_s)
     return top, per_level
 
