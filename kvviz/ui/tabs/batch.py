@@ -18,9 +18,9 @@ from kvviz.base.inputs import flag, text, whole_number
 from kvviz.engine.batch import BatchRequest
 from kvviz.engine.hosting import HostPolicy
 from kvviz.ui import batch_figures, batch_text, figures
-from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows, time_limit_message
+from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import DEVICE, EXAMPLE_PROMPTS, max_new_slider, model_picker, plot, refusal
+from kvviz.ui.tabs.common import DEVICE, EXAMPLE_PROMPTS, max_new_slider, model_picker, no_answer, plot, refusal
 from kvviz.ui.worker import Batched, Done, Failed, Loaded, Progress, SweepAsk, Swept, Tick, WorkerJob, start_batch_job
 
 INTRO = """
@@ -138,8 +138,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore) ->
         finally:
             finish(job, request)
         if got is None:
-            raise refusal(failure.message if failure else time_limit_message(job.time_limit_s) if job.timed_out
-                          else "the batch ended without a result")
+            raise no_answer(job, failure, "the batch")
         result = got.result
         yield (batch_markdown(result, loaded), batch_rows(result), plot(figures.batch_steps(result.steps)),
                plot(figures.batch_kv(result.steps)),
@@ -163,8 +162,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore) ->
         finally:
             finish(job, request)
         if got is None:
-            raise refusal(failure.message if failure else time_limit_message(job.time_limit_s) if job.timed_out
-                          else "the sweep ended without a result")
+            raise no_answer(job, failure, "the sweep")
         frame = got.frame
         yield (batch_text.sweep_markdown(frame), plot(batch_figures.step_time(frame)),
                plot(batch_figures.throughput(frame)), plot(batch_figures.prefill_time(frame)),

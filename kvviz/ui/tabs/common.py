@@ -16,7 +16,8 @@ from gradio.components.plot import PlotData
 from kvviz.base.errors import first_line
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
-from kvviz.ui.worker import JobKind, WorkerJob, start_job
+from kvviz.ui.present import time_limit_message
+from kvviz.ui.worker import Failed, JobKind, WorkerJob, start_job
 
 DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
 MODEL_CHOICES = ["smollm2-135m-instruct", "tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:qwen3-0.6b",
@@ -36,6 +37,13 @@ def plot(fig: dict) -> PlotData:
 def refusal(exc: Exception | str) -> gr.Error:
     """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge."""
     return gr.Error(first_line(exc if isinstance(exc, Exception) else ValueError(exc)), print_exception=False)
+
+
+def no_answer(job: WorkerJob, failure: Failed | None, what: str) -> gr.Error:
+    """The refusal for a worker job that ended without its answer: its failure, the time limit, or that."""
+    if failure is not None:
+        return refusal(failure.message)
+    return refusal(time_limit_message(job.time_limit_s) if job.timed_out else f"{what} ended without a result")
 
 
 def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:

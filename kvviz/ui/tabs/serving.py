@@ -30,10 +30,9 @@ from kvviz.serving.prompts import load_tokenizer, synthetic
 from kvviz.serving.sweep import sweep_frame
 from kvviz.serving.vllm import VllmError
 from kvviz.ui import figures, serving_figures, serving_text
-from kvviz.ui.present import time_limit_message
 from kvviz.ui.serving_plan import ARRIVALS, LOCAL, TARGETS, PageValues, plan_from_page
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import DEVICE, plot, refusal
+from kvviz.ui.tabs.common import DEVICE, no_answer, plot, refusal
 from kvviz.ui.worker import Done, Failed, Loaded, Served, Tick, start_load_job
 from kvviz.ui.worker import Progress as WorkerProgress
 
@@ -279,8 +278,7 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore)
             job.abandon()
             sessions.end(session, job)
         if failure is not None or served is None:
-            raise refusal(failure.message if failure else time_limit_message(job.time_limit_s) if job.timed_out
-                          else "the engine's run ended without a result")
+            raise no_answer(job, failure, "the engine's run")
         frame = pd.DataFrame([{"source": "vLLM (continuous batching)", **server.stats.flat()},
                               {"source": "kvviz engine (one at a time)", **served.stats.flat()}])
         row = serving_text.history_row(served, f"kvviz engine c={load.concurrency}")
