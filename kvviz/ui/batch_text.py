@@ -185,10 +185,18 @@ def prefill_text(s: dict, frame: pd.DataFrame) -> str:
         return f"The prefill (every sequence's TTFT) took {ms(a['prefill_s'])}."
     ratios = frame["prefill_over_predicted"]
     return (f"TTFT, the batch's prefill, went from {ms(a['prefill_s'])} at B={a['batch']} to {ms(z['prefill_s'])} "
-            f"at B={z['batch']} ({s['prefill_growth']:.1f}×): every sequence waits for all B prompts "
-            f"({z['batch']} × {s['prompt_tokens']} tokens) to pass through the model before its first token. The "
-            f"roofline calls the prefill {_bounds(frame)}, and the measured prefill is "
+            f"at B={z['batch']} ({s['prefill_growth']:.1f}×){_prefill_reading(s, z)} The roofline calls the "
+            f"prefill {_bounds(frame)}, and the measured prefill is "
             f"{ratios.min():.2f}-{ratios.max():.2f}× its lower bound.")
+
+
+def _prefill_reading(s: dict, z: dict) -> str:
+    """Why TTFT grows with the batch, said only when it grew (a busy machine can make the first batch's read high)."""
+    if s["prefill_growth"] > 1:
+        return (f": every sequence waits for all B prompts ({z['batch']} × {s['prompt_tokens']} tokens) to pass "
+                "through the model before its first token.")
+    return (": it did not grow here, so the smaller batch's prefill was slowed by something else (the machine's "
+            "other work, a cold first pass); in general every sequence waits for all B prompts.")
 
 
 def _bounds(frame: pd.DataFrame) -> str:

@@ -85,6 +85,15 @@ def test_kv_text_states_agreement_and_the_memory_limit():
 def test_prefill_text():
     text = sweep_markdown(hand_frame())
     assert "TTFT, the batch's prefill, went from 2.00 ms at B=1 to 128 ms at B=64 (64.0×)" in text
+    assert "every sequence waits for all B prompts (64 × " in text
+
+
+def test_prefill_text_does_not_claim_a_growth_it_did_not_see():
+    """A noisy B=1 prefill of 500 ms against 128 ms at B=64: the text says TTFT did not grow."""
+    frame = hand_frame()
+    frame.loc[frame["batch"] == 1, "prefill_s"] = 0.5
+    text = sweep_markdown(frame)
+    assert "went from 500 ms at B=1 to 128 ms at B=64" in text and "it did not grow here" in text
     assert "memory-bound at B=1, compute-bound from B=2" in text
 
 
