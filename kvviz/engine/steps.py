@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass
 
 import torch
 
@@ -38,14 +39,40 @@ def new_cache(model: torch.nn.Module):
     return DynamicCache(config=model.config)
 
 
-def cache_nbytes(cache) -> int:
-    """Bytes held by the key and value tensors of a transformers Cache, layer by layer."""
-    total = 0
+@dataclass(frozen=True)
+class CacheBytes:
+    """What a transformers Cache holds, measured from its tensors.
+
+    kv: the per-token keys and values (and DeepSeek-V3.2's indexer keys), which grow with the sequence;
+    state: the fixed-size conv and recurrent states of linear-attention, Mamba and convolution layers,
+    one set per sequence whatever its length.
+    """
+
+    kv: int
+    state: int
+
+    @property
+    def total(self) -> int:
+        return self.kv + self.state
+
+
+def _tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def cache_bytes(cache) -> CacheBytes:
+    """The bytes of every tensor `cache` holds, layer by layer, per-token KV apart from fixed-size state."""
+    kv = state = 0
     for layer in cache.layers:
-        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
-            if isinstance(t, torch.Tensor):
-                total += t.numel() * t.element_size()
-    return total
+        kv += _tensor_bytes(getattr(layer, name, None) for name in ("keys", "values", "indexer_keys"))
+        for name in ("conv_states", "recurrent_states"):
+            state += _tensor_bytes((getattr(layer, name, None) or {}).values())
+    return CacheBytes(kv=kv, state=state)
+
+
+def cache_nbytes(cache) -> int:
+    """Bytes held by a transformers Cache: its per-token keys and values and any fixed-size state."""
+    return cache_bytes(cache).total
 
 
 def _next_token_logits(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
