@@ -1,10 +1,13 @@
-"""A model's architecture, as far as memory and compute are concerned, read from a Hugging Face config.
+"""A model's architecture, as far as memory and compute are concerned, read through transformers' config classes.
 
 This module owns the Architecture dataclass and the one parser every source goes through: a preset
-shipped in assets/, a user's config.json, a model folder, or a hub id. It reads what the memory
-model needs (layers, query and KV heads, head_dim, per-layer attention type and window, DeepSeek's
-latent attention) and what the parameter count needs (hidden size, MLP, experts, embeddings).
-It does not compute bytes; memory.py and params.py do.
+shipped in assets/, a user's config.json, a model folder, or a hub id. The config goes through the
+config class transformers ships for its model_type, so the class's defaults, attribute map and
+`layer_types` apply, and a multimodal config gives its text part. What each layer caches is what
+transformers' own cache builds for it (cache_utils.get_layer_types_and_kwargs): per-token keys and values
+for full, sliding-window or chunked attention, a fixed-size state for linear-attention, Mamba and
+convolution layers (state.py sizes it), or nothing (an MLP-only layer, a layer reusing another's KV).
+It does not compute bytes or count parameters; memory.py and params.py do.
 """
 
 from __future__ import annotations
@@ -23,26 +26,30 @@ from kvviz.base.inputs import clip, shown
 
 FULL = "full"
 SLIDING = "sliding"
+CHUNKED = "chunked"  # Llama-4's local layers: attention within fixed chunks, at most `chunk` tokens kept
+NONE = "none"  # keeps no per-token KV: a linear-attention/Mamba/conv layer, an MLP-only layer, a KV-sharing layer
+WINDOWED = (SLIDING, CHUNKED)
 
-# How transformers names per-layer attention in `layer_types`, mapped to the two kinds the memory
-# model distinguishes. Anything else (chunked, linear, mamba...) is refused rather than guessed.
-_LAYER_TYPE_NAMES = {
-    "full_attention": FULL,
-    "full": FULL,
-    "global": FULL,
-    "sliding_attention": SLIDING,
-    "sliding": SLIDING,
-    "local": SLIDING,
-}
-
-# Config keys, with the older names some families use (GPT-2's n_layer, n_head, n_embd).
-_ALIASES = {
-    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers"),
-    "num_attention_heads": ("num_attention_heads", "n_head"),
-    "hidden_size": ("hidden_size", "n_embd", "d_model"),
-    "vocab_size": ("vocab_size",),
+# transformers' cache layer types (cache_utils.DYNAMIC_LAYER_TYPE_MAPPING) -> (per-token KV kind, keeps a state)
+_CACHE_LAYER_TYPES = {
+    "full_attention": (FULL, False),
+    "sliding_attention": (SLIDING, False),
+    "chunked_attention": (CHUNKED, False),
+    "conv": (NONE, True),
+    "linear_attention": (NONE, True),
+    "hybrid": (FULL, True),
+    "hybrid_sliding": (SLIDING, True),
+    "dummy": (NONE, False),
 }
 _MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+# The size keys a config must have, checked for sane values before transformers sees them (it would accept
+# 2.5 layers or "two" heads silently); their older names (GPT-2's n_layer...) reach the same attribute.
+_SIZE_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head", "num_key_value_heads",
+              "num_kv_heads", "hidden_size", "n_embd", "d_model", "head_dim", "intermediate_size", "vocab_size",
+              "sliding_window", "attention_chunk_size", "max_position_embeddings", *_MLA_KEYS)
+# Keys that, when a config leaves them out, take the config class's default: named in the architecture's notes.
+_DEFAULTED_KEYS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim",
+                   "intermediate_size", "vocab_size")
 
 
 class ConfigError(ValueError):
@@ -72,35 +79,40 @@ class MLA:
 
 @dataclass(frozen=True)
 class MoE:
-    """Mixture of experts: per MoE layer, a router, routed experts and always-on shared experts."""
+    """Mixture of experts: how many routed experts a MoE layer has and how many each token is sent to."""
 
     n_routed_experts: int
     num_experts_per_tok: int
-    n_shared_experts: int
-    moe_intermediate_size: int
-    first_k_dense_replace: int  # the first k layers keep a dense MLP
 
 
 @dataclass(frozen=True)
-class LayerLayout:
-    """Which parameters a decoder layer holds beside its projections (differs between families)."""
+class State:
+    """The fixed-size state a linear-attention, Mamba or convolution layer keeps instead of per-token KV.
 
-    norm: str  # "rms" (weight only) or "layer" (weight and bias)
-    norms_per_layer: int
-    qkv_bias: bool
-    o_bias: bool
-    qk_norm: bool
-    gated_mlp: bool
-    mlp_bias: bool
-    learned_positions: bool
+    Per layer and sequence: `conv` values of the short convolution's window and `recurrent` values of the
+    recurrent (SSM or delta-rule) state, whatever the sequence's length; `layers` layers keep one each.
+    """
+
+    kind: str  # "Mamba", "Mamba-2", "gated DeltaNet", "short convolution", ...
+    layers: int
+    conv: int
+    recurrent: int
+    shapes: str  # the per-layer tensors, in words, for the app and the formula
+
+    @property
+    def values_per_layer(self) -> int:
+        return self.conv + self.recurrent
 
 
 @dataclass(frozen=True)
 class Architecture:
-    """Everything kvviz needs to know about a decoder-only transformer.
+    """Everything kvviz needs to know about a decoder-only model.
 
-    The weight-side fields (hidden_size, intermediate_size, vocab_size, layout) are None when the
-    architecture was given as raw dimensions; then only the KV cache can be computed.
+    layer_types gives each layer's per-token KV kind (full, sliding, chunked, none); `state` the fixed-size
+    state some layers keep instead of (or beside) it. `config` is the config as JSON, from which params.py
+    builds the model on the meta device; it is empty when the architecture was given as raw dimensions, and
+    then only the KV cache can be computed. expanded_kv_heads: the heads transformers keeps where it stores
+    keys and values broadcast to every query head (Falcon-40B's layout), None where it keeps num_kv_heads.
     """
 
     name: str
@@ -112,14 +124,17 @@ class Architecture:
     v_head_dim: int
     layer_types: tuple[str, ...]
     sliding_window: int | None = None
+    chunk_size: int | None = None
     mla: MLA | None = None
     moe: MoE | None = None
+    state: State | None = None
+    expanded_kv_heads: int | None = None
     hidden_size: int | None = None
     intermediate_size: int | None = None
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
     tie_word_embeddings: bool = False
-    layout: LayerLayout | None = None
+    config: str = field(default="", repr=False)
     source: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -134,50 +149,26 @@ class Architecture:
 
     @property
     def n_sliding(self) -> int:
-        return sum(kind == SLIDING for kind in self.layer_types)
+        """Layers that keep at most a window of tokens (sliding-window or chunked attention)."""
+        return sum(kind in WINDOWED for kind in self.layer_types)
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep per-token keys and values."""
+        return sum(kind != NONE for kind in self.layer_types)
 
     @property
     def has_weights(self) -> bool:
-        """Whether the weight-side fields are known, so parameters can be counted."""
-        return self.hidden_size is not None and self.layout is not None
+        """Whether the full config is known, so parameters can be counted."""
+        return bool(self.config)
+
+    def window_of(self, kind: str) -> int | None:
+        """Tokens a layer of `kind` keeps at most: the sliding window, the chunk, or None (all of them)."""
+        return {SLIDING: self.sliding_window, CHUNKED: self.chunk_size}.get(kind)
 
     def with_kv_heads(self, kv_heads: int, name: str | None = None) -> Architecture:
         """The same model with another number of KV heads (plain attention, no latent)."""
-        return replace(self, num_kv_heads=kv_heads, mla=None, name=name or self.name)
-
-
-def _layout_for(model_type: str, cfg: Any) -> tuple[LayerLayout, tuple[str, ...]]:
-    """The layer layout transformers builds for this family, and a note when it is assumed."""
-    attention_bias = bool(getattr(cfg, "attention_bias", False))
-    mlp_bias = bool(getattr(cfg, "mlp_bias", False))
-    rms = dict(norm="rms", norms_per_layer=2, qk_norm=False, gated_mlp=True, learned_positions=False)
-    known = {
-        "llama": LayerLayout(**rms, qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=mlp_bias),
-        "mistral": LayerLayout(**rms, qkv_bias=False, o_bias=False, mlp_bias=False),
-        "mixtral": LayerLayout(**rms, qkv_bias=False, o_bias=False, mlp_bias=False),
-        "qwen2": LayerLayout(**rms, qkv_bias=True, o_bias=False, mlp_bias=False),
-        "qwen3": LayerLayout(**{**rms, "qk_norm": True}, qkv_bias=attention_bias, o_bias=attention_bias,
-                             mlp_bias=False),
-        "gemma": LayerLayout(**rms, qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=False),
-        "gemma2": LayerLayout(**{**rms, "norms_per_layer": 4}, qkv_bias=attention_bias,
-                              o_bias=attention_bias, mlp_bias=False),
-        "deepseek_v2": LayerLayout(**rms, qkv_bias=False, o_bias=False, mlp_bias=False),
-        "deepseek_v3": LayerLayout(**rms, qkv_bias=False, o_bias=False, mlp_bias=False),
-        "gpt2": LayerLayout(norm="layer", norms_per_layer=2, qkv_bias=True, o_bias=True, qk_norm=False,
-                            gated_mlp=False, mlp_bias=True, learned_positions=True),
-    }
-    if model_type in known:
-        return known[model_type], ()
-    guess = LayerLayout(**rms, qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=mlp_bias)
-    return guess, (f"model_type {model_type!r} is not one kvviz knows: the parameter count assumes a "
-                   "Llama-like layer (RMSNorm, gated MLP); the KV cache does not depend on it",)
-
-
-def _first(raw: dict, keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        if raw.get(key) is not None:
-            return raw[key]
-    return None
+        return replace(self, num_kv_heads=kv_heads, mla=None, expanded_kv_heads=None, name=name or self.name)
 
 
 # No real config comes near these; a larger value (a typo, or a config made to exhaust memory) is refused
@@ -192,98 +183,190 @@ def _positive_int(value: Any, key: str) -> int:
         not math.isfinite(value) or value != int(value)
     )) or int(value) <= 0:
         raise ConfigError(f"config key {key!r} must be a positive integer, got {shown(value)}")
-    high = MAX_LAYERS if key in ("num_hidden_layers", "layers") else MAX_CONFIG_INT
+    high = MAX_LAYERS if key in ("num_hidden_layers", "n_layer", "num_layers", "layers") else MAX_CONFIG_INT
     if value > high:
         raise ConfigError(f"config key {key!r} is {shown(value)}; kvviz takes at most {high:,}")
     return int(value)
 
 
-def _normalised(raw: dict) -> Any:
-    """The transformers config object for this model_type, so its defaults apply (Gemma-2's layer
-    pattern, Qwen2 dropping sliding_window when use_sliding_window is false); the raw dict otherwise."""
-    from types import SimpleNamespace
+def _check_sizes(raw: dict) -> None:
+    """ConfigError for a size key (at the top or in text_config) that is present but not a sane positive int."""
+    for part in (raw, raw.get("text_config")):
+        if not isinstance(part, dict):
+            continue
+        for key in _SIZE_KEYS:
+            if part.get(key) is not None:
+                _positive_int(part[key], key)
 
-    from transformers import AutoConfig
+
+def quiet_transformers():
+    """A context that keeps transformers' config-validation chatter (rope warnings...) off the user's screen."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def quiet():
+        log = logging.getLogger("transformers")
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            log.setLevel(level)
+    return quiet()
+
+
+def config_object(raw: dict) -> Any:
+    """The transformers config object for this config.json dict; ConfigError for an unknown model_type or a
+    config its class rejects."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    model_type = raw["model_type"]
+    model_type = raw.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ConfigError("config is missing the key 'model_type'")
     if model_type not in CONFIG_MAPPING:
-        return SimpleNamespace(**raw)
+        raise ConfigError(f"unknown model_type {shown(model_type)}: the installed transformers has no config class "
+                          "for it (give the KV dimensions instead: layers, kv_heads, head_dim)")
     fields = {k: v for k, v in raw.items() if k != "model_type"}
-    quiet = logging.getLogger("transformers")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # rope-validation chatter is not the user's problem here
-    try:
-        return AutoConfig.for_model(model_type, **fields)
-    except Exception as exc:  # transformers raises many kinds for a malformed config
-        reason = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-        raise ConfigError(f"transformers rejects this {model_type} config: {reason[-1]}") from exc
-    finally:
-        quiet.setLevel(level)
+    with quiet_transformers():
+        try:
+            return CONFIG_MAPPING[model_type](**fields)
+        except Exception as exc:  # transformers raises many kinds for a malformed config
+            reason = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            raise ConfigError(f"transformers rejects this {model_type} config: {clip(reason[-1], 400)}") from exc
 
 
-def _layer_types(cfg: Any, raw: dict, num_layers: int) -> tuple[tuple[str, ...], int | None]:
-    """Per-layer attention kind and the sliding window, as transformers would build the model."""
-    window = getattr(cfg, "sliding_window", None)
-    if raw.get("use_sliding_window") is False:
-        window = None  # Qwen2 ships a sliding_window value it does not use
-    declared = getattr(cfg, "layer_types", None)
-    if declared:
-        if len(declared) != num_layers:
-            raise ConfigError(f"layer_types lists {len(declared)} layers but num_hidden_layers is {num_layers}")
-        unknown = sorted({t for t in declared if t not in _LAYER_TYPE_NAMES})
-        if unknown:
-            raise ConfigError(f"unsupported attention layer type(s) {', '.join(unknown)}: kvviz models full "
-                              "and sliding-window attention")
-        kinds = tuple(_LAYER_TYPE_NAMES[t] for t in declared)
-        if SLIDING in kinds and window is None:
-            raise ConfigError("layer_types has sliding layers but the config gives no sliding_window")
-    else:
-        kinds = (SLIDING if window is not None else FULL,) * num_layers
-    if SLIDING not in kinds:
-        return kinds, None
-    return kinds, _positive_int(window, "sliding_window")
+def decoder_config(cfg: Any) -> Any:
+    """The part of a config that describes the text decoder (a multimodal model's text_config); ConfigError for a
+    family with no decoder that keeps a KV cache (encoder-only, encoder-decoder)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    if getattr(cfg, "is_encoder_decoder", False):
+        raise ConfigError(f"{cfg.model_type} is an encoder-decoder model: kvviz models decoder-only language models")
+    text = cfg.get_text_config(decoder=True)
+    known = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+    if cfg.model_type not in known and text.model_type not in known:
+        raise ConfigError(f"{cfg.model_type} has no causal-LM (decoder) class in transformers: an encoder-only "
+                          "model keeps no KV cache")
+    return text
+
+
+def _layer_kinds(text: Any, num_layers: int) -> tuple[tuple[str, ...], tuple[bool, ...], int | None, int | None]:
+    """Each layer's per-token KV kind and whether it keeps a state, as transformers' cache builds them, with
+    the sliding window and the chunk (None where no layer uses one)."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    with quiet_transformers():
+        try:
+            types, kwargs = get_layer_types_and_kwargs(text)
+        except Exception as exc:
+            raise ConfigError(f"cannot read the layer types of this config: {first_line(exc)}") from exc
+    if len(types) != num_layers:
+        raise ConfigError(f"layer_types lists {len(types)} layers but num_hidden_layers is {num_layers}")
+    unknown = sorted({t for t in types if t not in _CACHE_LAYER_TYPES})
+    if unknown:
+        raise ConfigError(f"unsupported cache layer type(s) {', '.join(unknown)}: kvviz models full, sliding-window "
+                          "and chunked attention and linear-attention/Mamba/convolution state")
+    kinds = tuple(_CACHE_LAYER_TYPES[t][0] for t in types)
+    states = tuple(_CACHE_LAYER_TYPES[t][1] for t in types)
+    windows = {}
+    for kind, kw in zip(kinds, kwargs, strict=True):
+        if kind in WINDOWED:
+            what = "sliding_window" if kind == SLIDING else "attention_chunk_size"
+            if kw.get("sliding_window") is None:
+                raise ConfigError(f"layer_types has {kind} layers but the config gives no {what}")
+            windows.setdefault(kind, set()).add(_positive_int(kw["sliding_window"], what))
+    if any(len(w) > 1 for w in windows.values()):
+        raise ConfigError("the layers use different window sizes: kvviz models one sliding window and one chunk")
+    window = next(iter(windows.get(SLIDING, {None})))
+    chunk = next(iter(windows.get(CHUNKED, {None})))
+    return kinds, states, window, chunk
+
+
+def _kv_heads(text: Any, heads: int) -> tuple[int, int | None]:
+    """(KV heads an engine keeps, heads transformers keeps when it broadcasts them, else None).
+
+    Falcon's original layout (multi_query) keeps one KV head; its new decoder layout (Falcon-40B) has
+    num_kv_heads, which transformers broadcasts to every query head before caching.
+    """
+    if text.model_type == "falcon":
+        if getattr(text, "new_decoder_architecture", False):
+            return _positive_int(text.num_kv_heads, "num_kv_heads"), heads
+        return (1 if getattr(text, "multi_query", False) else heads), None
+    kv = getattr(text, "num_key_value_heads", None) or heads
+    return _positive_int(kv, "num_key_value_heads"), None
+
+
+def _same_kv_shape_everywhere(text: Any, kinds: tuple[str, ...], kv_heads: int, head_dim: int) -> None:
+    """ConfigError when layers override the KV heads or head_dim (a heterogeneous config, e.g. Gemma-4's global
+    layers): kvviz models one KV shape for every attention layer."""
+    per_layer = getattr(text, "per_layer_config", None)
+    if per_layer is None:
+        return
+    for i, (kind, layer) in enumerate(zip(kinds, per_layer, strict=False)):
+        if kind == NONE or layer is text:
+            continue
+        heads = getattr(layer, "num_key_value_heads", kv_heads) or kv_heads
+        dim = getattr(layer, "head_dim", head_dim) or head_dim
+        if (heads, dim) != (kv_heads, head_dim):
+            raise ConfigError(f"layer {i} keeps {heads} KV heads of {dim} while the model's default is {kv_heads} "
+                              f"of {head_dim}: kvviz models one KV shape for every attention layer")
+
+
+def _defaulted(raw: dict, text: Any) -> tuple[str, ...]:
+    """A note naming the size keys the config left to its class's defaults, with the values they took."""
+    nested = raw.get("text_config")
+    given = nested if isinstance(nested, dict) and text.model_type != raw.get("model_type") else raw
+    attribute_map = getattr(type(text), "attribute_map", {}) or {}
+    missing = [k for k in _DEFAULTED_KEYS if given.get(k) is None and given.get(attribute_map.get(k, k)) is None
+               and isinstance(getattr(text, k, None), int)]
+    if "head_dim" in missing and (getattr(text, "kv_lora_rank", None) or text.head_dim * text.num_attention_heads
+                                  == text.hidden_size):
+        missing.remove("head_dim")  # hidden_size / heads, what a config without head_dim means anyway
+    if not missing:
+        return ()
+    values = ", ".join(f"{k}={getattr(text, k)}" for k in missing)
+    return (f"taken from transformers' {type(text).__name__} defaults (the config leaves them out): {values}",)
 
 
 def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Architecture:
     """Parse a config.json dict into an Architecture; ConfigError names whatever is missing or wrong."""
     if not isinstance(raw, dict):
         raise ConfigError("a config must be a JSON object")
-    model_type = raw.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
-        raise ConfigError("config is missing the key 'model_type'")
-    values = {}
-    for key, aliases in _ALIASES.items():
-        value = _first(raw, aliases)
-        if value is None:
-            raise ConfigError(f"config is missing the key {key!r}")
-        values[key] = _positive_int(value, key)
-    mla = _mla(raw)
-    layers, heads, hidden = values["num_hidden_layers"], values["num_attention_heads"], values["hidden_size"]
-    if raw.get("head_dim") is None and mla is None:
-        _head_dim_from_hidden(hidden, heads)  # refuse before transformers is asked to normalise the config
-    cfg = _normalised(raw)
-    kv_heads = _positive_int(getattr(cfg, "num_key_value_heads", None) or heads, "num_key_value_heads")
+    _check_sizes(raw)
+    cfg = config_object(raw)
+    text = decoder_config(cfg)
+    from kvviz.calc.state import layer_state  # state.py reads the mixer's sizes from the same config
+
+    layers = _positive_int(getattr(text, "num_hidden_layers", None), "num_hidden_layers")
+    heads = _positive_int(getattr(text, "num_attention_heads", None), "num_attention_heads")
+    hidden = _positive_int(getattr(text, "hidden_size", None), "hidden_size")
+    kinds, states, window, chunk = _layer_kinds(text, layers)
+    mla = _mla(text)
+    kv_heads, expanded = _kv_heads(text, heads)
     if heads % kv_heads:
         raise ConfigError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")
-    head_dim = _positive_int(raw.get("head_dim") or getattr(cfg, "head_dim", None)
-                             or _head_dim_from_hidden(hidden, heads), "head_dim")
-    kinds, window = _layer_types(cfg, raw, layers)
-    layout, notes = _layout_for(model_type, cfg)
-    intermediate = _first(raw, ("intermediate_size", "n_inner")) or (4 * hidden if model_type == "gpt2" else None)
-    if intermediate is None:
-        raise ConfigError("config is missing the key 'intermediate_size'")
-    max_pos = _first(raw, ("max_position_embeddings", "n_positions", "max_sequence_length"))
+    head_dim = getattr(text, "head_dim", None) or _head_dim_from_hidden(hidden, heads)
+    head_dim = _positive_int(head_dim, "head_dim")
+    if mla is None:
+        _same_kv_shape_everywhere(text, kinds, kv_heads, head_dim)
+    state = layer_state(text, sum(states)) if any(states) else None
+    max_pos = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    intermediate = getattr(text, "intermediate_size", None)
     return Architecture(
-        name=name or raw.get("_name_or_path") or model_type, model_type=model_type,
+        name=name or raw.get("_name_or_path") or raw["model_type"], model_type=raw["model_type"],
         num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_dim=mla.qk_head_dim if mla else head_dim, v_head_dim=mla.v_head_dim if mla else head_dim,
-        layer_types=kinds, sliding_window=window, mla=mla, moe=_moe(raw, model_type),
-        hidden_size=hidden, intermediate_size=_positive_int(intermediate, "intermediate_size"),
-        vocab_size=values["vocab_size"],
+        layer_types=kinds, sliding_window=window, chunk_size=chunk, mla=mla, moe=_moe(text), state=state,
+        expanded_kv_heads=expanded, hidden_size=hidden,
+        intermediate_size=intermediate if isinstance(intermediate, int) and intermediate > 0 else None,
+        vocab_size=_positive_int(getattr(text, "vocab_size", None), "vocab_size"),
         max_position_embeddings=_positive_int(max_pos, "max_position_embeddings") if max_pos else None,
-        tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", raw.get("tie_word_embeddings", False))),
-        layout=layout, source=source, notes=notes,
+        tie_word_embeddings=bool(getattr(text, "tie_word_embeddings", False)
+                                 or getattr(cfg, "tie_word_embeddings", False)),
+        config=json.dumps(raw, sort_keys=True, default=str), source=source, notes=_defaulted(raw, text),
     )
 
 
@@ -295,37 +378,34 @@ def _head_dim_from_hidden(hidden: int, heads: int) -> int:
     return hidden // heads
 
 
-def _mla(raw: dict) -> MLA | None:
+def _mla(text: Any) -> MLA | None:
     """DeepSeek's multi-head latent attention sizes, when the config has them (all of them, or ConfigError)."""
-    present = [k for k in _MLA_KEYS if raw.get(k) is not None]
-    if not present:
+    present = [k for k in _MLA_KEYS if getattr(text, k, None) is not None]
+    if not present or getattr(text, "kv_lora_rank", None) is None:
         return None
     if len(present) != len(_MLA_KEYS):
-        missing = next(k for k in _MLA_KEYS if raw.get(k) is None)
+        missing = next(k for k in _MLA_KEYS if getattr(text, k, None) is None)
         raise ConfigError(f"config has multi-head latent attention keys but is missing {missing!r}")
-    return MLA(*(_positive_int(raw[k], k) for k in _MLA_KEYS),
-               q_lora_rank=_positive_int(raw["q_lora_rank"], "q_lora_rank") if raw.get("q_lora_rank") else None)
+    q_lora = getattr(text, "q_lora_rank", None)
+    return MLA(*(_positive_int(getattr(text, k), k) for k in _MLA_KEYS),
+               q_lora_rank=_positive_int(q_lora, "q_lora_rank") if q_lora else None)
 
 
-def _moe(raw: dict, model_type: str) -> MoE | None:
-    """DeepSeek-style experts (routed + shared, dense first layers) or Mixtral-style (routed only)."""
-    if raw.get("n_routed_experts"):
-        return MoE(
-            n_routed_experts=_positive_int(raw["n_routed_experts"], "n_routed_experts"),
-            num_experts_per_tok=_positive_int(raw.get("num_experts_per_tok"), "num_experts_per_tok"),
-            n_shared_experts=int(raw.get("n_shared_experts") or 0),
-            moe_intermediate_size=_positive_int(raw.get("moe_intermediate_size"), "moe_intermediate_size"),
-            first_k_dense_replace=int(raw.get("first_k_dense_replace") or 0),
-        )
-    if raw.get("num_local_experts"):
-        return MoE(
-            n_routed_experts=_positive_int(raw["num_local_experts"], "num_local_experts"),
-            num_experts_per_tok=_positive_int(raw.get("num_experts_per_tok"), "num_experts_per_tok"),
-            n_shared_experts=0,
-            moe_intermediate_size=_positive_int(raw.get("intermediate_size"), "intermediate_size"),
-            first_k_dense_replace=0,
-        )
-    return None
+# The names families give the routed-expert count and the experts per token.
+_EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "moe_k", "top_k")
+
+
+def _moe(text: Any) -> MoE | None:
+    """The routed experts and experts per token, under whichever names the family uses; None for a dense model."""
+    experts = next((getattr(text, k) for k in _EXPERT_KEYS if isinstance(getattr(text, k, None), int)
+                    and getattr(text, k) > 1), None)
+    if experts is None:
+        return None
+    top_k = next((getattr(text, k) for k in _TOP_K_KEYS if isinstance(getattr(text, k, None), int)), None)
+    if top_k is None:
+        return None
+    return MoE(n_routed_experts=experts, num_experts_per_tok=_positive_int(top_k, "num_experts_per_tok"))
 
 
 def architecture_from_dims(

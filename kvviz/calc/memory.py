@@ -2,10 +2,11 @@
 
 The lesson's estimate, batch × seq_len × layers × 2 × kv_heads × head_dim × bytes_per_elem, is
 exact for plain attention. Real models bend it three ways and this module follows each:
-grouped-query attention (kv_heads < heads), sliding-window layers (a layer keeps at most `window`
-tokens), and DeepSeek's latent attention (one compressed vector per token and layer in a serving
-engine and in transformers since 5.15, expanded per-head keys and values in a naive implementation).
-Quantised formats add
+grouped-query attention (kv_heads < heads), sliding-window and chunked layers (a layer keeps at most
+`window` or `chunk` tokens), and DeepSeek's latent attention (one compressed vector per token and layer in a
+serving engine and in transformers since 5.15, expanded per-head keys and values in a naive implementation).
+Layers that keep no per-token KV (linear attention, Mamba, convolution, MLP-only) add nothing per token; the
+fixed-size state some of them keep is counted apart, per sequence (state_bytes). Quantised formats add
 their scales (dtypes.py). Paged allocation rounds each sequence up to whole blocks, as vLLM does.
 This module knows architectures and formats, not devices or weights.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvviz.calc.arch import SLIDING, Architecture
+from kvviz.calc.arch import NONE, Architecture
 from kvviz.calc.dtypes import DType
 from kvviz.calc.formula import Factor, Formula, product, total
 
@@ -47,6 +48,8 @@ class KVBreakdown:
 
     bytes: what an engine that supports the architecture keeps (windows applied, MLA latent).
     no_window_bytes: what an engine that ignores the sliding window would allocate (None without windows).
+    state_bytes: the fixed-size state of linear-attention/Mamba/convolution layers, per sequence × batch, which
+        does not grow with seq_len (0 for a model without such layers); not included in `bytes`.
     mla_expanded_bytes: the expanded per-head keys and values a naive implementation keeps, as transformers
         did before 5.15 (None without MLA).
     """
@@ -63,14 +66,32 @@ class KVBreakdown:
     per_token_formula: Formula
     no_window_formula: Formula | None
     mla_expanded_formula: Formula | None
+    state_bytes: int = 0
+    state_formula: Formula | None = None
 
 
 def layer_groups(arch: Architecture) -> tuple[LayerGroup, ...]:
-    """Layers grouped by attention kind, in order of first appearance: full layers, sliding layers."""
+    """The layers that keep per-token KV, grouped by attention kind in order of first appearance (full,
+    sliding, chunked), each with its window; layers that keep none are left out."""
     counts: dict[str, int] = {}
     for kind in arch.layer_types:
-        counts[kind] = counts.get(kind, 0) + 1
-    return tuple(LayerGroup(kind, arch.sliding_window if kind == SLIDING else None, n) for kind, n in counts.items())
+        if kind != NONE:
+            counts[kind] = counts.get(kind, 0) + 1
+    return tuple(LayerGroup(kind, arch.window_of(kind), n) for kind, n in counts.items())
+
+
+def state_elem_bytes(dtype: DType) -> float:
+    """Bytes of one state value: the state stays at activation precision (16 bits at least) when the KV cache
+    is stored in an 8- or 4-bit format, which quantises keys and values only."""
+    return max(dtype.nominal_bytes, 2.0)
+
+
+def state_bytes(arch: Architecture, batch: int, elem_bytes: float) -> int:
+    """Bytes of the fixed-size state `batch` sequences keep: batch × state_layers × (conv + recurrent) values
+    × elem_bytes. It does not depend on seq_len: the layer folds every token into it."""
+    if arch.state is None:
+        return 0
+    return int(batch * arch.state.layers * arch.state.values_per_layer * elem_bytes)
 
 
 def cached_tokens(seq_len: int, window: int | None) -> int:
@@ -80,16 +101,20 @@ def cached_tokens(seq_len: int, window: int | None) -> int:
 
 def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType,
                              mla_latent: bool = True) -> int:
-    """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens.
+    """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens, with any
+    linear-attention/Mamba/convolution state (held in the model's dtype, `dtype` here).
 
-    A sliding layer keeps the last window - 1 tokens there (the next token brings the span back to
-    `window`). An MLA model keeps the latent since transformers 5.15 and the expanded per-head keys
-    and values before it: mla_latent says which.
+    A sliding or chunked layer keeps the last window - 1 tokens there (the next token brings the span
+    back to `window`). An MLA model keeps the latent since transformers 5.15 and the expanded per-head
+    keys and values before it: mla_latent says which. Falcon-40B's layout is cached broadcast to every
+    query head (expanded_kv_heads).
     """
     per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
+    if arch.expanded_kv_heads:
+        per = per // arch.num_kv_heads * arch.expanded_kv_heads
     tokens = sum(cached_tokens(seq_len, None if g.window is None else g.window - 1) * g.count
                  for g in layer_groups(arch))
-    return batch * tokens * per
+    return batch * tokens * per + state_bytes(arch, batch, dtype.nominal_bytes)
 
 
 def activation_bytes(arch: Architecture, tokens: int, elem_bytes: int, attention_scores: bool = False) -> int:
@@ -112,8 +137,8 @@ def token_layer_bytes(arch: Architecture, dtype: DType, mla_mode: str = LATENT) 
 
 
 def bytes_per_token(arch: Architecture, dtype: DType, mla_mode: str = LATENT) -> int:
-    """Bytes one token adds to one sequence's cache across all layers, before any window caps it."""
-    return arch.num_layers * token_layer_bytes(arch, dtype, mla_mode)
+    """Bytes one token adds to one sequence's cache across the layers that keep KV, before any window caps it."""
+    return arch.kv_layers * token_layer_bytes(arch, dtype, mla_mode)
 
 
 def kv_cache_bytes(
@@ -134,7 +159,7 @@ def kv_cache_bytes(
     tokens = sum(
         cached_tokens(seq_len, g.window if apply_window else None) * g.count for g in layer_groups(arch)
     )
-    return batch * tokens * per + arch.num_layers * dtype.tensor_overhead_bytes
+    return batch * tokens * per + arch.kv_layers * dtype.tensor_overhead_bytes
 
 
 def _fmt_num(x: float) -> str:
@@ -170,18 +195,19 @@ def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, labe
                 apply_window: bool, mla_mode: str) -> Formula:
     groups = layer_groups(arch)
     if not apply_window:
-        groups = (LayerGroup("all", None, arch.num_layers),)
+        groups = (LayerGroup("all", None, arch.kv_layers),)
     terms = []
     for g in groups:
         if g.window is None:
             tokens = Factor("seq_len", str(seq_len))
         else:
-            tokens = Factor("min(seq_len, window)", f"min({seq_len}, {g.window})")
-        layers_sym = "layers" if len(groups) == 1 else f"{g.kind}_layers"
+            span = "chunk" if g.kind == "chunked" else "window"
+            tokens = Factor(f"min(seq_len, {span})", f"min({seq_len}, {g.window})")
+        layers_sym = "layers" if len(groups) == 1 and g.count == arch.num_layers else f"{g.kind}_layers"
         terms.append(product(Factor("batch", str(batch)), tokens, Factor(layers_sym, str(g.count)),
                              *_per_token_layer(arch, dtype, mla_mode)))
     if dtype.tensor_overhead_bytes:
-        terms.append(product(Factor("layers", str(arch.num_layers)),
+        terms.append(product(Factor("kv_layers", str(arch.kv_layers)),
                              Factor("scale_bytes_per_layer", str(dtype.tensor_overhead_bytes))))
     symbolic, substituted = total(*terms)
     value = kv_cache_bytes(arch, batch, seq_len, dtype, apply_window=apply_window, mla_mode=mla_mode)
@@ -193,10 +219,12 @@ def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> 
     if batch < 1 or seq_len < 0:
         raise ValueError("batch must be at least 1 and seq_len at least 0")
     kept_label = "KV cache (window applied)" if arch.n_sliding else "KV cache"
+    if arch.state is not None:
+        kept_label += f", {arch.kv_layers} of {arch.num_layers} layers keep per-token KV"
     if arch.mla is not None:
         kept_label = "KV cache, MLA latent (what vLLM, SGLang and transformers >= 5.15 keep)"
     formula = _kv_formula(arch, batch, seq_len, dtype, kept_label, apply_window=True, mla_mode=LATENT)
-    per_token = product(Factor("layers", str(arch.num_layers)), *_per_token_layer(arch, dtype, LATENT))
+    per_token = product(Factor("kv_layers", str(arch.kv_layers)), *_per_token_layer(arch, dtype, LATENT))
     per_token_formula = Formula("KV bytes per token (all layers, one sequence)", *per_token,
                                 bytes_per_token(arch, dtype))
     no_window = None
@@ -217,12 +245,25 @@ def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> 
     )
     return KVBreakdown(
         batch=batch, seq_len=seq_len, dtype=dtype, bytes=int(formula.value),
+        state_bytes=state_bytes(arch, batch, state_elem_bytes(dtype)), state_formula=state_formula(arch, batch, dtype),
         bytes_per_token=bytes_per_token(arch, dtype),
         no_window_bytes=int(no_window.value) if no_window else None,
         mla_expanded_bytes=int(expanded.value) if expanded else None,
         groups=groups, formula=formula, per_token_formula=per_token_formula,
         no_window_formula=no_window, mla_expanded_formula=expanded,
     )
+
+
+def state_formula(arch: Architecture, batch: int, dtype: DType) -> Formula | None:
+    """The state of the linear layers as a formula (None for a model without one)."""
+    st = arch.state
+    if st is None:
+        return None
+    elem = state_elem_bytes(dtype)
+    return Formula(f"{st.kind} state (fixed per sequence, does not grow with seq_len)",
+                   "batch × state_layers × (conv + recurrent values) × bytes_per_elem",
+                   f"{batch} × {st.layers} × ({st.conv:,} + {st.recurrent:,}) × {_fmt_num(elem)}",
+                   state_bytes(arch, batch, elem))
 
 
 @dataclass(frozen=True)
@@ -258,7 +299,7 @@ def paged_allocation(
         raise ValueError("block_size must be at least 1")
     per = token_layer_bytes(arch, dtype)
     allocated = paged_bytes(arch, batch, seq_len, dtype, block_size)
-    exact = kv_cache_bytes(arch, batch, seq_len, dtype) - arch.num_layers * dtype.tensor_overhead_bytes
+    exact = kv_cache_bytes(arch, batch, seq_len, dtype) - arch.kv_layers * dtype.tensor_overhead_bytes
     formula = Formula(
         "Paged KV cache (each layer's tokens rounded up to whole blocks)",
         "batch × Σ_layers ⌈tokens_kept / block_size⌉ × block_size × bytes_per_token_per_layer",

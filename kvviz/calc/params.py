@@ -1,17 +1,22 @@
-"""Parameter count and weight bytes, from the architecture alone.
+"""Parameter count and weight bytes, from the model transformers builds for the config.
 
-The count follows the modules transformers builds for each family (projections with or without
-bias, gated or plain MLP, routed and shared experts, the norms, tied or untied embeddings), and a
-test checks it against the real model instantiated on the meta device. Matrices and vectors are
-counted apart because quantised formats only pack matrices.
+The model is built on the meta device (shapes only, no memory: even DeepSeek-V3 takes a second or two)
+from the config through transformers' own classes, so the count is exact for every architecture it ships
+(biases, norms, router and expert biases, attention sinks, tied embeddings counted once). Each parameter is
+put in a component by where it sits in the module tree (embedding, attention, MLP, experts, state mixer,
+norms, vision tower, lm_head) for the app's breakdown; matrices and vectors are counted apart because
+quantised formats only pack matrices. A count is cached per config.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
-from kvviz.calc.arch import Architecture, ConfigError
+from kvviz.calc.arch import Architecture, ConfigError, config_object, decoder_config, quiet_transformers
 from kvviz.calc.dtypes import WEIGHT_DTYPES, DType
 from kvviz.calc.formula import Formula
 
@@ -34,13 +39,16 @@ class ParamCount:
     """The model's parameters by component.
 
     matmul_per_token: weight-matrix elements one token is multiplied by (attention, the MLP or the
-    active experts, the output projection); a forward pass costs about 2 × this many FLOPs a token.
+    active experts, the state mixer, the output projection); a forward pass costs about 2 × this many
+    FLOPs a token. active: the parameters one token uses (every routed expert but its top-k left out,
+    and any vision or audio tower, which text decoding never runs).
     """
 
     components: tuple[Component, ...]
     matmul_per_token: int
     routed_expert_params: int
     moe_layers: int
+    active: int
 
     @property
     def total(self) -> int:
@@ -56,70 +64,123 @@ class ParamCount:
                        " + ".join(f"{c.total:,}" for c in parts), self.total, "params")
 
 
-def _attention(arch: Architecture) -> tuple[int, int]:
-    """(matrix, vector) parameters of one attention block."""
-    h, lay = arch.hidden_size, arch.layout
-    if arch.mla is not None:
-        m = arch.mla
-        q_out = arch.num_heads * m.qk_head_dim
-        if m.q_lora_rank:
-            q_mat, q_vec = h * m.q_lora_rank + m.q_lora_rank * q_out, m.q_lora_rank  # q_a, q_a_layernorm, q_b
-        else:
-            q_mat, q_vec = h * q_out, 0
-        kv_mat = h * m.latent_dim + m.kv_lora_rank * arch.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
-        o_mat = arch.num_heads * m.v_head_dim * h
-        return q_mat + kv_mat + o_mat, q_vec + m.kv_lora_rank  # + kv_a_layernorm
-    q_out = arch.num_heads * arch.head_dim
-    kv_out = arch.num_kv_heads * arch.head_dim
-    matrix = h * q_out + 2 * h * kv_out + q_out * h
-    vector = (q_out + 2 * kv_out) * lay.qkv_bias + h * lay.o_bias + 2 * arch.head_dim * lay.qk_norm
-    return matrix, vector
+# Component rules, tried in order on a parameter's dotted name (as named_parameters gives it).
+_VISION = re.compile(r"(^|\.)(vision|visual|vision_tower|vision_model|multi_modal_projector|mm_projector|audio"
+                     r"|audio_tower|image_newline|patch_embed|embed_vision|embed_audio)(\.|_|$)")
+_ROUTED = re.compile(r"\.(experts|block_sparse_moe\.experts|moe\.experts)\.")
+_SHARED = re.compile(r"\.(shared_experts?|shared_mlp)(\.|_gate\.)")
+_ROUTER = re.compile(r"\.(router|gate|moe_gate|w_gate)\.(weight|bias|e_score_correction_bias)$|\.router\.")
+_NORM = re.compile(r"(norm|ln_\w+|layernorm)[^.]*\.(weight|bias)$|_norm$|\.ln\d?\.")
+_STATE = re.compile(r"\.(mamba|mixer|linear_attn|conv|ssm|short_conv)\.")
+_ATTN = re.compile(r"\.(self_attn|attn|attention|self_attention|mha)\.")
+_MLP = re.compile(r"\.(mlp|feed_forward|ffn|block_sparse_moe|moe)\.")
+_POSITION = re.compile(r"(wpe|position_embeddings|embed_positions)\.")
 
 
-def _mlp(arch: Architecture, intermediate: int) -> tuple[int, int]:
-    """(matrix, vector) parameters of one dense MLP of the given width."""
-    h, lay = arch.hidden_size, arch.layout
-    if lay.gated_mlp:
-        return 3 * h * intermediate, (2 * intermediate + h) * lay.mlp_bias
-    return 2 * h * intermediate, (intermediate + h) * lay.mlp_bias
+def _component(name: str, is_embedding: bool, is_output: bool) -> str:
+    """Which component the parameter `name` belongs to."""
+    if _VISION.search(name):
+        return "vision/audio tower"
+    if is_output:
+        return "lm_head"
+    if is_embedding:
+        return "position embedding" if _POSITION.search(name) else "embedding"
+    if _NORM.search(name):
+        return "norms"
+    for rule, component in ((_ROUTED, "routed experts"), (_SHARED, "shared experts"), (_ROUTER, "router")):
+        if rule.search(name):
+            return component
+    for rule, component in ((_STATE, "state mixer"), (_ATTN, "attention"), (_MLP, "dense MLP")):
+        if rule.search(name):
+            return component
+    return "other"
+
+
+_ORDER = ("embedding", "position embedding", "attention", "state mixer", "dense MLP", "routed experts",
+          "shared experts", "router", "norms", "other", "vision/audio tower", "lm_head")
+
+
+def _meta_model(arch: Architecture):
+    """The model transformers builds for `arch`'s config, on the meta device (shapes, no storage), with the
+    calculator's changes (layers, KV heads, head_dim) applied to its text config."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    raw = json.loads(arch.config)
+    cfg = config_object(raw)
+    text = decoder_config(cfg)
+    _apply_changes(text, arch)
+    with quiet_transformers(), torch.device("meta"):
+        try:
+            try:
+                model = AutoModelForCausalLM.from_config(cfg)
+            except ValueError:  # a multimodal family registered for image-text-to-text only
+                model = AutoModelForImageTextToText.from_config(cfg)
+        except Exception as exc:
+            raise ConfigError(f"transformers cannot build this {arch.model_type} model: "
+                              f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+    model.tie_weights()  # tied embeddings share one tensor; named_parameters then yields it once
+    return model
+
+
+def _apply_changes(text, arch: Architecture) -> None:
+    """Set the calculator's layers / KV heads / head_dim on the text config where they differ from it."""
+    if getattr(text, "num_hidden_layers", arch.num_layers) != arch.num_layers:
+        types = getattr(text, "layer_types", None)
+        text.num_hidden_layers = arch.num_layers
+        if isinstance(types, list):
+            text.layer_types = [types[i % len(types)] for i in range(arch.num_layers)]
+    if arch.mla is None and getattr(text, "num_key_value_heads", arch.num_kv_heads) != arch.num_kv_heads:
+        text.num_key_value_heads = arch.num_kv_heads
+    if arch.mla is None and getattr(text, "head_dim", None) not in (None, arch.head_dim):
+        text.head_dim = arch.head_dim
 
 
 def count_params(arch: Architecture) -> ParamCount:
     """Count the parameters of `arch` component by component; ConfigError if its weights are unknown."""
     if not arch.has_weights:
         raise ConfigError("the weights are unknown for an architecture given only by KV dimensions")
-    h, layers, lay = arch.hidden_size, arch.num_layers, arch.layout
-    attn_m, attn_v = _attention(arch)
-    norm = h * (2 if lay.norm == "layer" else 1)
-    moe = arch.moe
-    # The first k layers keep a dense MLP; a model cut to k layers or fewer (the calculator's slider) has no MoE layer.
-    moe_layers = 0 if moe is None else max(layers - moe.first_k_dense_replace, 0)
-    dense_m, dense_v = _mlp(arch, arch.intermediate_size)
-    components = [
-        Component("embedding", arch.vocab_size * h),
-        Component("position embedding", (arch.max_position_embeddings or 0) * h * lay.learned_positions),
-        Component("attention", layers * attn_m, layers * attn_v),
-        Component("dense MLP", (layers - moe_layers) * dense_m, (layers - moe_layers) * dense_v),
-    ]
-    routed = 0
-    active_mlp = (layers - moe_layers) * dense_m
-    if moe is not None:
-        expert_m, expert_v = _mlp(arch, moe.moe_intermediate_size)
-        shared_m, shared_v = _mlp(arch, moe.moe_intermediate_size * moe.n_shared_experts) if moe.n_shared_experts \
-            else (0, 0)
-        routed = moe_layers * moe.n_routed_experts * expert_m
-        components += [
-            Component("routed experts", routed, moe_layers * moe.n_routed_experts * expert_v),
-            Component("shared experts", moe_layers * shared_m, moe_layers * shared_v),
-            Component("router", moe_layers * moe.n_routed_experts * h),
-        ]
-        active_mlp += moe_layers * (moe.num_experts_per_tok * expert_m + shared_m + moe.n_routed_experts * h)
-    components += [
-        Component("norms", 0, layers * lay.norms_per_layer * norm + norm),
-        Component("lm_head", 0 if arch.tie_word_embeddings else arch.vocab_size * h),
-    ]
-    matmul = layers * attn_m + active_mlp + arch.vocab_size * h  # the output projection runs even when tied
-    return ParamCount(tuple(components), matmul, routed, moe_layers)
+    return _count(arch)
+
+
+@lru_cache(maxsize=64)
+def _count(arch: Architecture) -> ParamCount:
+    model = _meta_model(arch)
+    inputs = model.get_input_embeddings()
+    output = model.get_output_embeddings()
+    embedding_ids = {id(m.weight) for m in model.modules() if type(m).__name__.endswith("Embedding")
+                     and hasattr(m, "weight")}
+    if inputs is not None:
+        embedding_ids.add(id(inputs.weight))
+    output_id = id(output.weight) if output is not None else None
+    tied = inputs is not None and output is not None and output.weight is inputs.weight
+    sums: dict[str, list[int]] = {}
+    layers_with_experts = set()
+    for name, p in model.named_parameters():
+        part = _component(name, id(p) in embedding_ids, id(p) == output_id and not tied)
+        entry = sums.setdefault(part, [0, 0])
+        entry[0 if p.dim() >= 2 else 1] += p.numel()
+        if part == "routed experts":
+            layers_with_experts.add(re.sub(r"\.experts\..*", "", name))
+    components = tuple(Component(n, *sums[n]) for n in _ORDER if n in sums) + tuple(
+        Component(n, *v) for n, v in sums.items() if n not in _ORDER)
+    count = ParamCount(components, 0, sums.get("routed experts", [0, 0])[0], len(layers_with_experts), 0)
+    return _with_per_token(count, arch, output)
+
+
+def _with_per_token(count: ParamCount, arch: Architecture, output) -> ParamCount:
+    """The count with what one token uses: matmul_per_token and active parameters."""
+    from dataclasses import replace
+
+    vocab_matrix = output.weight.numel() if output is not None else 0
+    idle_experts = 0
+    if arch.moe is not None:
+        idle_experts = count.routed_expert_params * (1 - arch.moe.num_experts_per_tok / arch.moe.n_routed_experts)
+    tower = count.get("vision/audio tower")
+    skip = ("embedding", "position embedding", "lm_head", "vision/audio tower")
+    matmul = sum(c.matrix for c in count.components if c.name not in skip) + vocab_matrix - idle_experts
+    active = count.total - idle_experts - tower.total
+    return replace(count, matmul_per_token=int(matmul), active=int(active))
 
 
 _KEEP_16BIT = ("embedding", "position embedding", "lm_head")
@@ -164,16 +225,20 @@ def weight_bytes_read_per_step(arch: Architecture, count: ParamCount, dtype: DTy
     """Weight bytes one decode step must read for `batch` sequences.
 
     Everything resident is read except the rows of an untied embedding table (and position table)
-    that no token looks up, and the routed experts no token is sent to (expected value, uniform routing).
+    that no token looks up, the routed experts no token is sent to (expected value, uniform routing),
+    and a vision or audio tower (text decoding never runs it).
     """
     unread_rows = 0.0
-    if not arch.tie_word_embeddings:
-        unread_rows += max(arch.vocab_size - batch, 0) * arch.hidden_size
-    if arch.layout.learned_positions:
-        unread_rows += max((arch.max_position_embeddings or 0) - batch, 0) * arch.hidden_size
+    embedding, positions = count.get("embedding"), count.get("position embedding")
+    if not arch.tie_word_embeddings and arch.vocab_size:
+        unread_rows += embedding.matrix * max(1 - batch / arch.vocab_size, 0)
+    if positions.matrix and arch.max_position_embeddings:
+        unread_rows += positions.matrix * max(1 - batch / arch.max_position_embeddings, 0)
     unread_experts = 0.0
     if arch.moe is not None:
         idle_fraction = 1 - experts_touched(arch, batch) / arch.moe.n_routed_experts
         unread_experts = count.get("routed experts").matrix * idle_fraction
-    skipped = _param_bytes(unread_rows, dtype, packed=False) + _param_bytes(unread_experts, dtype, packed=True)
+    tower = count.get("vision/audio tower")
+    skipped = (_param_bytes(unread_rows, dtype, packed=False) + _param_bytes(unread_experts, dtype, packed=True)
+               + _param_bytes(tower.matrix, dtype, packed=True) + _param_bytes(tower.vector, dtype, packed=False))
     return weight_bytes(count, dtype) - skipped

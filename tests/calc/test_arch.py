@@ -96,13 +96,33 @@ def test_folder_and_file_and_dict_agree(write_config):
     assert a == c and b.layer_types == a.layer_types and b.num_kv_heads == a.num_kv_heads
 
 
-def test_unknown_model_type_still_parses_with_a_note():
-    """A family transformers does not know gives a KV cache and says the parameter count is assumed."""
-    a = architecture_from_dict({"model_type": "mystery", "num_hidden_layers": 4, "num_attention_heads": 8,
+def test_unknown_model_type_is_refused_by_name():
+    """A model_type transformers has no config class for is one clear error that says what to give instead."""
+    with pytest.raises(ConfigError, match=r"unknown model_type 'mystery'.*KV dimensions"):
+        architecture_from_dict({"model_type": "mystery", "num_hidden_layers": 4, "num_attention_heads": 8,
                                 "num_key_value_heads": 2, "hidden_size": 512, "intermediate_size": 1024,
                                 "vocab_size": 1000})
-    assert (a.num_kv_heads, a.head_dim) == (2, 64)
-    assert any("assumes" in n for n in a.notes)
+
+
+@pytest.mark.parametrize("model_type,message", [("bert", None), ("distilbert", "encoder-only"),
+                                                ("t5", "encoder-decoder")])
+def test_models_without_a_decoder_cache_are_refused(model_type, message):
+    """An encoder-only or encoder-decoder family is refused with a sentence that says so; BERT, which
+    transformers can run as a causal decoder (BertLMHeadModel), parses."""
+    if message is None:
+        assert architecture_from_dict({"model_type": model_type}).num_layers == 12
+    else:
+        with pytest.raises(ConfigError, match=message):
+            architecture_from_dict({"model_type": model_type})
+
+
+def test_missing_sizes_take_the_config_class_defaults_and_say_so():
+    """A config that leaves size keys out gets transformers' defaults, as transformers would build it, and the
+    architecture's notes name each defaulted key with its value (LlamaConfig: 32 layers, 32 heads, 4096 wide)."""
+    a = architecture_from_dict({"model_type": "llama", "vocab_size": 100, "intermediate_size": 128})
+    assert (a.num_layers, a.num_heads, a.num_kv_heads, a.hidden_size, a.head_dim) == (32, 32, 32, 4096, 128)
+    assert any("num_hidden_layers=32" in n and "hidden_size=4096" in n and "LlamaConfig" in n for n in a.notes)
+    assert not any("vocab_size" in n for n in a.notes), "a key the config gives is not a default"
 
 
 BASE = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -111,19 +131,17 @@ BASE = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
 
 @pytest.mark.parametrize("change,message", [
     ({"model_type": None}, "model_type"),
-    ({"num_hidden_layers": None}, "num_hidden_layers"),
-    ({"num_attention_heads": None}, "num_attention_heads"),
-    ({"hidden_size": None}, "hidden_size"),
-    ({"vocab_size": None}, "vocab_size"),
     ({"num_hidden_layers": -3}, "num_hidden_layers"),
     ({"num_hidden_layers": 2.5}, "num_hidden_layers"),
     ({"num_hidden_layers": "two"}, "num_hidden_layers"),
     ({"num_hidden_layers": True}, "num_hidden_layers"),
     ({"num_key_value_heads": 3}, "multiple"),
-    ({"hidden_size": 66}, "head_dim"),
     ({"kv_lora_rank": 512}, "qk_rope_head_dim"),
     ({"layer_types": ["full_attention"]}, "layer_types"),
-    ({"layer_types": ["chunked_attention", "full_attention"]}, "chunked_attention"),
+    ({"layer_types": ["chunked_attention", "full_attention"]}, "attention_chunk_size"),
+    ({"layer_types": ["mystery_attention", "full_attention"]}, "mystery_attention"),
+    ({"num_key_value_heads": 0}, "num_key_value_heads"),
+    ({"text_config": {"num_hidden_layers": 2.5}}, "num_hidden_layers"),
     ({"layer_types": ["sliding_attention", "full_attention"]}, "sliding_window"),
 ])
 def test_bad_configs_name_the_problem(change, message):
