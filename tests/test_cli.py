@@ -43,6 +43,22 @@ def test_memory_text_shows_the_formula():
     assert "32.000 GiB (2^30 bytes)" in proc.stdout and "34.360 GB (10^9 bytes)" in proc.stdout
 
 
+def test_memory_on_several_gpus(capsys):
+    """--tp 8 --pp 2 --dp 2 on Llama-3-70B: one GPU caches 40 layers × 2 × 1 KV head × 128 × 2 bytes = 20,480 bytes a
+    token; the JSON gives each stage and the 32 GPUs in all, the text says per GPU and in all."""
+    args = ["memory", "--preset", "llama-3-70b", "--batch", "8", "--seq-len", "8192", "--tp", "8", "--pp", "2",
+            "--dp", "2"]
+    assert main([*args, "--json"]) == 0
+    par = json.loads(capsys.readouterr().out)["parallel"]
+    assert (par["gpus"], par["kv_heads_per_gpu"], [s["layers"] for s in par["stages"]]) == (32, 1, [40, 40])
+    assert par["per_gpu"]["kv_bytes_per_token"] == 40 * 2 * 1 * 128 * 2 == 20_480
+    assert par["deployment"]["token_slots"] == 2 * par["per_gpu"]["token_slots"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Deployment: tp 8 × pp 2 × dp 2 = 32 GPUs (H100 SXM)" in text and "= 40 × 2 × 1 × 128 × 2" in text
+    assert "Capacity on one H100 SXM of 32" in text
+
+
 def test_presets_lists_every_preset(capsys):
     """`presets` names them all; --json gives their dimensions."""
     assert main(["presets", "--json"]) == 0
@@ -53,9 +69,9 @@ def test_presets_lists_every_preset(capsys):
 @pytest.mark.parametrize("name", preset_names())
 def test_memory_answers_for_every_preset(name, capsys):
     """Every preset gives a positive cache that equals batch × seq_len × per-token bytes where no window caps it."""
-    assert main(["memory", "--preset", name, "--batch", "2", "--seq-len", "1000", "--json"]) == 0
+    assert main(["memory", "--preset", name, "--batch", "2", "--seq-len", "100", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["kv_cache_bytes"] == 2 * 1000 * out["kv_bytes_per_token"]  # 1000 < every window
+    assert out["kv_cache_bytes"] == 2 * 100 * out["kv_bytes_per_token"]  # 100 < every window (gpt-oss: 128)
     assert out["model"]["name"] == name
 
 
@@ -92,6 +108,11 @@ def test_raw_dimensions(capsys):
     (["memory", "--preset", "gpt2", "--block-size", "0"], "block_size"),
     (["memory", "--preset", "gpt2", "--reserve-gib", "-1"], "reserve"),
     (["memory", "--preset", "gpt2", "--kv-dtype", "int3"], "invalid choice"),
+    (["memory", "--preset", "llama-3-70b", "--tp", "3"], "tp 3 does not divide the model's 64 query heads"),
+    (["memory", "--preset", "llama-3-70b", "--tp", "0"], "tp must be between 1 and 1,024"),
+    (["memory", "--preset", "llama-3-70b", "--tp", "2.5"], "invalid int"),
+    (["memory", "--preset", "llama-3-70b", "--pp", "81"], "pp 81 is more than the model's 80 layers"),
+    (["memory", "--preset", "llama-3-70b", "--dp", "-2"], "dp must be between 1"),
     (["memory", "--preset", "gpt2", "--gpu", "tpu"], "invalid choice"),
     (["memory"], "exactly one of"),
     (["memory", "--preset", "gpt2", "--config", "x"], "exactly one of"),
@@ -110,14 +131,32 @@ def test_bad_input_one_line_exit_2(args, message, capsys, monkeypatch):
     assert message in err
 
 
-def test_config_missing_a_key(capsys, tmp_path):
-    """A config.json without num_attention_heads is named in the error."""
+def test_config_missing_a_key_answers_with_the_class_default_and_says_so(capsys, tmp_path):
+    """A config.json without num_attention_heads gets LlamaConfig's default (32), as transformers would build it,
+    and the answer says which key was defaulted."""
     cfg = json.loads((PRESET_DIR / "llama-3-8b.json").read_text())
     del cfg["num_attention_heads"]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
+    assert main(["memory", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: taken from transformers' LlamaConfig defaults" in out and "num_attention_heads=32" in out
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"model_type": "mystery", "num_hidden_layers": 2}, "unknown model_type 'mystery'"),
+    ({"model_type": "distilbert"}, "encoder-only"),
+    ({"model_type": "t5"}, "encoder-decoder"),
+    ({"model_type": "llama", "layer_types": ["nonsense"] * 32}, "layer_types"),
+])
+def test_configs_kvviz_cannot_answer_exit_2_in_one_line(config, message, capsys, tmp_path):
+    """An unknown model type, an encoder-only or encoder-decoder family, a config transformers rejects: one line
+    naming the problem on stderr, exit status 2."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
     assert main(["memory", "--config", str(path)]) == 2
-    assert "num_attention_heads" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
 
 
 def test_bad_input_in_a_real_process_has_no_traceback():
@@ -133,7 +172,7 @@ CLI_VALUES = st.sampled_from(["0", "-1", "1", "2", "1.5", "nan", "inf", "-inf", 
 CLI_OPTIONS = {
     "memory": ["--preset", "--config", "--layers", "--kv-heads", "--head-dim", "--heads", "--sliding-window",
                "--sliding-layers", "--batch", "--seq-len", "--kv-dtype", "--weight-dtype", "--block-size", "--gpu",
-               "--mem-util", "--reserve-gib"],
+               "--mem-util", "--reserve-gib", "--tp", "--pp", "--dp"],
     "presets": [],
     "generate": ["--model", "--device", "--dtype", "--temperature", "--top-k", "--top-p", "--seed"],
     "compare": ["--model", "--device", "--dtype", "--temperature", "--top-k", "--top-p", "--seed"],

@@ -215,11 +215,29 @@ def quiet_transformers():
     return quiet()
 
 
+# Falcon's first hub configs (custom code, 2023) name the family RefinedWebModel (7B) or RefinedWeb (40B) and use
+# the original key names; vLLM reads them with its own RWConfig (vllm/transformers_utils/configs/falcon.py), whose
+# attribute map is this one. RefinedWeb is the 40B layout, transformers' new_decoder_architecture.
+_LEGACY_FALCON = {"RefinedWebModel": {}, "RefinedWeb": {"new_decoder_architecture": True}}
+_LEGACY_FALCON_KEYS = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads", "n_head_kv": "num_kv_heads",
+                       "n_embed": "hidden_size"}
+
+
+def _renamed_legacy(raw: dict) -> dict:
+    """A config in Falcon's original custom-code form, renamed to the in-library falcon config; others unchanged."""
+    extra = _LEGACY_FALCON.get(raw.get("model_type"))
+    if extra is None:
+        return raw
+    renamed = {_LEGACY_FALCON_KEYS.get(k, k): v for k, v in raw.items()}
+    return {**renamed, **extra, "model_type": "falcon"}
+
+
 def config_object(raw: dict) -> Any:
     """The transformers config object for this config.json dict; ConfigError for an unknown model_type or a
     config its class rejects."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    raw = _renamed_legacy(raw)
     model_type = raw.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ConfigError("config is missing the key 'model_type'")
@@ -356,7 +374,7 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
     max_pos = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
     intermediate = getattr(text, "intermediate_size", None)
     return Architecture(
-        name=name or raw.get("_name_or_path") or raw["model_type"], model_type=raw["model_type"],
+        name=name or raw.get("_name_or_path") or cfg.model_type, model_type=cfg.model_type,
         num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
         head_dim=mla.qk_head_dim if mla else head_dim, v_head_dim=mla.v_head_dim if mla else head_dim,
         layer_types=kinds, sliding_window=window, chunk_size=chunk, mla=mla, moe=_moe(text), state=state,

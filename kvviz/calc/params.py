@@ -106,16 +106,17 @@ def _meta_model(arch: Architecture):
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    raw = json.loads(arch.config)
+    raw = changed_config(arch)
     cfg = config_object(raw)
-    text = decoder_config(cfg)
-    _apply_changes(text, arch)
+    decoder_config(cfg)  # refuses a family without a decoder, as the parser did
+    # A multimodal checkpoint loads its vision (or audio) tower too: build the whole model where transformers has
+    # one, the language model alone otherwise.
+    classes = (AutoModelForCausalLM,)
+    if any(isinstance(raw.get(k), dict) for k in ("vision_config", "audio_config")):
+        classes = (AutoModelForImageTextToText, AutoModelForCausalLM)
     with quiet_transformers(), torch.device("meta"):
         try:
-            try:
-                model = AutoModelForCausalLM.from_config(cfg)
-            except ValueError:  # a multimodal family registered for image-text-to-text only
-                model = AutoModelForImageTextToText.from_config(cfg)
+            model = _first_that_builds((*classes, AutoModelForImageTextToText), cfg)
         except Exception as exc:
             raise ConfigError(f"transformers cannot build this {arch.model_type} model: "
                               f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
@@ -123,17 +124,38 @@ def _meta_model(arch: Architecture):
     return model
 
 
-def _apply_changes(text, arch: Architecture) -> None:
-    """Set the calculator's layers / KV heads / head_dim on the text config where they differ from it."""
-    if getattr(text, "num_hidden_layers", arch.num_layers) != arch.num_layers:
-        types = getattr(text, "layer_types", None)
-        text.num_hidden_layers = arch.num_layers
-        if isinstance(types, list):
-            text.layer_types = [types[i % len(types)] for i in range(arch.num_layers)]
-    if arch.mla is None and getattr(text, "num_key_value_heads", arch.num_kv_heads) != arch.num_kv_heads:
-        text.num_key_value_heads = arch.num_kv_heads
-    if arch.mla is None and getattr(text, "head_dim", None) not in (None, arch.head_dim):
-        text.head_dim = arch.head_dim
+def _first_that_builds(classes: tuple, cfg):
+    """The model the first auto class that knows this config builds; the last class's error otherwise."""
+    for cls in classes[:-1]:
+        try:
+            return cls.from_config(cfg)
+        except ValueError:  # this auto class has no model for the config's type
+            continue
+    return classes[-1].from_config(cfg)
+
+
+def changed_config(arch: Architecture) -> dict:
+    """`arch`'s config.json dict with the calculator's layers, KV heads and head_dim written into its text part
+    (a multimodal config's text_config) where they differ, so transformers derives the rest (layer pattern,
+    Jamba's attention period) as it would for a config that said so."""
+    raw = json.loads(arch.config)
+    part = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+    layers = next((part[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in part), None)
+    if layers is not None and layers != arch.num_layers:
+        for key in ("num_hidden_layers", "n_layer", "num_layers"):
+            if key in part:
+                part[key] = arch.num_layers
+        if isinstance(part.get("layer_types"), list) and part["layer_types"]:
+            types = part["layer_types"]
+            part["layer_types"] = [types[i % len(types)] for i in range(arch.num_layers)]
+    elif layers is None:
+        part["num_hidden_layers"] = arch.num_layers
+    if arch.mla is None and not arch.expanded_kv_heads and arch.model_type != "falcon":
+        if part.get("num_key_value_heads", arch.num_kv_heads) != arch.num_kv_heads:
+            part["num_key_value_heads"] = arch.num_kv_heads
+        if part.get("head_dim") not in (None, arch.head_dim):
+            part["head_dim"] = arch.head_dim
+    return raw
 
 
 def count_params(arch: Architecture) -> ParamCount:
