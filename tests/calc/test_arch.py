@@ -30,6 +30,23 @@ EXPECTED = {
     "smollm2-135m": ("GQA", 30, 9, 3, 64, 0, None),
     "tinyllama-1.1b": ("GQA", 22, 32, 4, 64, 0, None),
     "gpt2": ("MHA", 12, 12, 12, 64, 0, None),
+    # Issue 15's families, from their published configs (assets/presets/README.md names each source).
+    "qwen3-30b-a3b": ("GQA", 48, 32, 4, 128, 0, None),
+    "qwen3-next-80b-a3b": ("GQA", 48, 16, 2, 256, 0, None),  # 36 of its layers keep a DeltaNet state, no KV
+    "llama-3.2-1b": ("GQA", 16, 32, 8, 64, 0, None),
+    "llama-3.2-3b": ("GQA", 28, 24, 8, 128, 0, None),
+    "llama-4-scout": ("GQA", 48, 40, 8, 128, 36, None),  # 36 chunked layers (chunk 8192), no sliding window
+    "mistral-nemo-12b": ("GQA", 40, 32, 8, 128, 0, None),  # head_dim 128, not 5120 / 32
+    "mixtral-8x7b": ("GQA", 32, 32, 8, 128, 0, None),
+    "gemma-3-1b": ("MQA", 26, 4, 1, 256, 22, 512),
+    "gemma-3-27b": ("GQA", 62, 32, 16, 128, 52, 1024),  # text_config nested; five sliding layers to one full
+    "gpt-oss-20b": ("GQA", 24, 64, 8, 64, 12, 128),
+    "gpt-oss-120b": ("GQA", 36, 64, 8, 64, 18, 128),
+    "phi-3-mini-4k": ("MHA", 32, 32, 32, 96, 32, 2047),
+    "falcon-7b": ("MQA", 32, 71, 1, 64, 0, None),  # multi_query: one KV head, not 71
+    "falcon-40b-instruct": ("GQA", 60, 128, 8, 64, 0, None),
+    "jamba-1.5-mini": ("GQA", 32, 32, 8, 128, 0, None),  # 4 attention layers, 28 Mamba
+    "olmo-2-13b": ("MHA", 40, 40, 40, 128, 0, None),
 }
 
 

@@ -139,7 +139,7 @@ def test_dtype_scaling(name):
     half = kv_cache_bytes(arch, 2, 3000, BF16)
     assert kv_cache_bytes(arch, 2, 3000, kv_dtype("fp32")) == 2 * half
     assert kv_cache_bytes(arch, 2, 3000, kv_dtype("fp16")) == half
-    assert kv_cache_bytes(arch, 2, 3000, kv_dtype("fp8")) == half // 2 + arch.num_layers * 8
+    assert kv_cache_bytes(arch, 2, 3000, kv_dtype("fp8")) == half // 2 + arch.kv_layers * 8
 
 
 def _evaluate(substituted: str) -> float:
@@ -184,8 +184,8 @@ def test_paged_waste_is_less_than_a_block_per_layer(name, seq_len, block):
     """Paging never holds less than the cache, and wastes under one block in every layer."""
     arch = load_preset(name)
     p = paged_allocation(arch, 1, seq_len, BF16, block)
-    per_layer = bytes_per_token(arch, BF16) // arch.num_layers
-    assert p.exact_bytes <= p.allocated_bytes < p.exact_bytes + arch.num_layers * block * per_layer
+    per_layer = bytes_per_token(arch, BF16) // arch.kv_layers
+    assert p.exact_bytes <= p.allocated_bytes < p.exact_bytes + arch.kv_layers * block * per_layer
     assert paged_bytes(arch, 1, seq_len, BF16, 1) == p.exact_bytes
 
 
