@@ -98,6 +98,7 @@ class State:
     conv: int
     recurrent: int
     shapes: str  # the per-layer tensors, in words, for the app and the formula
+    where: tuple[int, ...] = ()  # the indices of the layers that keep one
 
     @property
     def values_per_layer(self) -> int:
@@ -165,6 +166,14 @@ class Architecture:
     def window_of(self, kind: str) -> int | None:
         """Tokens a layer of `kind` keeps at most: the sliding window, the chunk, or None (all of them)."""
         return {SLIDING: self.sliding_window, CHUNKED: self.chunk_size}.get(kind)
+
+    def sliced(self, start: int, stop: int) -> Architecture:
+        """Layers start..stop-1 alone (a pipeline stage): their kinds, and the state of those keeping one."""
+        state = self.state
+        if state is not None:
+            where = tuple(i - start for i in state.where if start <= i < stop)
+            state = replace(state, layers=len(where), where=where) if where else None
+        return replace(self, num_layers=stop - start, layer_types=self.layer_types[start:stop], state=state)
 
     def with_kv_heads(self, kv_heads: int, name: str | None = None) -> Architecture:
         """The same model with another number of KV heads (plain attention, no latent)."""
@@ -370,7 +379,10 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
     head_dim = _positive_int(head_dim, "head_dim")
     if mla is None:
         _same_kv_shape_everywhere(text, kinds, kv_heads, head_dim)
-    state = layer_state(text, sum(states)) if any(states) else None
+    state = None
+    if any(states):
+        where = tuple(i for i, keeps in enumerate(states) if keeps)
+        state = replace(layer_state(text, len(where)), where=where)
     max_pos = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
     intermediate = getattr(text, "intermediate_size", None)
     return Architecture(
