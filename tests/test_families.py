@@ -24,10 +24,11 @@ HAND = {
     "gpt-oss-20b": (4_096, 12 * 4_096 * 2_048 + 12 * 128 * 2_048, 0),
     # Qwen3-Next-80B-A3B: 12 full layers of 2 KV heads × 256 = 2,048 B per token and layer; 36 gated-DeltaNet
     # layers keep conv (2 × 16 × 128 + 32 × 128 = 8,192 channels × kernel 4) + memory (32 × 128 × 128) values.
-    "qwen3-next-80b-a3b": (4_096, 12 * 4_096 * 2_048, 36 * (8_192 * 4 + 32 * 128 * 128) * 2),
+    # The convolution window is kept in bf16 (2 bytes), the recurrent memory in fp32 (4 bytes), as transformers does.
+    "qwen3-next-80b-a3b": (4_096, 12 * 4_096 * 2_048, 36 * (8_192 * 4 * 2 + 32 * 128 * 128 * 4)),
     # Jamba-1.5-Mini: 4 attention layers of 8 KV heads × 128 = 4,096 B per token and layer; 28 Mamba layers keep
     # conv (inner 2 × 4096 = 8,192 channels × 4) + SSM (8,192 × d_state 16) values.
-    "jamba-1.5-mini": (4_096, 4 * 4_096 * 4_096, 28 * (8_192 * 4 + 8_192 * 16) * 2),
+    "jamba-1.5-mini": (4_096, 4 * 4_096 * 4_096, 28 * (8_192 * 4 * 2 + 8_192 * 16 * 4)),
     # Qwen3-30B-A3B: 48 layers of 4 KV heads × 128 = 2,048 B per token and layer.
     "qwen3-30b-a3b": (4_096, 48 * 4_096 * 2_048, 0),
 }

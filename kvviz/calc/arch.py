@@ -262,6 +262,29 @@ def config_object(raw: dict) -> Any:
             raise ConfigError(f"transformers rejects this {model_type} config: {clip(reason[-1], 400)}") from exc
 
 
+def text_part(raw: dict) -> dict:
+    """The dict that holds the language model's sizes: a multimodal config's text_config, else the config itself."""
+    return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def config_with_layers(raw: dict, layers: int) -> dict:
+    """A copy of the config dict with `layers` layers: the layer count written where the config keeps it and an
+    explicit layer_types list cut (or its pattern repeated), so transformers derives the rest as for a real
+    config of that depth."""
+    raw = json.loads(json.dumps(raw))
+    part = text_part(raw)
+    present = [k for k in _LAYER_KEYS if k in part]
+    for key in present or ["num_hidden_layers"]:
+        part[key] = layers
+    types = part.get("layer_types")
+    if isinstance(types, list) and types and len(types) != layers:
+        part["layer_types"] = [types[i % len(types)] for i in range(layers)]
+    return raw
+
+
 def decoder_config(cfg: Any) -> Any:
     """The part of a config that describes the text decoder (a multimodal model's text_config); ConfigError for a
     family with no decoder that keeps a KV cache (encoder-only, encoder-decoder)."""

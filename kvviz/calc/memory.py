@@ -81,17 +81,23 @@ def layer_groups(arch: Architecture) -> tuple[LayerGroup, ...]:
 
 
 def state_elem_bytes(dtype: DType) -> float:
-    """Bytes of one state value: the state stays at activation precision (16 bits at least) when the KV cache
-    is stored in an 8- or 4-bit format, which quantises keys and values only."""
+    """Bytes of one convolution-state value: the activation precision (16 bits at least) when the KV cache is
+    stored in an 8- or 4-bit format, which quantises keys and values only."""
     return max(dtype.nominal_bytes, 2.0)
 
 
-def state_bytes(arch: Architecture, batch: int, elem_bytes: float) -> int:
-    """Bytes of the fixed-size state `batch` sequences keep: batch × state_layers × (conv + recurrent) values
-    × elem_bytes. It does not depend on seq_len: the layer folds every token into it."""
+RECURRENT_STATE_BYTES = 4  # transformers keeps the SSM / delta-rule state in fp32 whatever the model's dtype
+
+
+def state_bytes(arch: Architecture, batch: int, conv_elem_bytes: float) -> int:
+    """Bytes of the fixed-size state `batch` sequences keep: batch × state_layers × (conv values × conv_elem_bytes
+    + recurrent values × 4). The convolution window is kept in the activations' dtype, the recurrent state in
+    fp32 (as transformers keeps both; measured for Mamba, Mamba-2, Jamba and Qwen3-Next in fp32 and bf16). It
+    does not depend on seq_len: the layer folds every token into it."""
     if arch.state is None:
         return 0
-    return int(batch * arch.state.layers * arch.state.values_per_layer * elem_bytes)
+    per_layer = arch.state.conv * conv_elem_bytes + arch.state.recurrent * RECURRENT_STATE_BYTES
+    return int(batch * arch.state.layers * per_layer)
 
 
 def cached_tokens(seq_len: int, window: int | None) -> int:
@@ -261,9 +267,9 @@ def state_formula(arch: Architecture, batch: int, dtype: DType) -> Formula | Non
         return None
     elem = state_elem_bytes(dtype)
     return Formula(f"{st.kind} state (fixed per sequence, does not grow with seq_len)",
-                   "batch × state_layers × (conv + recurrent values) × bytes_per_elem",
-                   f"{batch} × {st.layers} × ({st.conv:,} + {st.recurrent:,}) × {_fmt_num(elem)}",
-                   state_bytes(arch, batch, elem))
+                   "batch × state_layers × (conv_values × bytes_per_elem + recurrent_values × 4 (fp32))",
+                   f"{batch} × {st.layers} × ({st.conv:,} × {_fmt_num(elem)} + {st.recurrent:,} × "
+                   f"{RECURRENT_STATE_BYTES})", state_bytes(arch, batch, elem))
 
 
 @dataclass(frozen=True)

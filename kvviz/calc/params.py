@@ -16,7 +16,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvviz.calc.arch import Architecture, ConfigError, config_object, decoder_config, quiet_transformers
+from kvviz.calc.arch import (
+    Architecture,
+    ConfigError,
+    config_object,
+    config_with_layers,
+    decoder_config,
+    quiet_transformers,
+    text_part,
+)
 from kvviz.calc.dtypes import WEIGHT_DTYPES, DType
 from kvviz.calc.formula import Formula
 
@@ -136,21 +144,11 @@ def _first_that_builds(classes: tuple, cfg):
 
 def changed_config(arch: Architecture) -> dict:
     """`arch`'s config.json dict with the calculator's layers, KV heads and head_dim written into its text part
-    (a multimodal config's text_config) where they differ, so transformers derives the rest (layer pattern,
-    Jamba's attention period) as it would for a config that said so."""
-    raw = json.loads(arch.config)
-    part = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
-    layers = next((part[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in part), None)
-    if layers is not None and layers != arch.num_layers:
-        for key in ("num_hidden_layers", "n_layer", "num_layers"):
-            if key in part:
-                part[key] = arch.num_layers
-        if isinstance(part.get("layer_types"), list) and part["layer_types"]:
-            types = part["layer_types"]
-            part["layer_types"] = [types[i % len(types)] for i in range(arch.num_layers)]
-    elif layers is None:
-        part["num_hidden_layers"] = arch.num_layers
+    where they differ, so transformers derives the rest (layer pattern, Jamba's attention period) as it would
+    for a config that said so."""
+    raw = config_with_layers(json.loads(arch.config), arch.num_layers)
     if arch.mla is None and not arch.expanded_kv_heads and arch.model_type != "falcon":
+        part = text_part(raw)
         if part.get("num_key_value_heads", arch.num_kv_heads) != arch.num_kv_heads:
             part["num_key_value_heads"] = arch.num_kv_heads
         if part.get("head_dim") not in (None, arch.head_dim):

@@ -207,22 +207,20 @@ def check_fit(need_bytes: int, device: torch.device, *, share: float = 1.0) -> M
 
 def _twin_config(preset: str, layers: int | None):
     """The preset's transformers config; with `layers`, its first `layers` layers only (same attention)."""
-    from transformers import AutoConfig
-
-    from kvviz.calc.arch import load_config_dict
+    from kvviz.calc.arch import ConfigError, config_object, config_with_layers, load_config_dict
 
     if preset not in preset_names():
         raise LoadError(f"unknown preset {shown(preset)} for a random twin; run 'python -m kvviz presets'")
     raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
-    raw = dict(raw)
-    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    full = load_preset(preset).num_layers
     if layers is not None:
-        if not 1 <= layers <= config.num_hidden_layers:
-            raise LoadError(f"{preset} has {config.num_hidden_layers} layers; cannot keep {layers}")
-        config.num_hidden_layers = layers  # attribute maps cover gpt2's n_layer and the like
-        if isinstance(getattr(config, "layer_types", None), list):
-            config.layer_types = config.layer_types[:layers]
-    return config
+        if not 1 <= layers <= full:
+            raise LoadError(f"{preset} has {full} layers; cannot keep {layers}")
+        raw = config_with_layers(raw, layers)
+    try:
+        return config_object(raw)
+    except ConfigError as exc:
+        raise LoadError(str(exc)) from exc
 
 
 def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress: Progress,
