@@ -56,6 +56,10 @@ def _build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--mem-util", type=float, default=0.9, help="fraction of device memory to use (default 0.9)")
     mem.add_argument("--reserve-gib", type=float, default=1.0,
                      help="runtime reserve for activations and workspace, GiB (default 1)")
+    mem.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs each layer is split over (default 1)")
+    mem.add_argument("--pp", type=int, default=1, help="pipeline parallelism: stages the layers are split into "
+                                                       "(default 1)")
+    mem.add_argument("--dp", type=int, default=1, help="data parallelism: replicas of the tp × pp GPUs (default 1)")
     mem.add_argument("--json", action="store_true", help="print one JSON object")
 
     pre = sub.add_parser("presets", help="list the architecture presets")
@@ -124,7 +128,7 @@ def _memory(args: argparse.Namespace) -> str:
     arch = _architecture(args)
     query = MemoryQuery(batch=args.batch, seq_len=args.seq_len, kv_dtype=args.kv_dtype, block_size=args.block_size,
                         accelerator=args.gpu, mem_util=args.mem_util, weight_dtype=args.weight_dtype,
-                        reserve_gib=args.reserve_gib)
+                        reserve_gib=args.reserve_gib, tp=args.tp, pp=args.pp, dp=args.dp)
     report = memory_report(arch, query)
     return json.dumps(as_dict(report), indent=2, allow_nan=False) if args.json else render_text(report)
 

@@ -24,7 +24,7 @@ PROMPTS = (
     "What is a mirror?", "How are users created?", "What is a service?", "Where are logs kept?",
     "What is the root account?", "How does dpkg work?", "What is a repository?", "How do I upgrade?",
 )
-CALC_ARGS = ("llama-3-8b", "", 8, 8192, 32, 8, 128, "bf16", "h100-sxm", 0.9, 16)
+CALC_ARGS = ("llama-3-8b", "", 8, 8192, 32, 8, 128, "bf16", "h100-sxm", 0.9, 16, 1, 1, 1)  # ..., tp, pp, dp
 
 
 @dataclass(frozen=True)

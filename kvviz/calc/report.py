@@ -7,20 +7,24 @@ JSON-ready dict or as text with every formula shown. It holds no arithmetic of i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from kvviz.base.inputs import number, whole_number
 from kvviz.base.units import GIB, fmt_bytes, fmt_int, fmt_seconds, fmt_si
 from kvviz.calc.arch import Architecture
-from kvviz.calc.capacity import Capacity, capacity
+from kvviz.calc.capacity import Capacity
 from kvviz.calc.dtypes import DType, kv_dtype, weight_dtype
 from kvviz.calc.hardware import DEFAULT_ACCELERATOR, Accelerator, get_accelerator
 from kvviz.calc.memory import KVBreakdown, PagedAllocation, kv_breakdown, paged_allocation
+from kvviz.calc.parallel import Deployment, Parallelism, Stage, deploy
 from kvviz.calc.params import ParamCount, count_params, weight_bytes
 from kvviz.calc.roofline import PhaseEstimate, decode_estimate, prefill_estimate
 
 MAX_BATCH = 1_000_000
 MAX_SEQ_LEN = 100_000_000
+MAX_TP = 1024  # tensor parallelism splits heads: no model has more than a few hundred
+MAX_PP = 1024  # pipeline stages: at most one per layer (checked against the model in parallel.py)
+MAX_DP = 100_000  # replicas
 
 
 @dataclass(frozen=True)
@@ -35,11 +39,18 @@ class MemoryQuery:
     mem_util: float = 0.9
     weight_dtype: str | None = None
     reserve_gib: float = 1.0
+    tp: int = 1  # tensor-parallel GPUs per layer
+    pp: int = 1  # pipeline stages
+    dp: int = 1  # data-parallel replicas
 
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """Everything kvviz can say about one model under one query."""
+    """Everything kvviz can say about one model under one query.
+
+    capacity is one GPU's: the whole model's on one GPU, or with tp × pp > 1 the share one GPU holds
+    (parallel.per_gpu); parallel says what each GPU of the deployment holds and what all of them hold.
+    """
 
     arch: Architecture
     query: MemoryQuery
@@ -53,6 +64,7 @@ class MemoryReport:
     capacity: Capacity
     prefill: PhaseEstimate | None
     decode: PhaseEstimate | None
+    parallel: Deployment
     notes: tuple[str, ...] = field(default=())
 
 
@@ -63,7 +75,11 @@ def validate(query: MemoryQuery) -> MemoryQuery:
     block = whole_number(query.block_size, "block_size", 1, 4096)
     util = number(query.mem_util, "mem_util", 0, 1, low_open=True)
     reserve = number(query.reserve_gib, "reserve (GiB)", 0, 4096)
-    return MemoryQuery(batch, seq_len, query.kv_dtype, block, query.accelerator, util, query.weight_dtype, reserve)
+    tp = whole_number(query.tp, "tp", 1, MAX_TP)
+    pp = whole_number(query.pp, "pp", 1, MAX_PP)
+    dp = whole_number(query.dp, "dp", 1, MAX_DP)
+    return replace(query, batch=batch, seq_len=seq_len, block_size=block, mem_util=util, reserve_gib=reserve,
+                   tp=tp, pp=pp, dp=dp)
 
 
 def memory_report(arch: Architecture, query: MemoryQuery, accel: Accelerator | None = None) -> MemoryReport:
@@ -82,17 +98,33 @@ def memory_report(arch: Architecture, query: MemoryQuery, accel: Accelerator | N
     if arch.max_position_embeddings and query.seq_len > arch.max_position_embeddings:
         notes.append(f"seq_len {query.seq_len:,} is beyond the model's context of "
                      f"{arch.max_position_embeddings:,} tokens")
-    cap = capacity(arch, accel, kvd, weights or 0, query.batch, query.seq_len, query.mem_util,
-                   int(query.reserve_gib * GIB), query.block_size)
+    par = Parallelism(query.tp, query.pp, query.dp)
+    deployment = deploy(arch, params, par, accel, kvd, wd, query.batch, query.seq_len, query.mem_util,
+                        int(query.reserve_gib * GIB), query.block_size)
+    cap = deployment.per_gpu
     if cap.kv_budget_bytes == 0:
-        notes.append(f"weights ({(weights or 0) / 1e9:,.1f} GB) and reserve leave no room for a KV cache in "
-                     f"{cap.usable_bytes / 1e9:,.1f} GB usable on one {accel.name}: shard the model over "
-                     "several devices or quantise the weights")
+        notes.append(_no_room(cap, accel, par))
     prefill = decode = None
     if params:
         prefill = prefill_estimate(arch, params, accel, wd, kvd, query.batch, query.seq_len)
         decode = decode_estimate(arch, params, accel, wd, kvd, query.batch, query.seq_len)
-    return MemoryReport(arch, query, accel, kvd, wd, kv, paged, params, weights, cap, prefill, decode, tuple(notes))
+        if par.gpus > 1:
+            notes.append(f"the roofline bounds are for the whole model on one {accel.name}; they do not model "
+                         "tensor or pipeline parallelism")
+    return MemoryReport(arch=arch, query=query, accelerator=accel, kv_dtype=kvd, weight_dtype=wd, kv=kv, paged=paged,
+                        params=params, weights_bytes=weights, capacity=cap, prefill=prefill, decode=decode,
+                        parallel=deployment, notes=tuple(notes))
+
+
+def _no_room(cap: Capacity, accel: Accelerator, par: Parallelism) -> str:
+    """The note for a GPU whose weights and reserve leave nothing for the cache, with what would help."""
+    if par.gpus == 1:
+        return (f"weights ({cap.weights_bytes / 1e9:,.1f} GB) and reserve leave no room for a KV cache in "
+                f"{cap.usable_bytes / 1e9:,.1f} GB usable on one {accel.name}: shard the model over several "
+                "devices (tp, pp) or quantise the weights")
+    return (f"one GPU's weights ({cap.weights_bytes / 1e9:,.1f} GB at tp {par.tp} × pp {par.pp}) and reserve leave "
+            f"no room for a KV cache in {cap.usable_bytes / 1e9:,.1f} GB usable on one {accel.name}: raise tp or pp, "
+            "or quantise the weights")
 
 
 def _phase_dict(p: PhaseEstimate | None) -> dict | None:
@@ -111,6 +143,8 @@ def as_dict(r: MemoryReport) -> dict:
     a, kv, cap = r.arch, r.kv, r.capacity
     formulas = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula, r.paged.formula,
                 cap.formula, r.params.formula if r.params else None]
+    if r.parallel.gpus > 1:
+        formulas += r.parallel.formulas
     return {
         "model": {
             "name": a.name, "source": a.source, "model_type": a.model_type, "attention": a.attention_kind,
@@ -139,9 +173,34 @@ def as_dict(r: MemoryReport) -> dict:
             "accelerator": asdict(cap.accelerator),
             **{k: v for k, v in asdict(cap).items() if k not in ("accelerator", "formula")},
         },
+        "parallel": _parallel_dict(r.parallel),
         "roofline": {"prefill": _phase_dict(r.prefill), "decode": _phase_dict(r.decode)},
         "formulas": [f.as_dict() for f in formulas if f is not None],
         "notes": list(r.notes),
+    }
+
+
+def _stage_dict(s: Stage) -> dict:
+    cap = s.capacity
+    return {"stage": s.index, "first_layer": s.first_layer, "layers": s.layers, "params_per_gpu": s.params,
+            "weights_bytes_per_gpu": s.weights_bytes, "kv_cache_bytes_per_gpu": s.kv.bytes,
+            "kv_bytes_per_token_per_gpu": s.kv.bytes_per_token, "kv_budget_bytes": cap.kv_budget_bytes,
+            "token_slots": cap.token_slots, "max_batch": cap.max_batch, "max_seq_len": cap.max_seq_len,
+            "fits": cap.fits}
+
+
+def _parallel_dict(d: Deployment) -> dict:
+    """The deployment in JSON: one GPU's share (the stage that fills first), the whole deployment, every stage."""
+    p, one, cap = d.parallel, d.binding, d.per_gpu
+    return {
+        "tp": p.tp, "pp": p.pp, "dp": p.dp, "gpus": d.gpus, "kv_heads_per_gpu": d.kv_heads_per_gpu,
+        "per_gpu": {"stage": one.index, "layers": one.layers, "params": one.params, "weights_bytes": one.weights_bytes,
+                    "kv_cache_bytes": one.kv.bytes, "kv_bytes_per_token": one.kv.bytes_per_token,
+                    "kv_budget_bytes": cap.kv_budget_bytes, "token_slots": cap.token_slots,
+                    "max_batch": cap.max_batch, "max_seq_len": cap.max_seq_len, "fits": cap.fits},
+        "deployment": {"gpus": d.gpus, "replicas": p.dp, "weights_bytes": d.weights_bytes_all,
+                       "token_slots": d.token_slots, "max_batch": d.max_batch},
+        "stages": [_stage_dict(s) for s in d.stages],
     }
 
 
@@ -154,6 +213,29 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 def _indent(text: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in text.splitlines())
+
+
+def _deployment_text(r: MemoryReport) -> list[str]:
+    """The deployment section of the text report: the rules with their numbers, each stage, one GPU and all."""
+    d, q = r.parallel, r.query
+    p, one = d.parallel, d.binding
+    out = [f"Deployment: tp {p.tp} × pp {p.pp} × dp {p.dp} = {d.gpus:,} GPUs ({r.accelerator.name})",
+           *(_indent(f.text()) for f in d.formulas)]
+    if len(d.stages) > 1:
+        out.append(_indent(_table(
+            ["stage", "layers", "weights per GPU (GB)", "KV per GPU (GB)", "KV bytes per token per GPU",
+             "token slots", "largest batch"],
+            [[str(s.index), f"{s.first_layer}-{s.first_layer + s.layers - 1}", f"{s.weights_bytes / 1e9:,.3f}",
+              f"{s.kv.bytes / 1e9:,.3f}", fmt_int(s.kv.bytes_per_token), fmt_int(s.capacity.token_slots),
+              fmt_int(s.capacity.max_batch)] for s in d.stages])))
+    return [
+        *out,
+        f"  per GPU (stage {one.index}, which fills first): weights {fmt_bytes(one.weights_bytes)}; "
+        f"KV cache of batch {q.batch:,} × seq_len {q.seq_len:,}: {fmt_bytes(one.kv.bytes)}",
+        f"  in all: {d.gpus:,} GPUs, weights {fmt_bytes(d.weights_bytes_all)} (every copy); {p.dp:,} "
+        f"{'replicas hold' if p.dp > 1 else 'replica holds'} {fmt_int(d.token_slots)} token slots and "
+        f"{fmt_int(d.max_batch)} sequences of seq_len {q.seq_len:,} at once",
+    ]
 
 
 def describe(a: Architecture) -> str:
@@ -171,9 +253,25 @@ def describe(a: Architecture) -> str:
     return f"{a.model_type}, {shape}, {layers}"
 
 
+def _capacity_text(r: MemoryReport) -> list[str]:
+    """The capacity section: one GPU's budget and what fits (the whole model's GPU, or one GPU's share of it)."""
+    acc, q, cap = r.accelerator, r.query, r.capacity
+    where = acc.name if r.parallel.gpus == 1 else f"one {acc.name} of {r.parallel.gpus:,}"
+    return [
+        f"Capacity on {where} ({acc.memory_bytes / 1e9:,.1f} GB{', measured' if acc.measured else ''}), "
+        f"mem_util {cap.mem_util:g}, reserve {q.reserve_gib:g} GiB",
+        _indent(cap.formula.text()),
+        f"  token slots (every layer keeps every token): {fmt_int(cap.token_slots)}",
+        f"  largest batch at seq_len {q.seq_len:,}: {fmt_int(cap.max_batch)}",
+        f"  longest seq_len at batch {q.batch:,}: {fmt_int(cap.max_seq_len)}"
+        + (" (the model's context limit, not memory)" if cap.seq_len_capped else ""),
+        f"  batch {q.batch:,} × seq_len {q.seq_len:,} fits: {'yes' if cap.fits else 'NO'}",
+    ]
+
+
 def render_text(r: MemoryReport) -> str:
     """The report as a reader wants it in a terminal: each figure with its formula."""
-    a, q, kv, pg, cap = r.arch, r.query, r.kv, r.paged, r.capacity
+    a, q, kv, pg = r.arch, r.query, r.kv, r.paged
     acc = r.accelerator
     out = [
         f"model     {a.name}: {describe(a)}",
@@ -206,17 +304,9 @@ def render_text(r: MemoryReport) -> str:
                 _indent(_table(["component", "params"], [[c.name, fmt_int(c.total)] for c in r.params.components
                                                          if c.total] + [["total", fmt_int(r.params.total)]])),
                 f"  weights: {fmt_bytes(r.weights_bytes)}"]
-    out += [
-        "",
-        f"Capacity on {acc.name} ({acc.memory_bytes / 1e9:,.1f} GB{', measured' if acc.measured else ''}), "
-        f"mem_util {cap.mem_util:g}, reserve {q.reserve_gib:g} GiB",
-        _indent(cap.formula.text()),
-        f"  token slots (every layer keeps every token): {fmt_int(cap.token_slots)}",
-        f"  largest batch at seq_len {q.seq_len:,}: {fmt_int(cap.max_batch)}",
-        f"  longest seq_len at batch {q.batch:,}: {fmt_int(cap.max_seq_len)}"
-        + (" (the model's context limit, not memory)" if cap.seq_len_capped else ""),
-        f"  batch {q.batch:,} × seq_len {q.seq_len:,} fits: {'yes' if cap.fits else 'NO'}",
-    ]
+    if r.parallel.gpus > 1:
+        out += ["", *_deployment_text(r)]
+    out += ["", *_capacity_text(r)]
     if r.prefill is not None:
         out += ["", f"Roofline lower bounds on {acc.name} ({fmt_si(acc.peak_flops, 'FLOP/s')} {acc.peak_dtype}, "
                     f"{fmt_si(acc.bandwidth, 'B/s')}; ridge {acc.ridge_point:,.0f} FLOP/B)",

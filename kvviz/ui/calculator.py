@@ -19,6 +19,7 @@ from kvviz.calc.curves import attention_variants, kv_vs_seq_len, window_effect
 from kvviz.calc.dtypes import KV_DTYPES
 from kvviz.calc.dtypes import kv_dtype as dtype_named
 from kvviz.calc.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
+from kvviz.calc.parallel import gpu_architecture
 from kvviz.calc.presets import load_preset, preset_names
 from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report
 from kvviz.ui import figures
@@ -87,21 +88,25 @@ def resolve(preset: str, config: str, layers: int, kv_heads: int, head_dim: int)
 
 
 def calculate(preset: str, config: str, batch: float, seq_len: float, layers: float, kv_heads: float,
-              head_dim: float, kv_dtype: str, gpu: str, mem_util: float, block_size: float) -> CalcResult:
+              head_dim: float, kv_dtype: str, gpu: str, mem_util: float, block_size: float, tp: float = 1,
+              pp: float = 1, dp: float = 1) -> CalcResult:
     """Everything the calculator tab shows for one position of its controls (named as the CLI names them).
 
-    config: a config.json path or hub id, which wins over the preset; gpu: an accelerator preset, or cpu.
+    config: a config.json path or hub id, which wins over the preset; gpu: an accelerator preset, or cpu;
+    tp, pp, dp: tensor- and pipeline-parallel GPUs and data-parallel replicas (the memory plot then shows one GPU).
     """
     choice(kv_dtype, "KV dtype", list(KV_DTYPES))
     choice(gpu, "accelerator", [*ACCELERATORS, "cpu"])
     arch = resolve(preset, config, layers, kv_heads, head_dim)
     query = MemoryQuery(batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, block_size=block_size,
-                        accelerator=gpu, mem_util=mem_util, weight_dtype=None)
+                        accelerator=gpu, mem_util=mem_util, weight_dtype=None, tp=tp, pp=pp, dp=dp)
     accel = device_accelerator("cpu") if gpu == "cpu" else ACCELERATORS[gpu]
     report = memory_report(arch, query, accel)
     kvd = dtype_named(kv_dtype)
     top = max(report.query.seq_len, 1024)
-    curves = kv_vs_seq_len(arch, kvd, list(CURVE_BATCHES), top)
+    one = report.parallel.binding  # the GPU that fills first: its share of every sequence
+    share = gpu_architecture(arch, report.query.tp, one.first_layer, one.first_layer + one.layers)
+    curves = kv_vs_seq_len(share, kvd, list(CURVE_BATCHES), top)
     window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * arch.sliding_window)),
                                     arch.sliding_window) if arch.n_sliding else
               figures.empty("no sliding-window layers in this model: every layer keeps every token"))
@@ -109,7 +114,7 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
         summary=_summary(report),
         formula=_formulas(report),
         memory_fig=figures.memory_bar(report),
-        curves_fig=figures.kv_curves(curves, report.capacity.kv_budget_bytes),
+        curves_fig=figures.kv_curves(curves, report.capacity.kv_budget_bytes, one_gpu=report.parallel.gpus > 1),
         attention_fig=figures.attention_bars(attention_variants(arch, kvd, report.query.batch, report.query.seq_len)),
         window_fig=window,
         roofline_fig=figures.roofline(report) if report.prefill else
@@ -135,10 +140,7 @@ def _summary(r) -> str:
         f"- paged in blocks of {q.block_size}: {fmt_bytes(r.paged.allocated_bytes)}, "
         f"{fmt_bytes(r.paged.wasted_bytes_per_seq)} wasted per sequence",
         "",
-        f"**On {r.accelerator.name}** ({r.accelerator.memory_bytes / 1e9:,.0f} GB, mem_util {cap.mem_util:g}): "
-        f"weights {fmt_bytes(r.weights_bytes or 0)}; KV budget {cap.kv_budget_bytes / GIB:,.2f} GiB",
-        f"- largest batch at seq_len {q.seq_len:,}: **{fmt_int(cap.max_batch)}**; "
-        f"token slots: **{fmt_int(cap.token_slots)}**",
+        *(_one_device(r) if r.parallel.gpus == 1 else _deployment(r)),
         f"- longest seq_len at batch {q.batch:,}: **{fmt_int(cap.max_seq_len)}**"
         + (" (the model's context limit)" if cap.seq_len_capped else ""),
         f"- this batch × seq_len {'fits' if cap.fits else '**does not fit**'}",
@@ -151,10 +153,46 @@ def _summary(r) -> str:
     return "\n".join(lines)
 
 
+def _one_device(r) -> list[str]:
+    cap, q = r.capacity, r.query
+    return [
+        f"**On {r.accelerator.name}** ({r.accelerator.memory_bytes / 1e9:,.0f} GB, mem_util {cap.mem_util:g}): "
+        f"weights {fmt_bytes(r.weights_bytes or 0)}; KV budget {cap.kv_budget_bytes / GIB:,.2f} GiB",
+        f"- largest batch at seq_len {q.seq_len:,}: **{fmt_int(cap.max_batch)}**; "
+        f"token slots: **{fmt_int(cap.token_slots)}**",
+    ]
+
+
+def _heads_per_gpu(r) -> str:
+    """What one GPU caches of each token and layer, in words."""
+    a, d = r.arch, r.parallel
+    if d.kv_heads_per_gpu is None:
+        return f"the whole {a.mla.latent_dim}-value MLA latent"
+    copies = d.parallel.tp // a.num_kv_heads if d.parallel.tp > a.num_kv_heads else 1
+    return f"{d.kv_heads_per_gpu} of {a.num_kv_heads} KV heads" + (f", each on {copies} GPUs" if copies > 1 else "")
+
+
+def _deployment(r) -> list[str]:
+    """The summary's deployment lines: one GPU's share, then the whole deployment's."""
+    d, cap, q = r.parallel, r.capacity, r.query
+    p, one = d.parallel, d.binding
+    replicas = f" ({p.dp:,} replicas of {p.tp * p.pp:,} GPUs)" if p.dp > 1 else ""
+    return [
+        f"**On {d.gpus:,} × {r.accelerator.name}** (tp {p.tp} × pp {p.pp} × dp {p.dp}; "
+        f"{r.accelerator.memory_bytes / 1e9:,.0f} GB each, mem_util {cap.mem_util:g})",
+        f"- per GPU: weights **{one.weights_bytes / 1e9:,.2f} GB**, KV cache **{one.kv.bytes / GIB:,.3f} GiB** "
+        f"({one.layers} layers × {_heads_per_gpu(r)}: {fmt_int(one.kv.bytes_per_token)} bytes per token); "
+        f"KV budget {cap.kv_budget_bytes / GIB:,.2f} GiB",
+        f"- in all{replicas}: weights {d.weights_bytes_all / 1e9:,.2f} GB; largest batch at seq_len {q.seq_len:,}: "
+        f"**{fmt_int(d.max_batch)}**; token slots: **{fmt_int(d.token_slots)}**"
+        + (f" ({fmt_int(cap.max_batch)} and {fmt_int(cap.token_slots)} per replica)" if p.dp > 1 else ""),
+    ]
+
+
 def _formulas(r) -> str:
     kv = r.kv
     parts = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula, r.paged.formula,
-             r.capacity.formula]
+             *(r.parallel.formulas if r.parallel.gpus > 1 else ()), r.capacity.formula]
     if r.decode is not None:
         parts += [*r.prefill.formulas, *r.decode.formulas]
     return "\n\n".join(f.text() for f in parts if f is not None)
@@ -164,7 +202,7 @@ def _defaults() -> dict:
     layers, kv_heads, head_dim = preset_dims(DEFAULT_PRESET)
     return {"preset": DEFAULT_PRESET, "config": "", "batch": 8, "seq_len": 8192, "layers": layers,
             "kv_heads": kv_heads, "head_dim": head_dim, "kv_dtype": "bf16", "gpu": DEFAULT_ACCELERATOR,
-            "mem_util": 0.9, "block_size": 16}
+            "mem_util": 0.9, "block_size": 16, "tp": 1, "pp": 1, "dp": 1}
 
 
 INPUT_DEFAULTS = _defaults()  # calculate's arguments as the page opens, by name: calculate(**INPUT_DEFAULTS)

@@ -56,11 +56,13 @@ def _hline(y: float, text: str) -> tuple[dict, dict]:
 
 
 def memory_bar(report: MemoryReport) -> Figure:
-    """Weights + KV cache + reserve stacked against the accelerator's memory and its usable share."""
-    acc, cap = report.accelerator, report.capacity
-    parts = [("weights", report.weights_bytes or 0), ("KV cache", report.kv.bytes),
-             ("runtime reserve", cap.reserve_bytes)]
-    data = [{"type": "bar", "orientation": "h", "y": [acc.name], "x": [value / GIB], "name": name,
+    """One GPU's weights + KV cache + reserve stacked against its memory and usable share: the whole model on one
+    device, or with tp × pp > 1 the share of the GPU that fills first."""
+    acc, cap, one = report.accelerator, report.capacity, report.parallel.binding
+    gpus = report.parallel.gpus
+    parts = [("weights", one.weights_bytes), ("KV cache", one.kv.bytes), ("runtime reserve", cap.reserve_bytes)]
+    label = acc.name if gpus == 1 else f"one {acc.name} of {gpus:,}"
+    data = [{"type": "bar", "orientation": "h", "y": [label], "x": [value / GIB], "name": name,
              "marker": {"color": color}, "hovertemplate": f"{name}: %{{x:,.2f}} GiB<extra></extra>"}
             for (name, value), color in zip(parts, COLORS, strict=False)]
     usable = _vline(cap.usable_bytes / GIB, f"usable ({cap.mem_util:g} × memory) ", top=False)
@@ -73,17 +75,19 @@ def memory_bar(report: MemoryReport) -> Figure:
     return {"data": data, "layout": layout}
 
 
-def kv_curves(frame: pd.DataFrame, budget_bytes: int | None) -> Figure:
-    """KV cache against seq_len, one line per batch size, with the KV budget as a ceiling."""
+def kv_curves(frame: pd.DataFrame, budget_bytes: int | None, one_gpu: bool = False) -> Figure:
+    """KV cache against seq_len, one line per batch size, with the KV budget as a ceiling; one_gpu: the frame is
+    one GPU's share of a deployment, and the budget that GPU's."""
     data = [{"type": "scatter", "mode": "lines", "x": group["seq_len"].tolist(), "y": group["kv_gib"].tolist(),
              "name": f"batch {batch}", "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"}
             for batch, group in frame.groupby("batch")]
     extra = {}
     if budget_bytes:
-        shape, note = _hline(budget_bytes / GIB, "KV budget on this device")
+        shape, note = _hline(budget_bytes / GIB, "KV budget on one GPU" if one_gpu else "KV budget on this device")
         extra = {"shapes": [shape], "annotations": [note]}
     return {"data": data, "layout": base_layout("KV cache grows linearly with sequence length and batch",
-                                            "seq_len (tokens)", "KV cache (GiB)", **extra)}
+                                            "seq_len (tokens)", "KV cache on one GPU (GiB)" if one_gpu else
+                                            "KV cache (GiB)", **extra)}
 
 
 def attention_bars(frame: pd.DataFrame) -> Figure:

@@ -16,7 +16,7 @@ from tests.helpers import running_app
 # The CLI's names (python -m kvviz memory / generate / compare), which the endpoints' parameters share.
 PARAMETERS = {
     "/kv_memory": ["preset", "config", "batch", "seq_len", "layers", "kv_heads", "head_dim", "kv_dtype", "gpu",
-                   "mem_util", "block_size"],
+                   "mem_util", "block_size", "tp", "pp", "dp"],
     "/generate": ["model", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat_template",
                   "use_cache"],
     "/compare": ["model", "prompt", "max_new_tokens"],
@@ -70,13 +70,13 @@ def test_kv_memory_by_keyword(app_url):
 
 
 def test_a_call_with_too_few_values_is_told_how_many(app_url):
-    """Over raw HTTP, three values for an endpoint of eleven get a sentence with both counts."""
+    """Over raw HTTP, three values for an endpoint of fourteen get a sentence with both counts."""
     call = f"{app_url}gradio_api/call/kv_memory"
     with httpx.Client(timeout=60) as http:
         event_id = http.post(call, json={"data": ["gpt2", "", 1]}).json()["event_id"]
         lines = [line for line in http.get(f"{call}/{event_id}").text.splitlines() if line]
     assert lines[-2] == "event: error"
-    assert json.loads(lines[-1].split(":", 1)[1])["error"] == "this endpoint takes 11 values; 3 were sent"
+    assert json.loads(lines[-1].split(":", 1)[1])["error"] == "this endpoint takes 14 values; 3 were sent"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT (Ctrl-C)"])
@@ -124,6 +124,38 @@ def test_kv_memory_api_bad_input_keeps_serving(app_url):
         client.predict("llama-3-8b", "", 1, 100, 32, 3, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
     out = client.predict("llama-3-8b", "", 1, 8192, 32, 8, 128, "bf16", "h100-sxm", 0.9, 16, api_name="/kv_memory")
     assert out[-1]["kv_cache_bytes"] == 2**30
+
+
+LLAMA_70B = dict(preset="llama-3-70b", layers=80, kv_heads=8, head_dim=128, batch=8, seq_len=8192)
+
+
+def test_kv_memory_on_several_gpus(app_url):
+    """tp=8, dp=2 by keyword: one GPU caches 1 of Llama-3-70B's 8 KV heads (80 × 2 × 1 × 128 × 2 = 40,960 bytes a
+    token), the summary says per GPU and in all, and the memory plot shows one GPU's budget."""
+    summary, formula, memory, *_, details = Client(app_url, verbose=False).predict(tp=8, dp=2, **LLAMA_70B,
+                                                                                   api_name="/kv_memory")
+    par = details["parallel"]
+    assert (par["tp"], par["pp"], par["dp"], par["gpus"]) == (8, 1, 2, 16)
+    assert par["per_gpu"]["kv_bytes_per_token"] == 80 * 2 * 1 * 128 * 2
+    assert par["per_gpu"]["kv_cache_bytes"] == 8 * 8192 * 40_960  # 2.5 GiB of this batch on each GPU
+    assert par["deployment"]["max_batch"] == 2 * par["per_gpu"]["max_batch"]
+    assert "On 16 × H100 SXM" in summary and "per GPU: weights **17.64 GB**" in summary and "in all (2 replicas" \
+        in summary
+    assert "KV heads on one GPU: max(1, ⌊kv_heads / tp⌋)" in formula
+    bars = json.loads(memory["plot"])["data"]
+    assert bars[0]["y"] == ["one H100 SXM of 16"]
+    assert [round(b["x"][0] * 2**30) for b in bars[:2]] == [par["per_gpu"]["weights_bytes"],
+                                                             par["per_gpu"]["kv_cache_bytes"]]
+
+
+def test_kv_memory_bad_tp_keeps_serving(app_url):
+    """A tp the model cannot be split by is refused in a sentence naming the tp it takes; the next call is answered."""
+    client = Client(app_url, verbose=False)
+    with pytest.raises(Exception, match=r"tp 3 does not divide the model's 64 query heads .* tp = 1, 2, 4, 8"):
+        client.predict(tp=3, **LLAMA_70B, api_name="/kv_memory")
+    with pytest.raises(Exception, match="pp 81 is more than the model's 80 layers"):
+        client.predict(pp=81, **LLAMA_70B, api_name="/kv_memory")
+    assert client.predict(pp=4, **LLAMA_70B, api_name="/kv_memory")[-1]["parallel"]["per_gpu"]["layers"] == 20
 
 
 def _generate(client, model="tiny", prompt="What is a package?", max_new=24, use_cache=True):

@@ -74,6 +74,27 @@ def test_calculator_slider_and_preset(page: Page, shots: Path):
     page.screenshot(path=str(shots / "calculator.png"), full_page=True)
 
 
+def test_calculator_on_several_gpus(page: Page, shots: Path):
+    """Llama-3-70B on tp=8: the summary says per GPU (1 of 8 KV heads) and in all, the memory bar is one GPU's;
+    a tp the model cannot take is refused in the page; back at tp=1 the summary is one device's again."""
+    summary = page.locator("#calc-summary")
+    preset = page.locator("#calc-preset input")
+    preset.click()
+    preset.fill("llama-3-70b")
+    page.get_by_role("option", name="llama-3-70b", exact=True).click()
+    expect(summary).to_contain_text("llama-3-70b", timeout=20_000)
+    _type(page, "#calc-batch input[type=number]", "8")
+    _type(page, "#calc-tp input[type=number]", "8")
+    expect(summary).to_contain_text("On 8 × H100 SXM", timeout=20_000)
+    expect(summary).to_contain_text("1 of 8 KV heads: 40,960 bytes per token")
+    expect(page.locator(".js-plotly-plot").first).to_contain_text("one H100 SXM of 8")
+    page.screenshot(path=str(shots / "calculator-parallel.png"), full_page=True)
+    _type(page, "#calc-tp input[type=number]", "3")
+    expect(page.get_by_text("tp 3 does not divide").first).to_be_visible(timeout=20_000)
+    _type(page, "#calc-tp input[type=number]", "1")
+    expect(summary).to_contain_text("On H100 SXM", timeout=20_000)
+
+
 def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
     """Generate on the bundled model: text appears, the latency plot draws, the metrics fill in."""
     _tab(page, "Live generation")

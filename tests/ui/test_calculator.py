@@ -55,6 +55,24 @@ def test_every_figure_is_valid_plotly_with_its_titles(preset, window):
         assert notes == ["no sliding-window layers in this model: every layer keeps every token"]
 
 
+def test_several_gpus_draw_one_gpu():
+    """Llama-3-70B on tp=8: the memory bar is one GPU's (16.43 GiB of weights, 2.5 GiB of KV for batch 8 × 8192),
+    the KV curves are one GPU's share under one GPU's budget, and the summary says per GPU and in all."""
+    r = calculate(**(ARGS | dict(preset="llama-3-70b", layers=80, kv_heads=8, head_dim=128, batch=8, seq_len=8192,
+                                 tp=8)))
+    memory = figures.to_plotly(r.memory_fig)
+    assert memory.data[0].y == ("one H100 SXM of 8",)
+    assert memory.data[0].x[0] == pytest.approx(17_640_734_720 / 2**30)  # 8,820,367,360 params × 2 bytes
+    assert memory.data[1].x[0] == pytest.approx(8 * 8192 * 80 * 2 * 1 * 128 * 2 / 2**30) == 2.5
+    curves = figures.to_plotly(r.curves_fig)
+    assert titles(curves)[2] == "KV cache on one GPU (GiB)"
+    assert [a.text for a in curves.layout.annotations] == ["KV budget on one GPU"]
+    batch_1 = curves.data[0]
+    assert batch_1.y[-1] == pytest.approx(batch_1.x[-1] * 40_960 / 2**30)  # one GPU: 40,960 bytes a token
+    assert "**On 8 × H100 SXM** (tp 8 × pp 1 × dp 1" in r.summary and "1 of 8 KV heads" in r.summary
+    assert "largest batch at seq_len 8,192: **158**" in r.summary
+
+
 def test_sliders_modify_the_preset():
     """Moving kv_heads from 8 to 1 turns Llama-3-8B's GQA into MQA: an eighth of the cache."""
     base = calculate(**(ARGS | dict(preset="llama-3-8b", kv_heads=8)))
@@ -79,6 +97,10 @@ def test_more_layers_repeat_the_pattern():
     (dict(gpu="tpu"), "accelerator"),
     (dict(preset="nope"), "unknown preset"),
     (dict(config="/no/such/config.json"), "no such file"),
+    (dict(tp=3), "tp 3 does not divide the model's 32 query heads"),
+    (dict(pp=33), "pp 33 is more than the model's 32 layers"),
+    (dict(dp=0), "dp must be between 1"),
+    (dict(tp="8"), "tp must be a whole number"),
 ])
 def test_bad_input_is_a_clear_message(change, message):
     """Out-of-range numbers, unknown names and missing files raise ValueError naming the problem."""

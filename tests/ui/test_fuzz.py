@@ -42,7 +42,7 @@ MIN_CALLS = 615  # hypothesis stops early where an endpoint has few distinct cal
 MAX_MESSAGE = 400  # the app cuts its messages at 300 characters plus a note of the length
 # Gradio's words for an exception a handler let through, and an OS error passed on raw.
 GENERIC = ("upstream Gradio app has raised an exception", "verbose error reporting", "[Errno")
-CALC_CHECK = ("gpt2", "", 1, 10, 12, 12, 64, "bf16", "h100-sxm", 0.9, 16)  # a valid call, answer known
+CALC_CHECK = ("gpt2", "", 1, 10, 12, 12, 64, "bf16", "h100-sxm", 0.9, 16, 1, 1, 1)  # a valid call, answer known
 CALC_CHECK_BYTES = 10 * 12 * 2 * 12 * 64 * 2
 HUGE = "x" * 1_000_000
 
@@ -65,7 +65,8 @@ VALID = {
     "kv_memory": [st.sampled_from(preset_names()), st.just(""), st.integers(1, 512), st.integers(1, 262_144),
                   st.integers(1, 128), st.sampled_from([1, 2, 4, 8]), st.integers(1, 512),
                   st.sampled_from(["bf16", "fp16", "fp32", "fp8", "int8", "int4"]),
-                  st.sampled_from(["h100-sxm", "a100-80gb", "cpu"]), st.floats(0.05, 1.0), st.integers(1, 256)],
+                  st.sampled_from(["h100-sxm", "a100-80gb", "cpu"]), st.floats(0.05, 1.0), st.integers(1, 256),
+                  st.sampled_from([1, 2, 4]), st.integers(1, 4), st.integers(1, 8)],  # tp, pp, dp
     "generate": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4), st.floats(0, 2),
                  st.integers(0, 200), st.floats(0.01, 1), st.integers(0, 2**32), st.booleans(), st.booleans()],
     "compare": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4)],

@@ -62,9 +62,16 @@ def calculator_tab(policy: HostPolicy) -> CalculatorTab:
                               value=D["gpu"], label="accelerator")
             mem_util = gr.Slider(0.05, 1.0, value=D["mem_util"], step=0.01, label="memory utilisation")
             block_size = gr.Slider(1, 256, value=D["block_size"], step=1, label="block size (paged allocation)")
+            gr.Markdown("**GPUs**: tensor parallelism (tp) splits every layer over tp GPUs, pipeline parallelism "
+                        "(pp) the layers into pp stages, data parallelism (dp) copies the whole; past one GPU the "
+                        "memory plot and the KV curves show one GPU", elem_id="calc-gpus-note")
+            with gr.Row():
+                tp = gr.Slider(1, 64, value=D["tp"], step=1, label="tp", elem_id="calc-tp", min_width=90)
+                pp = gr.Slider(1, 64, value=D["pp"], step=1, label="pp", elem_id="calc-pp", min_width=90)
+                dp = gr.Slider(1, 64, value=D["dp"], step=1, label="dp", elem_id="calc-dp", min_width=90)
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="calc-summary")
-            memory_fig = gr.Plot(label="memory on the device", show_label=False)
+            memory_fig = gr.Plot(label="memory on one device", show_label=False)
             with gr.Accordion("the formulas, with your numbers", open=False):
                 formula = gr.Code(language=None, label="formulas", elem_id="calc-formula")
     with gr.Row():
@@ -76,17 +83,19 @@ def calculator_tab(policy: HostPolicy) -> CalculatorTab:
     with gr.Accordion("the whole answer as JSON (what `python -m kvviz memory --json` prints)", open=False):
         details = gr.JSON(label="report")
 
-    inputs = [preset, config, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size]
+    inputs = [preset, config, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size, tp, pp,
+              dp]
     outputs = [summary, formula, memory_fig, curves_fig, attention_fig, window_fig, roofline_fig, details]
 
     def kv_memory(preset=D["preset"], config=D["config"], batch=D["batch"], seq_len=D["seq_len"], layers=D["layers"],
                   kv_heads=D["kv_heads"], head_dim=D["head_dim"], kv_dtype=D["kv_dtype"], gpu=D["gpu"],
-                  mem_util=D["mem_util"], block_size=D["block_size"]):
+                  mem_util=D["mem_util"], block_size=D["block_size"], tp=D["tp"], pp=D["pp"], dp=D["dp"]):
         """The KV cache's size and what fits, for a model (a preset, or a config.json path or hub id) and a
-        batch × seq_len, with the figures the page draws and the report `python -m kvviz memory --json` prints."""
+        batch × seq_len on tp × pp × dp GPUs, with the figures the page draws and the report
+        `python -m kvviz memory --json` prints."""
         try:
             r = calculate(preset, policy.check_source(config), batch, seq_len, layers, kv_heads, head_dim, kv_dtype,
-                          gpu, mem_util, block_size)
+                          gpu, mem_util, block_size, tp, pp, dp)
         except ValueError as exc:
             raise refusal(exc) from None
         return (r.summary, r.formula, plot(r.memory_fig), plot(r.curves_fig), plot(r.attention_fig),
@@ -108,7 +117,8 @@ def calculator_tab(policy: HostPolicy) -> CalculatorTab:
 
     common = dict(concurrency_limit=None, preprocess=False, queue=not policy.hosted)
     # Every control recomputes at once; only the latest position matters while a slider is dragged.
-    gr.on([c.change for c in (batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size)],
+    gr.on([c.change for c in (batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size, tp, pp,
+                              dp)],
           kv_memory, inputs, outputs, api_name="kv_memory", trigger_mode="always_last", show_progress="hidden",
           **common)
     preset.change(dims_of_preset, preset, [layers, kv_heads, head_dim], api_visibility="private", **common).then(
