@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from kvviz.base.inputs import number, whole_number
 from kvviz.base.units import GIB, fmt_bytes, fmt_int, fmt_seconds, fmt_si
-from kvviz.calc.arch import Architecture
+from kvviz.calc.arch import CHUNKED, FULL, NONE, SLIDING, Architecture
 from kvviz.calc.capacity import Capacity
 from kvviz.calc.dtypes import DType, kv_dtype, weight_dtype
 from kvviz.calc.hardware import DEFAULT_ACCELERATOR, Accelerator, get_accelerator
@@ -161,11 +161,17 @@ def as_dict(r: MemoryReport) -> dict:
         "kv_bytes_per_token": kv.bytes_per_token,
         "kv_cache_bytes_no_window": kv.no_window_bytes,
         "kv_cache_bytes_mla_expanded": kv.mla_expanded_bytes,
+        "state": None if a.state is None else {
+            "kind": a.state.kind, "layers": a.state.layers, "conv_values": a.state.conv,
+            "recurrent_values": a.state.recurrent, "shapes_per_layer": a.state.shapes, "bytes": kv.state_bytes,
+            "why": STATE_WHY,
+        },
         "layer_groups": [{"kind": g.group.kind, "window": g.group.window, "layers": g.group.count,
                           "tokens_kept": g.tokens_kept, "bytes": g.bytes} for g in kv.groups],
         "paged": {k: v for k, v in asdict(r.paged).items() if k != "formula"},
         "weights": None if r.params is None else {
-            "params": r.params.total, "matmul_params_per_token": r.params.matmul_per_token,
+            "params": r.params.total, "active_params_per_token": r.params.active,
+            "matmul_params_per_token": r.params.matmul_per_token,
             "dtype": r.weight_dtype.name, "dtype_scheme": r.weight_dtype.scheme, "bytes": r.weights_bytes,
             "components": {c.name: c.total for c in r.params.components},
         },
@@ -238,6 +244,11 @@ def _deployment_text(r: MemoryReport) -> list[str]:
     ]
 
 
+STATE_WHY = ("a linear-attention, Mamba or convolution layer folds every token it reads into a state of fixed "
+             "size (the last few inputs of its short convolution and a recurrent matrix), so what it keeps does not "
+             "grow with seq_len: batch × layers × state, whatever the length")
+
+
 def describe(a: Architecture) -> str:
     """One line on the attention shape: what drives the cache."""
     if a.mla is not None:
@@ -246,11 +257,32 @@ def describe(a: Architecture) -> str:
     elif a.attention_kind == "MHA":
         shape = f"MHA: {a.num_heads} heads, each its own K/V, head_dim {a.head_dim}"
     else:
-        shape = f"{a.attention_kind}: {a.num_heads} query heads share {a.num_kv_heads} KV heads, head_dim {a.head_dim}"
-    layers = f"{a.num_layers} layers"
-    if a.n_sliding:
-        layers += f" ({a.n_sliding} sliding, window {a.sliding_window:,}; {a.num_layers - a.n_sliding} full)"
-    return f"{a.model_type}, {shape}, {layers}"
+        shape = (f"{a.attention_kind}: {a.num_heads} query heads share {a.num_kv_heads} KV head"
+                 f"{'s' if a.num_kv_heads > 1 else ''}, head_dim {a.head_dim}")
+    return f"{a.model_type}, {shape}, {describe_layers(a)}"
+
+
+def describe_layers(a: Architecture) -> str:
+    """The layers by what they cache: "48 layers (36 chunked, chunk 8,192; 12 full)", "32 layers (4 full;
+    28 keep a Mamba state, no per-token KV)"."""
+    parts = []
+    for kind, label in ((FULL, "full"), (SLIDING, "sliding"), (CHUNKED, "chunked")):
+        n = sum(k == kind for k in a.layer_types)
+        window = a.window_of(kind)
+        if n:
+            span = "chunk" if kind == CHUNKED else "window"
+            parts.append(f"{n} {label}" + (f", {span} {window:,}" if window else ""))
+    state_only = sum(k == NONE for k in a.layer_types)
+    if a.state is not None:
+        hybrid = a.state.layers - state_only
+        parts.append(f"{a.state.layers} keep a {a.state.kind} state" + (
+            f" ({hybrid} of them beside their KV)" if hybrid > 0 else ", no per-token KV"))
+        state_only = max(state_only - a.state.layers, 0)
+    if state_only:
+        parts.append(f"{state_only} keep nothing (MLP-only or sharing another layer's KV)")
+    if parts == [f"{a.num_layers} full"]:
+        return f"{a.num_layers} layers"
+    return f"{a.num_layers} layers ({'; '.join(parts)})"
 
 
 def _capacity_text(r: MemoryReport) -> list[str]:
@@ -286,6 +318,9 @@ def render_text(r: MemoryReport) -> str:
     for extra in (kv.no_window_formula, kv.mla_expanded_formula):
         if extra is not None:
             out.append(_indent(extra.text()))
+    if kv.state_formula is not None:
+        out += ["", f"State of the {a.state.kind} layers (per sequence, apart from the KV cache; "
+                    f"each layer: {a.state.shapes})", _indent(kv.state_formula.text()), f"  {STATE_WHY}"]
     if len(kv.groups) > 1:
         out.append(_indent(_table(["layers", "count", "window", "tokens kept", "bytes"],
                                   [[g.group.kind, str(g.group.count), str(g.group.window or "-"),
@@ -304,6 +339,9 @@ def render_text(r: MemoryReport) -> str:
                 _indent(_table(["component", "params"], [[c.name, fmt_int(c.total)] for c in r.params.components
                                                          if c.total] + [["total", fmt_int(r.params.total)]])),
                 f"  weights: {fmt_bytes(r.weights_bytes)}"]
+        if r.params.active != r.params.total:
+            out.append(f"  a token uses {fmt_int(r.params.active)} of them (routed experts outside its top-k and any "
+                       "vision or audio tower are not run)")
     if r.parallel.gpus > 1:
         out += ["", *_deployment_text(r)]
     out += ["", *_capacity_text(r)]
