@@ -142,6 +142,8 @@ class Architecture:
     @property
     def attention_kind(self) -> str:
         """MHA (one KV head per query head), GQA (groups share one), MQA (one for all) or MLA."""
+        if self.kv_layers == 0:
+            return "none"
         if self.mla is not None:
             return "MLA"
         if self.num_kv_heads == self.num_heads:
@@ -391,9 +393,12 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
     from kvviz.calc.state import layer_state  # state.py reads the mixer's sizes from the same config
 
     layers = _positive_int(getattr(text, "num_hidden_layers", None), "num_hidden_layers")
-    heads = _positive_int(getattr(text, "num_attention_heads", None), "num_attention_heads")
     hidden = _positive_int(getattr(text, "hidden_size", None), "hidden_size")
     kinds, states, window, chunk = _layer_kinds(text, layers)
+    heads = getattr(text, "num_attention_heads", None)
+    if heads is None and all(kind == NONE for kind in kinds):
+        heads = 1  # no attention layer (a pure Mamba model): the head counts never enter a formula
+    heads = _positive_int(heads, "num_attention_heads")
     mla = _mla(text)
     kv_heads, expanded = _kv_heads(text, heads)
     if heads % kv_heads:

@@ -15,7 +15,7 @@ from kvviz.calc.arch import Architecture
 from kvviz.calc.dtypes import DType
 from kvviz.calc.formula import Formula
 from kvviz.calc.hardware import Accelerator
-from kvviz.calc.memory import bytes_per_token, paged_bytes
+from kvviz.calc.memory import bytes_per_token, paged_bytes, state_bytes, state_elem_bytes
 
 NO_CONTEXT_LIMIT = 10**9  # search bound for models whose config gives no max_position_embeddings
 
@@ -47,19 +47,30 @@ class Capacity:
 
 def token_slots(arch: Architecture, dtype: DType, budget_bytes: int, block_size: int = 16) -> int:
     """Tokens a block pool of `budget_bytes` holds: whole blocks of block_size tokens, each block
-    block_size × bytes_per_token bytes (every layer keeps every token), as vLLM's "KV cache size" counts."""
-    return max(budget_bytes, 0) // (block_size * bytes_per_token(arch, dtype)) * block_size
+    block_size × bytes_per_token bytes (every layer keeps every token), as vLLM's "KV cache size" counts.
+    0 for a model whose layers keep no per-token KV at all (a pure Mamba model: its state is per sequence)."""
+    per_token = bytes_per_token(arch, dtype)
+    return 0 if per_token == 0 else max(budget_bytes, 0) // (block_size * per_token) * block_size
+
+
+def sequence_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16) -> int:
+    """What `batch` sequences of seq_len hold in the pool: their paged KV blocks and, for a model with
+    linear-attention or Mamba layers, each sequence's fixed-size state."""
+    return paged_bytes(arch, batch, seq_len, dtype, block_size) + state_bytes(arch, batch, state_elem_bytes(dtype))
 
 
 def _longest(arch: Architecture, batch: int, dtype: DType, block_size: int, budget: int) -> tuple[int, bool]:
-    """Largest seq_len whose paged cache for `batch` sequences fits `budget`, and whether the cap bound it."""
+    """Largest seq_len whose paged cache (and state) for `batch` sequences fits `budget`, and whether the cap
+    bound it."""
     cap = arch.max_position_embeddings or NO_CONTEXT_LIMIT
-    if paged_bytes(arch, batch, cap, dtype, block_size) <= budget:
+    if sequence_bytes(arch, batch, cap, dtype, block_size) <= budget:
         return cap, True
-    lo, hi = 0, cap  # paged_bytes(lo) fits, paged_bytes(hi) does not
+    if sequence_bytes(arch, batch, 0, dtype, block_size) > budget:
+        return 0, False  # the states of `batch` sequences alone do not fit
+    lo, hi = 0, cap  # sequence_bytes(lo) fits, sequence_bytes(hi) does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if paged_bytes(arch, batch, mid, dtype, block_size) <= budget else (lo, mid)
+        lo, hi = (mid, hi) if sequence_bytes(arch, batch, mid, dtype, block_size) <= budget else (lo, mid)
     return lo, False
 
 
@@ -78,7 +89,7 @@ def capacity(
     if not 0 < mem_util <= 1:
         raise ValueError("mem_util must be in (0, 1]")
     usable = int(accel.memory_bytes * mem_util)
-    budget = usable - weights_bytes - reserve_bytes - arch.num_layers * dtype.tensor_overhead_bytes
+    budget = usable - weights_bytes - reserve_bytes - arch.kv_layers * dtype.tensor_overhead_bytes
     formula = Formula(
         "KV budget",
         "accelerator_memory × mem_util − weights − reserve",
@@ -88,7 +99,7 @@ def capacity(
     if budget <= 0:
         return Capacity(accel, mem_util, usable, weights_bytes, reserve_bytes, max(budget, 0), 0, batch, seq_len,
                         0, 0, False, False, formula)
-    per_seq = paged_bytes(arch, 1, max(seq_len, 1), dtype, block_size)
+    per_seq = sequence_bytes(arch, 1, max(seq_len, 1), dtype, block_size)
     max_seq_len, capped = _longest(arch, batch, dtype, block_size, budget)
     return Capacity(
         accelerator=accel, mem_util=mem_util, usable_bytes=usable, weights_bytes=weights_bytes,
@@ -97,6 +108,6 @@ def capacity(
         batch=batch, seq_len=seq_len,
         max_batch=budget // per_seq,
         max_seq_len=max_seq_len, seq_len_capped=capped,
-        fits=paged_bytes(arch, batch, seq_len, dtype, block_size) <= budget,
+        fits=sequence_bytes(arch, batch, seq_len, dtype, block_size) <= budget,
         formula=formula,
     )

@@ -215,7 +215,7 @@ def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, labe
     if dtype.tensor_overhead_bytes:
         terms.append(product(Factor("kv_layers", str(arch.kv_layers)),
                              Factor("scale_bytes_per_layer", str(dtype.tensor_overhead_bytes))))
-    symbolic, substituted = total(*terms)
+    symbolic, substituted = total(*terms) if terms else ("0 (no layer keeps per-token KV)", "0")
     value = kv_cache_bytes(arch, batch, seq_len, dtype, apply_window=apply_window, mla_mode=mla_mode)
     return Formula(label, symbolic, substituted, value)
 

@@ -251,7 +251,9 @@ STATE_WHY = ("a linear-attention, Mamba or convolution layer folds every token i
 
 def describe(a: Architecture) -> str:
     """One line on the attention shape: what drives the cache."""
-    if a.mla is not None:
+    if a.kv_layers == 0:
+        shape = "no attention layer"
+    elif a.mla is not None:
         shape = (f"MLA: {a.num_heads} heads, latent {a.mla.kv_lora_rank} + rope {a.mla.qk_rope_head_dim} "
                  "per token and layer")
     elif a.attention_kind == "MHA":

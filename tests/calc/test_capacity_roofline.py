@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kvviz.base.units import GIB
-from kvviz.calc.capacity import capacity
+from kvviz.calc.arch import architecture_from_dict
+from kvviz.calc.capacity import NO_CONTEXT_LIMIT, capacity
 from kvviz.calc.dtypes import kv_dtype, weight_dtype
 from kvviz.calc.hardware import ACCELERATORS, get_accelerator, measure_cpu
 from kvviz.calc.memory import paged_bytes
@@ -120,3 +121,16 @@ def test_unknown_accelerator():
     """An unknown accelerator is refused with the list of choices."""
     with pytest.raises(ValueError, match="h100-sxm"):
         get_accelerator("tpu-v9")
+
+
+def test_a_pure_mamba_model_is_bounded_by_its_state_per_sequence():
+    """MambaConfig's defaults (32 layers, inner 1536, d_state 16, conv 4) keep no per-token KV: no token slots, any
+    length fits, and a sequence costs its state, 32 × (1536 × 4 × 2 + 1536 × 16 × 4) = 3,538,944 bytes in bf16.
+    On 80 GB × 0.9 with no weights or reserve: 72e9 // 3,538,944 = 20,345 sequences (20,346 would need
+    72,003,354,624 bytes)."""
+    arch = architecture_from_dict({"model_type": "mamba"})
+    cap = capacity(arch, get_accelerator("h100-sxm"), kv_dtype("bf16"), weights_bytes=0, batch=1, seq_len=100_000,
+                   mem_util=0.9, reserve_bytes=0)
+    assert arch.kv_layers == 0 and cap.token_slots == 0
+    assert cap.max_batch == 20_345
+    assert cap.max_seq_len == (arch.max_position_embeddings or NO_CONTEXT_LIMIT) and cap.fits
