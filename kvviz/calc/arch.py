@@ -200,14 +200,20 @@ def _positive_int(value: Any, key: str) -> int:
     return int(value)
 
 
+_OFF_WHEN_ZERO = ("sliding_window", "attention_chunk_size")  # Qwen2-MoE ships sliding_window 0 for "no window"
+
+
 def _check_sizes(raw: dict) -> None:
-    """ConfigError for a size key (at the top or in text_config) that is present but not a sane positive int."""
+    """ConfigError for a size key (at the top or in text_config) that is present but not a sane positive int
+    (a per-layer list, as some families give intermediate_size, is left to transformers)."""
     for part in (raw, raw.get("text_config")):
         if not isinstance(part, dict):
             continue
         for key in _SIZE_KEYS:
-            if part.get(key) is not None:
-                _positive_int(part[key], key)
+            value = part.get(key)
+            if value is None or isinstance(value, list) or (key in _OFF_WHEN_ZERO and value == 0):
+                continue
+            _positive_int(value, key)
 
 
 def quiet_transformers():
@@ -289,17 +295,19 @@ def config_with_layers(raw: dict, layers: int) -> dict:
 
 def decoder_config(cfg: Any) -> Any:
     """The part of a config that describes the text decoder (a multimodal model's text_config); ConfigError for a
-    family with no decoder that keeps a KV cache (encoder-only, encoder-decoder)."""
+    family transformers has no causal-LM class for (encoder-only, or encoder-decoder only: T5). A seq2seq family
+    that has one (BART's BartForCausalLM) is read as that decoder."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     )
 
-    if getattr(cfg, "is_encoder_decoder", False):
-        raise ConfigError(f"{cfg.model_type} is an encoder-decoder model: kvviz models decoder-only language models")
     text = cfg.get_text_config(decoder=True)
     known = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
     if cfg.model_type not in known and text.model_type not in known:
+        if getattr(cfg, "is_encoder_decoder", False):
+            raise ConfigError(f"{cfg.model_type} is an encoder-decoder model with no causal-LM (decoder-only) class "
+                              "in transformers: kvviz models decoder-only language models")
         raise ConfigError(f"{cfg.model_type} has no causal-LM (decoder) class in transformers: an encoder-only "
                           "model keeps no KV cache")
     return text
@@ -383,6 +391,20 @@ def _defaulted(raw: dict, text: Any) -> tuple[str, ...]:
     return (f"taken from transformers' {type(text).__name__} defaults (the config leaves them out): {values}",)
 
 
+# Families whose cache the config alone does not describe: kvviz refuses them by name rather than answer wrongly.
+# The registry coverage test (tests/calc/test_registry_coverage.py) checks each refusal is still needed.
+NOT_MODELLED = {
+    "mimo_v2_flash": "its sliding-window layers keep twice num_key_value_heads, a factor set in transformers' "
+                     "modelling code, not in the config",
+    "longcat_flash": "each decoder layer holds two attention blocks with their own cache layers",
+    "dory": "its looped layers are cached once per loop, a count the layer list does not give",
+    "mllama": "its cross-attention layers cache the image's keys and values, whose size depends on the image",
+    "recurrent_gemma": "its recurrent blocks keep their state on the modules, outside transformers' cache",
+    "musicgen": "a text-to-audio model whose causal LM transformers builds from its decoder sub-config alone",
+    "musicgen_melody": "a text-to-audio model whose causal LM transformers builds from its decoder sub-config alone",
+}
+
+
 def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Architecture:
     """Parse a config.json dict into an Architecture; ConfigError names whatever is missing or wrong."""
     if not isinstance(raw, dict):
@@ -390,6 +412,21 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
     _check_sizes(raw)
     cfg = config_object(raw)
     text = decoder_config(cfg)
+    for family in {cfg.model_type, text.model_type} & set(NOT_MODELLED):
+        raise ConfigError(f"kvviz does not model {family}'s cache: {NOT_MODELLED[family]}")
+    try:
+        return _architecture(raw, cfg, text, name, source)
+    except ConfigError:
+        raise
+    except Exception as exc:  # a heterogeneous config refuses global reads of per-layer values, and the like
+        if type(exc).__name__ == "AmbiguousGlobalPerLayerAttributeError":
+            raise ConfigError(f"{cfg.model_type}'s layers differ in their attention shape (a per-layer config): "
+                              "kvviz models one KV shape for every attention layer") from exc
+        raise ConfigError(f"kvviz cannot read this {cfg.model_type} config: {first_line(exc)[:300]}") from exc
+
+
+def _architecture(raw: dict, cfg: Any, text: Any, name: str, source: str) -> Architecture:
+    """The Architecture of an accepted config: what each layer caches, the KV shape, the state, the weights' sizes."""
     from kvviz.calc.state import layer_state  # state.py reads the mixer's sizes from the same config
 
     layers = _positive_int(getattr(text, "num_hidden_layers", None), "num_hidden_layers")

@@ -107,8 +107,14 @@ def cached_tokens(seq_len: int, window: int | None) -> int:
 
 def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType,
                              mla_latent: bool = True) -> int:
-    """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens, with any
-    linear-attention/Mamba/convolution state (held in the model's dtype, `dtype` here).
+    """Bytes transformers' DynamicCache holds between forward passes after `seq_len` tokens: its per-token KV
+    (transformers_kv_bytes) and any linear-attention/Mamba/convolution state (conv in `dtype`, recurrent fp32)."""
+    kv = transformers_kv_bytes(arch, batch, seq_len, dtype, mla_latent)
+    return kv + state_bytes(arch, batch, dtype.nominal_bytes)
+
+
+def transformers_kv_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType, mla_latent: bool = True) -> int:
+    """Bytes of the per-token keys and values transformers' DynamicCache holds after `seq_len` tokens.
 
     A sliding or chunked layer keeps the last window - 1 tokens there (the next token brings the span
     back to `window`). An MLA model keeps the latent since transformers 5.15 and the expanded per-head
@@ -120,7 +126,7 @@ def transformers_cache_bytes(arch: Architecture, batch: int, seq_len: int, dtype
         per = per // arch.num_kv_heads * arch.expanded_kv_heads
     tokens = sum(cached_tokens(seq_len, None if g.window is None else g.window - 1) * g.count
                  for g in layer_groups(arch))
-    return batch * tokens * per + state_bytes(arch, batch, dtype.nominal_bytes)
+    return batch * tokens * per
 
 
 def activation_bytes(arch: Architecture, tokens: int, elem_bytes: int, attention_scores: bool = False) -> int:

@@ -114,17 +114,13 @@ def _meta_model(arch: Architecture):
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    raw = changed_config(arch)
-    cfg = config_object(raw)
+    cfg = config_object(changed_config(arch))
     decoder_config(cfg)  # refuses a family without a decoder, as the parser did
-    # A multimodal checkpoint loads its vision (or audio) tower too: build the whole model where transformers has
-    # one, the language model alone otherwise.
-    classes = (AutoModelForCausalLM,)
-    if any(isinstance(raw.get(k), dict) for k in ("vision_config", "audio_config")):
-        classes = (AutoModelForImageTextToText, AutoModelForCausalLM)
+    # The model transformers registers as the family's causal LM: a multimodal family's whole model where that
+    # is what it registers (Gemma-3, with its vision tower), the language model where it registers that (Llama-4).
     with quiet_transformers(), torch.device("meta"):
         try:
-            model = _first_that_builds((*classes, AutoModelForImageTextToText), cfg)
+            model = _first_that_builds((AutoModelForCausalLM, AutoModelForImageTextToText), cfg)
         except Exception as exc:
             raise ConfigError(f"transformers cannot build this {arch.model_type} model: "
                               f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
@@ -146,7 +142,9 @@ def changed_config(arch: Architecture) -> dict:
     """`arch`'s config.json dict with the calculator's layers, KV heads and head_dim written into its text part
     where they differ, so transformers derives the rest (layer pattern, Jamba's attention period) as it would
     for a config that said so."""
-    raw = config_with_layers(json.loads(arch.config), arch.num_layers)
+    raw = json.loads(arch.config)
+    if decoder_config(config_object(raw)).num_hidden_layers != arch.num_layers:
+        raw = config_with_layers(raw, arch.num_layers)
     if arch.mla is None and not arch.expanded_kv_heads and arch.model_type != "falcon":
         part = text_part(raw)
         if part.get("num_key_value_heads", arch.num_kv_heads) != arch.num_kv_heads:
