@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kvviz.base.units import GIB
-from kvviz.calc.arch import FULL, Architecture
+from kvviz.calc.arch import FULL, NONE, Architecture
 from kvviz.calc.dtypes import DType
 from kvviz.calc.memory import kv_cache_bytes
 
@@ -48,7 +48,8 @@ def window_effect(arch: Architecture, dtype: DType, batch: int, max_seq_len: int
 def attention_variants(arch: Architecture, dtype: DType, batch: int, seq_len: int) -> pd.DataFrame:
     """The same model's cache under MHA (kv_heads = heads), its own GQA, MQA (one KV head), and MLA where
     the model has it; full attention on every layer so only the attention shape differs."""
-    full = replace(arch, layer_types=(FULL,) * arch.num_layers, sliding_window=None)
+    full = replace(arch, layer_types=tuple(FULL if kind != NONE else NONE for kind in arch.layer_types),
+                   sliding_window=None, chunk_size=None)
     plain = full.with_kv_heads(arch.num_heads)  # for an MLA model: per-head K (nope + rope) and V, expanded
     variants = [("MHA", plain.num_heads, plain)]
     if arch.mla is None and 1 < arch.num_kv_heads < arch.num_heads:

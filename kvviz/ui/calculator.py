@@ -14,14 +14,20 @@ from functools import lru_cache
 
 from kvviz.base.inputs import choice, text, whole_number
 from kvviz.base.units import GIB, fmt_bytes, fmt_int
-from kvviz.calc.arch import Architecture, ConfigError, architecture_from_source
+from kvviz.calc.arch import (
+    Architecture,
+    ConfigError,
+    architecture_from_dict,
+    architecture_from_source,
+    config_with_layers,
+)
 from kvviz.calc.curves import attention_variants, kv_vs_seq_len, window_effect
 from kvviz.calc.dtypes import KV_DTYPES
 from kvviz.calc.dtypes import kv_dtype as dtype_named
 from kvviz.calc.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
 from kvviz.calc.parallel import gpu_architecture
 from kvviz.calc.presets import load_preset, preset_names
-from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report
+from kvviz.calc.report import STATE_WHY, MemoryQuery, as_dict, describe, memory_report
 from kvviz.ui import figures
 
 DEFAULT_PRESET = "llama-3-8b"
@@ -54,14 +60,21 @@ def preset_dims(preset: str) -> tuple[int, int, int]:
 def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> Architecture:
     """The architecture with the sliders' layers, KV heads and head_dim; unchanged where they agree.
 
-    More layers repeat the model's pattern of full and sliding layers. An MLA model's cache shape is
+    Another depth is read from the config rewritten to that many layers, so the layer pattern (full, sliding,
+    chunked, Mamba) is transformers' own for that depth. An MLA model's cache shape is
     set by its latent, so its KV-head and head_dim sliders do not apply.
     """
     layers = whole_number(layers, "layers", 1, 1024)
     kv_heads = whole_number(kv_heads, "kv_heads", 1, 1024)
     head_dim = whole_number(head_dim, "head_dim", 1, 4096)
     changes: dict = {}
-    if layers != arch.num_layers:
+    if layers != arch.num_layers and arch.has_weights:
+        # The config with that depth, read as any config: transformers lays out the layer kinds (and which keep a
+        # Mamba or linear-attention state) as it would for a real model of that many layers.
+        deeper = architecture_from_dict(config_with_layers(json.loads(arch.config), layers), source=arch.source)
+        changes |= {"num_layers": layers, "layer_types": deeper.layer_types, "state": deeper.state,
+                    "config": deeper.config}
+    elif layers != arch.num_layers:
         changes["num_layers"] = layers
         changes["layer_types"] = tuple(arch.layer_types[i % arch.num_layers] for i in range(layers))
     if arch.mla is None and kv_heads != arch.num_kv_heads:
@@ -107,9 +120,11 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
     one = report.parallel.binding  # the GPU that fills first: its share of every sequence
     share = gpu_architecture(arch, report.query.tp, one.first_layer, one.first_layer + one.layers)
     curves = kv_vs_seq_len(share, kvd, list(CURVE_BATCHES), top)
-    window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * arch.sliding_window)),
-                                    arch.sliding_window) if arch.n_sliding else
-              figures.empty("no sliding-window layers in this model: every layer keeps every token"))
+    span = arch.sliding_window or arch.chunk_size  # Llama-4's chunked layers cap the cache as a window does
+    window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * span)), span,
+                                    "window" if arch.sliding_window else "chunk") if arch.n_sliding else
+              figures.empty("no sliding-window or chunked layers in this model: every attention layer keeps every "
+                            "token"))
     return CalcResult(
         summary=_summary(report),
         formula=_formulas(report),
@@ -136,6 +151,11 @@ def _summary(r) -> str:
         lines.append(f"- an engine that ignores the sliding window would allocate {fmt_bytes(kv.no_window_bytes)}")
     if kv.mla_expanded_bytes is not None:
         lines.append(f"- expanded per-head K/V (a naive implementation) would take {fmt_bytes(kv.mla_expanded_bytes)}")
+    if r.arch.state is not None:
+        st = r.arch.state
+        lines.append(f"- **plus the {st.kind} state of {st.layers} layers: {fmt_bytes(kv.state_bytes)}** for the "
+                     f"batch ({fmt_bytes(kv.state_bytes // q.batch)} a sequence; each layer {st.shapes}), the same at "
+                     f"any seq_len: {STATE_WHY}")
     lines += [
         f"- paged in blocks of {q.block_size}: {fmt_bytes(r.paged.allocated_bytes)}, "
         f"{fmt_bytes(r.paged.wasted_bytes_per_seq)} wasted per sequence",
@@ -191,7 +211,8 @@ def _deployment(r) -> list[str]:
 
 def _formulas(r) -> str:
     kv = r.kv
-    parts = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula, r.paged.formula,
+    parts = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula, kv.state_formula,
+             r.paged.formula,
              *(r.parallel.formulas if r.parallel.gpus > 1 else ()), r.capacity.formula]
     if r.decode is not None:
         parts += [*r.prefill.formulas, *r.decode.formulas]

@@ -61,6 +61,8 @@ def memory_bar(report: MemoryReport) -> Figure:
     acc, cap, one = report.accelerator, report.capacity, report.parallel.binding
     gpus = report.parallel.gpus
     parts = [("weights", one.weights_bytes), ("KV cache", one.kv.bytes), ("runtime reserve", cap.reserve_bytes)]
+    if one.kv.state_bytes:  # linear-attention / Mamba layers: a fixed state per sequence beside the KV
+        parts.insert(2, ("linear-layer state", one.kv.state_bytes))
     label = acc.name if gpus == 1 else f"one {acc.name} of {gpus:,}"
     data = [{"type": "bar", "orientation": "h", "y": [label], "x": [value / GIB], "name": name,
              "marker": {"color": color}, "hovertemplate": f"{name}: %{{x:,.2f}} GiB<extra></extra>"}
@@ -99,13 +101,15 @@ def attention_bars(frame: pd.DataFrame) -> Figure:
     return {"data": [bar], "layout": base_layout("Same model, other attention shapes", "attention", "KV cache (GiB)")}
 
 
-def window_curves(frame: pd.DataFrame, window: int) -> Figure:
-    """KV cache with the sliding window applied, against an engine that ignores it."""
+def window_curves(frame: pd.DataFrame, window: int, span: str = "window") -> Figure:
+    """KV cache with the sliding window (or the chunk, span="chunk") applied, against an engine that ignores it."""
     data = [{"type": "scatter", "mode": "lines", "x": g["seq_len"].tolist(), "y": g["kv_gib"].tolist(),
              "name": variant} for variant, g in frame.groupby("variant", sort=False)]
-    shape, note = _vline(window, f"window {window:,}", dash="dot")
-    return {"data": data, "layout": base_layout("Sliding-window layers stop growing at the window", "seq_len (tokens)",
-                                            "KV cache (GiB)", shapes=[shape], annotations=[note])}
+    shape, note = _vline(window, f"{span} {window:,}", dash="dot")
+    title = ("Sliding-window layers stop growing at the window" if span == "window" else
+             "Chunked layers keep at most one chunk")
+    return {"data": data, "layout": base_layout(title, "seq_len (tokens)", "KV cache (GiB)", shapes=[shape],
+                                            annotations=[note])}
 
 
 def roofline(report: MemoryReport) -> Figure:

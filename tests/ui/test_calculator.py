@@ -52,7 +52,7 @@ def test_every_figure_is_valid_plotly_with_its_titles(preset, window):
         assert notes == [f"window {window:,}"]
     else:
         assert not window_fig.data
-        assert notes == ["no sliding-window layers in this model: every layer keeps every token"]
+        assert notes == ["no sliding-window or chunked layers in this model: every attention layer keeps every token"]
 
 
 def test_several_gpus_draw_one_gpu():
@@ -106,3 +106,35 @@ def test_bad_input_is_a_clear_message(change, message):
     """Out-of-range numbers, unknown names and missing files raise ValueError naming the problem."""
     with pytest.raises(ValueError, match=message):
         calculate(**(ARGS | change))
+
+
+def _preset_args(name: str, **changes) -> dict:
+    a = load_preset(name)
+    return ARGS | {"preset": name, "layers": a.num_layers, "kv_heads": a.num_kv_heads, "head_dim": a.head_dim} | changes
+
+
+def test_a_hybrid_model_shows_its_state_apart_and_why_it_does_not_grow():
+    """Qwen3-Next: the summary gives the DeltaNet state of its 36 linear layers apart from the KV of its 12 full
+    ones, with why it does not grow; the memory bar stacks it as its own part. By hand, per sequence in bf16:
+    36 × (8,192 × 4 × 2 + 32 × 128 × 128 × 4) = 36 × 2,162,688 = 77,856,768 bytes."""
+    r = calculate(**_preset_args("qwen3-next-80b-a3b", batch=2, seq_len=4096))
+    line = next(x for x in r.summary.splitlines() if "gated DeltaNet state of 36 layers" in x)
+    assert "does not grow with seq_len" in line
+    assert r.details["state"]["bytes"] == 2 * 36 * (8_192 * 4 * 2 + 32 * 128 * 128 * 4)
+    parts = [trace["name"] for trace in r.memory_fig["data"]]
+    assert parts == ["weights", "KV cache", "linear-layer state", "runtime reserve"]
+
+
+def test_chunked_layers_get_the_window_plot_at_their_chunk():
+    """Llama-4-Scout has no sliding window but 36 chunked layers: the window plot marks the 8,192-token chunk."""
+    r = calculate(**_preset_args("llama-4-scout", seq_len=20_000))
+    assert r.window_fig["layout"]["title"]["text"] == "Chunked layers keep at most one chunk"
+    assert any("chunk 8,192" in a["text"] for a in r.window_fig["layout"]["annotations"])
+
+
+def test_fewer_layers_of_a_hybrid_follow_its_own_pattern():
+    """Jamba cut to 16 layers by the slider: transformers' own pattern (attention every 8th layer from the 4th)
+    gives 2 attention layers and 14 Mamba layers, not a repeat of the 32-layer list."""
+    a = load_preset("jamba-1.5-mini")
+    b = customise(a, 16, a.num_kv_heads, a.head_dim)
+    assert (b.num_layers, b.kv_layers, b.state.layers) == (16, 2, 14)
