@@ -123,8 +123,7 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
     span = arch.sliding_window or arch.chunk_size  # Llama-4's chunked layers cap the cache as a window does
     window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * span)), span,
                                     "window" if arch.sliding_window else "chunk") if arch.n_sliding else
-              figures.empty("no sliding-window or chunked layers in this model: every attention layer keeps every "
-                            "token"))
+              figures.empty("no sliding-window or chunked layers: every attention layer keeps every token"))
     return CalcResult(
         summary=_summary(report),
         formula=_formulas(report),

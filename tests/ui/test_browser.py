@@ -95,6 +95,24 @@ def test_calculator_on_several_gpus(page: Page, shots: Path):
     expect(summary).to_contain_text("On H100 SXM", timeout=20_000)
 
 
+def test_calculator_on_a_hybrid_model(page: Page, shots: Path):
+    """Qwen3-Next: the summary names its 36 DeltaNet layers' state apart from the KV of its 12 full layers, and the
+    memory bar stacks that state as its own part."""
+    summary = page.locator("#calc-summary")
+    preset = page.locator("#calc-preset input")
+    preset.click()
+    preset.fill("qwen3-next-80b-a3b")
+    page.get_by_role("option", name="qwen3-next-80b-a3b", exact=True).click()
+    expect(summary).to_contain_text("36 keep a gated DeltaNet state", timeout=20_000)
+    expect(summary).to_contain_text("plus the gated DeltaNet state of 36 layers")
+    expect(page.locator(".js-plotly-plot").first).to_contain_text("linear-layer state")
+    _type(page, "#calc-tp input[type=number]", "4")  # 159 GB of weights: four H100s
+    expect(summary).to_contain_text("On 4 × H100 SXM", timeout=20_000)
+    page.screenshot(path=str(shots / "calculator-hybrid.png"), full_page=True)
+    _type(page, "#calc-tp input[type=number]", "1")
+    expect(summary).to_contain_text("On H100 SXM", timeout=20_000)
+
+
 def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
     """Generate on the bundled model: text appears, the latency plot draws, the metrics fill in."""
     _tab(page, "Live generation")

@@ -52,7 +52,7 @@ def test_every_figure_is_valid_plotly_with_its_titles(preset, window):
         assert notes == [f"window {window:,}"]
     else:
         assert not window_fig.data
-        assert notes == ["no sliding-window or chunked layers in this model: every attention layer keeps every token"]
+        assert notes == ["no sliding-window or chunked layers: every attention layer keeps every token"]
 
 
 def test_several_gpus_draw_one_gpu():
