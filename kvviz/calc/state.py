@@ -23,11 +23,20 @@ def _get(cfg: Any, *names: str) -> int:
     raise ConfigError(f"the config's linear layers need {' or '.join(repr(n) for n in names)}")
 
 
-def _mamba(cfg: Any, layers: int, inner: int, d_state: int, kernel: int) -> State:
+def _inner(cfg: Any, expand: str) -> int:
+    """A Mamba mixer's inner width: config key `expand` × hidden_size channels."""
+    factor = getattr(cfg, expand, None)
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor <= 0:
+        raise ConfigError(f"the config's Mamba layers need a positive {expand!r}")
+    return int(factor * _get(cfg, "hidden_size"))
+
+
+def _mamba(layers: int, inner: int, d_state: int, kernel: int, heads: int = 1) -> State:
     """Mamba (S6): the convolution keeps `kernel` inputs of every inner channel; the SSM state is
-    d_state values per inner channel."""
+    d_state values per inner channel (split over `heads` independent scans in Zamba, same count)."""
+    ssm = f"{inner}, {d_state}" if heads == 1 else f"{heads}, {inner // heads}, {d_state}"
     return State("Mamba", layers, conv=inner * kernel, recurrent=inner * d_state,
-                 shapes=f"conv [{inner}, {kernel}] + SSM [{inner}, {d_state}]")
+                 shapes=f"conv [{inner}, {kernel}] + SSM [{ssm}]")
 
 
 def _mamba2(layers: int, inner: int, groups: int, d_state: int, heads: int, head_dim: int, kernel: int) -> State:
@@ -38,16 +47,29 @@ def _mamba2(layers: int, inner: int, groups: int, d_state: int, heads: int, head
                  shapes=f"conv [{conv_dim}, {kernel}] + SSM [{heads}, {head_dim}, {d_state}]")
 
 
-def _delta_net(cfg: Any, layers: int) -> State:
-    """Gated DeltaNet (Qwen3-Next, Qwen3.5): the convolution runs over q, k and v; the memory is one
-    key_dim × value_dim matrix per value head."""
-    k_heads = _get(cfg, "linear_num_key_heads")
-    v_heads = _get(cfg, "linear_num_value_heads")
-    dk, dv = _get(cfg, "linear_key_head_dim"), _get(cfg, "linear_value_head_dim")
-    kernel = _get(cfg, "linear_conv_kernel_dim")
+def _delta_rule(kind: str, layers: int, k_heads: int, v_heads: int, dk: int, dv: int, kernel: int) -> State:
+    """A delta-rule linear attention: the convolution runs over q, k and v (2 × k_heads × dk + v_heads × dv
+    channels); the memory is one dk × dv matrix per value head (keys repeated to the value heads)."""
     conv_dim = 2 * k_heads * dk + v_heads * dv
-    return State("gated DeltaNet", layers, conv=conv_dim * kernel, recurrent=v_heads * dk * dv,
+    return State(kind, layers, conv=conv_dim * kernel, recurrent=v_heads * dk * dv,
                  shapes=f"conv [{conv_dim}, {kernel}] + memory [{v_heads}, {dk}, {dv}]")
+
+
+def _delta_net(cfg: Any, layers: int) -> State:
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5, OLMo-Hybrid, Lara-Mini): key and value heads of their own sizes,
+    linear_num_key_heads × linear_key_head_dim and linear_num_value_heads × linear_value_head_dim, a
+    linear_conv_kernel_dim convolution."""
+    return _delta_rule("gated DeltaNet", layers, _get(cfg, "linear_num_key_heads"),
+                       _get(cfg, "linear_num_value_heads"), _get(cfg, "linear_key_head_dim"),
+                       _get(cfg, "linear_value_head_dim"), _get(cfg, "linear_conv_kernel_dim"))
+
+
+def _kimi_delta(cfg: Any, layers: int) -> State:
+    """Kimi Delta Attention (Kimi-Linear, Bailing-Hybrid): q, k and v alike, linear_num_heads heads of
+    linear_head_dim, so a linear_head_dim × linear_head_dim memory per head; a linear_conv_kernel_dim
+    convolution."""
+    heads, dim = _get(cfg, "linear_num_heads"), _get(cfg, "linear_head_dim")
+    return _delta_rule("Kimi delta attention", layers, heads, heads, dim, dim, _get(cfg, "linear_conv_kernel_dim"))
 
 
 def _short_conv(cfg: Any, layers: int) -> State:
@@ -56,31 +78,67 @@ def _short_conv(cfg: Any, layers: int) -> State:
     return State("short convolution", layers, conv=hidden * kernel, recurrent=0, shapes=f"conv [{hidden}, {kernel}]")
 
 
+def _cca(cfg: Any, layers: int) -> State:
+    """ZAYA's compressed convolutional attention, beside its KV: two stacked convolutions (widths cca_time0 and
+    cca_time1) over the concatenated q and k projections keep the last (cca_time0 - 1) + (cca_time1 - 1) inputs
+    of (num_attention_heads + num_key_value_heads) × head_dim channels; the value path keeps the previous
+    token's delayed value projection, num_key_value_heads × head_dim / 2 values. That one is no recurrence
+    (a one-token delay) and transformers keeps it in the activations' dtype, so it counts with the window."""
+    heads, kv_heads, dim = _get(cfg, "num_attention_heads"), _get(cfg, "num_key_value_heads"), _get(cfg, "head_dim")
+    channels, window = (heads + kv_heads) * dim, _get(cfg, "cca_time0") - 1 + _get(cfg, "cca_time1") - 1
+    delayed = kv_heads * dim // 2
+    return State("convolutional attention", layers, conv=channels * window + delayed, recurrent=0,
+                 shapes=f"conv [{channels}, {window}] + delayed value [{delayed}]")
+
+
+# Mixers whose state is known but that kvviz's State cannot hold as it is: refused with why, not guessed.
+_INKLING = ("its four short convolutions per layer keep their windows in fp32 whatever the model's dtype (kvviz counts "
+            "a window in the activations' dtype), and the key and value ones are as wide as the layer's KV heads, "
+            "which can differ between sliding (swa_num_key_value_heads × swa_head_dim) and full layers")
+UNSIZED = dict.fromkeys(("inkling_text", "inkling2_text", "inkling2_loop_text"), _INKLING)
+
+
 def layer_state(cfg: Any, layers: int) -> State:
     """The state each of `layers` linear layers of the text config `cfg` keeps; ConfigError for a mixer
     kvviz does not size."""
     family = cfg.model_type
     if family in ("mamba", "falcon_mamba"):
-        return _mamba(cfg, layers, _get(cfg, "intermediate_size"), _get(cfg, "state_size"), _get(cfg, "conv_kernel"))
+        return _mamba(layers, _get(cfg, "intermediate_size"), _get(cfg, "state_size"), _get(cfg, "conv_kernel"))
     if family == "jamba":
-        inner = _get(cfg, "mamba_expand") * _get(cfg, "hidden_size")
-        return _mamba(cfg, layers, inner, _get(cfg, "mamba_d_state"), _get(cfg, "mamba_d_conv"))
+        return _mamba(layers, _inner(cfg, "mamba_expand"), _get(cfg, "mamba_d_state"), _get(cfg, "mamba_d_conv"))
+    if family == "zamba":  # Mamba-1 split into n_mamba_heads scans of their own
+        return _mamba(layers, _inner(cfg, "mamba_expand"), _get(cfg, "mamba_d_state"), _get(cfg, "mamba_d_conv"),
+                      heads=_get(cfg, "n_mamba_heads"))
     if family == "mamba2":
         inner = int(cfg.expand * _get(cfg, "hidden_size"))
         return _mamba2(layers, inner, _get(cfg, "n_groups"), _get(cfg, "state_size"), _get(cfg, "num_heads"),
                        _get(cfg, "head_dim"), _get(cfg, "conv_kernel"))
+    if family == "falcon_h1":  # mamba_d_ssm, when set, is the inner width instead of mamba_expand × hidden_size
+        unset = getattr(cfg, "mamba_d_ssm", None) is None
+        inner = _inner(cfg, "mamba_expand") if unset else _get(cfg, "mamba_d_ssm")
+        return _mamba2(layers, inner, _get(cfg, "mamba_n_groups"), _get(cfg, "mamba_d_state"),
+                       _get(cfg, "mamba_n_heads"), _get(cfg, "mamba_d_head"), _get(cfg, "mamba_d_conv"))
+    if family == "zamba2":
+        return _mamba2(layers, _inner(cfg, "mamba_expand"), _get(cfg, "mamba_ngroups"), _get(cfg, "mamba_d_state"),
+                       _get(cfg, "n_mamba_heads"), _get(cfg, "mamba_headdim"), _get(cfg, "mamba_d_conv"))
     if family in ("bamba", "granitemoehybrid"):
-        inner = _get(cfg, "mamba_expand") * _get(cfg, "hidden_size")
-        heads = _get(cfg, "mamba_n_heads")
+        inner, heads = _inner(cfg, "mamba_expand"), _get(cfg, "mamba_n_heads")
         return _mamba2(layers, inner, _get(cfg, "mamba_n_groups"), _get(cfg, "mamba_d_state"), heads,
                        inner // heads, _get(cfg, "mamba_d_conv"))
     if family == "nemotron_h":
         heads, head_dim = _get(cfg, "mamba_num_heads"), _get(cfg, "mamba_head_dim")
         return _mamba2(layers, heads * head_dim, _get(cfg, "n_groups"), _get(cfg, "ssm_state_size"), heads,
                        head_dim, _get(cfg, "conv_kernel"))
-    if family in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"):
+    if family in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe", "olmo_hybrid",
+                  "lara_mini"):
         return _delta_net(cfg, layers)
-    if family in ("lfm2", "lfm2_moe"):
+    if family in ("kimi_linear", "bailing_hybrid"):
+        return _kimi_delta(cfg, layers)
+    if family in ("lfm2", "lfm2_moe", "lfm3"):
         return _short_conv(cfg, layers)
+    if family == "zaya":
+        return _cca(cfg, layers)
+    if family in UNSIZED:
+        raise ConfigError(f"{family}'s state is not sized by kvviz: {UNSIZED[family]}")
     raise ConfigError(f"{family}'s linear-attention/state layers are not sized by kvviz yet: their per-sequence "
                       "state is unknown, so its memory cannot be answered exactly")
