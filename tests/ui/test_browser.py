@@ -74,14 +74,19 @@ def test_calculator_slider_and_preset(page: Page, shots: Path):
     page.screenshot(path=str(shots / "calculator.png"), full_page=True)
 
 
+def _pick_preset(page: Page, name: str) -> None:
+    """Choose a preset in the calculator's dropdown, as a visitor types and picks it."""
+    preset = page.locator("#calc-preset input")
+    preset.click()
+    preset.fill(name)
+    page.get_by_role("option", name=name, exact=True).click()
+
+
 def test_calculator_on_several_gpus(page: Page, shots: Path):
     """Llama-3-70B on tp=8: the summary says per GPU (1 of 8 KV heads) and in all, the memory bar is one GPU's;
     a tp the model cannot take is refused in the page; back at tp=1 the summary is one device's again."""
     summary = page.locator("#calc-summary")
-    preset = page.locator("#calc-preset input")
-    preset.click()
-    preset.fill("llama-3-70b")
-    page.get_by_role("option", name="llama-3-70b", exact=True).click()
+    _pick_preset(page, "llama-3-70b")
     expect(summary).to_contain_text("llama-3-70b", timeout=20_000)
     _type(page, "#calc-batch input[type=number]", "8")
     _type(page, "#calc-tp input[type=number]", "8")
@@ -99,10 +104,7 @@ def test_calculator_on_a_hybrid_model(page: Page, shots: Path):
     """Qwen3-Next: the summary names its 36 DeltaNet layers' state apart from the KV of its 12 full layers, and the
     memory bar stacks that state as its own part."""
     summary = page.locator("#calc-summary")
-    preset = page.locator("#calc-preset input")
-    preset.click()
-    preset.fill("qwen3-next-80b-a3b")
-    page.get_by_role("option", name="qwen3-next-80b-a3b", exact=True).click()
+    _pick_preset(page, "qwen3-next-80b-a3b")
     expect(summary).to_contain_text("36 keep a gated DeltaNet state", timeout=20_000)
     expect(summary).to_contain_text("plus the gated DeltaNet state of 36 layers")
     expect(page.locator(".js-plotly-plot").first).to_contain_text("linear-layer state")
