@@ -444,6 +444,10 @@ def _architecture(raw: dict, cfg: Any, text: Any, name: str, source: str) -> Arc
     head_dim = _positive_int(head_dim, "head_dim")
     if mla is None:
         _same_kv_shape_everywhere(text, kinds, kv_heads, head_dim)
+        swa = (getattr(text, "swa_num_key_value_heads", None), getattr(text, "swa_head_dim", None))
+        if swa != (None, None) and swa != (kv_heads, head_dim) and SLIDING in kinds:
+            raise ConfigError(f"its sliding-window layers keep {swa[0]} KV heads of {swa[1]} and its full layers "
+                              f"{kv_heads} of {head_dim}: kvviz models one KV shape for every attention layer")
     state = None
     if any(states):
         where = tuple(i for i, keeps in enumerate(states) if keeps)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvviz.calc.presets import load_preset
@@ -138,3 +140,15 @@ def test_fewer_layers_of_a_hybrid_follow_its_own_pattern():
     a = load_preset("jamba-1.5-mini")
     b = customise(a, 16, a.num_kv_heads, a.head_dim)
     assert (b.num_layers, b.kv_layers, b.state.layers) == (16, 2, 14)
+
+
+@pytest.mark.parametrize("config,message", [({"model_type": "distilbert"}, "encoder-only"),
+                                            ({"model_type": "mystery"}, "unknown model_type"),
+                                            ({"model_type": "mimo_v2_flash"}, "kvviz does not model")])
+def test_configs_kvviz_cannot_answer_are_one_clear_message(config, message, tmp_path):
+    """An encoder-only family, an unknown model_type, a family kvviz does not model: the calculator raises one
+    ValueError (the page shows it as a message) naming the problem."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=message):
+        calculate(**ARGS | {"config": str(path)})
