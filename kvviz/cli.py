@@ -21,6 +21,9 @@ from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report, ren
 from kvviz.engine.loading import BUNDLED_MODEL, INSTRUCT_MODEL, LoadError, default_model
 
 USAGE_ERROR = 2
+STATIC_HELP = ("cached, static + compiled: the cache preallocated for the whole run and the decode step compiled "
+               "with torch.compile (the first run of a shape compiles, seconds to minutes, reported apart as "
+               "compile_s)")
 
 
 class UsageError(Exception):
@@ -67,9 +70,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
     gen = sub.add_parser("generate", help="generate text, streaming it, then print the run's metrics")
     _generation_args(gen)
-    gen.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
-    cmp_ = sub.add_parser("compare", help="run the same generation with and without the KV cache")
+    modes = gen.add_mutually_exclusive_group()
+    modes.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
+    modes.add_argument("--static", action="store_true", help=STATIC_HELP)
+    cmp_ = sub.add_parser("compare", help="run the same generation with and without the KV cache (--static: and "
+                                          "on a static cache with a compiled decode step)")
     _generation_args(cmp_)
+    cmp_.add_argument("--static", action="store_true", help=f"a third run: {STATIC_HELP}")
     _batch_args(sub.add_parser("batch", help="decode B prompts together for B = 1, 2, 4, ...: each batch measured "
                                              "beside the roofline's prediction"))
     return parser
@@ -151,12 +158,12 @@ class RunFailed(Exception):
     """The generation started but failed on the device: exit status 1."""
 
 
-def _request(args: argparse.Namespace, use_cache: bool = True):
+def _request(args: argparse.Namespace, use_cache: bool = True, static: bool = False):
     from kvviz.engine.request import GenerationRequest
 
     return GenerationRequest.from_untrusted(
-        args.prompt, args.max_new_tokens, use_cache=use_cache, temperature=args.temperature, top_k=args.top_k,
-        top_p=args.top_p, seed=args.seed, chat_template=not args.no_chat_template)
+        args.prompt, args.max_new_tokens, use_cache=use_cache, static=static, temperature=args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.seed, chat_template=not args.no_chat_template)
 
 
 def _load(args: argparse.Namespace):
@@ -185,8 +192,11 @@ def _generate(args: argparse.Namespace) -> str:
     from kvviz.engine.events import Finished, TokenEvent
     from kvviz.engine.loop import generate
 
-    req = _request(args, use_cache=not args.no_cache)
+    req = _request(args, use_cache=not args.no_cache, static=args.static)
     lm = _load(args)
+    if req.static and not args.json:
+        print("static: compiling the decode step on the first run of this shape (seconds to minutes)",
+              file=sys.stderr, flush=True)
     tokens, finished = [], None
     for event in generate(lm, req):
         if isinstance(event, TokenEvent):
@@ -213,7 +223,7 @@ def _compare(args: argparse.Namespace) -> str:
     req = _request(args)
     lm = _load(args)
     try:
-        result = compare(lm, req)
+        result = compare(lm, req, static=args.static)
     except CompareError as exc:
         raise RunFailed(str(exc)) from exc
     if args.json:
@@ -222,12 +232,34 @@ def _compare(args: argparse.Namespace) -> str:
     parted = ("identical" if result.tokens_identical else
               f"part at token {result.first_divergence}" if result.first_divergence is not None else
               "agree where both ran, but one run is longer")
-    return "\n".join([
+    lines = [
         "cached:", result.cached_text, "", "uncached:", result.uncached_text, "",
         f"speedup (uncached time / cached time): {result.speedup:.2f}x"
         + (f"; per decode token: {result.decode_speedup:.2f}x" if result.decode_speedup else ""),
-        f"tokens: {parted} over {result.compared_tokens} compared",
-        "", "cached run:", _summary_text(result.cached), "", "uncached run:", _summary_text(result.uncached)])
+        f"tokens: {parted} over {result.compared_tokens} compared"]
+    if result.static is not None:
+        lines += _static_lines(result)
+    lines += ["", "cached run:", _summary_text(result.cached), "", "uncached run:", _summary_text(result.uncached)]
+    if result.static is not None:
+        lines += ["", f"{result.static.label} run:", _summary_text(result.static.summary)]
+    return "\n".join(lines)
+
+
+def _static_lines(result) -> list[str]:
+    """The third mode's lines of `compare --static`: its speedups, compile, cache and agreement with cached."""
+    st, c = result.static, result.cached
+    agree = ("identical to cached" if st.tokens_identical else
+             f"part from cached at token {st.first_divergence}" if st.first_divergence is not None else
+             "agree with cached where both ran, but one run is longer")
+    over_cached = c.tpot_s / st.summary.tpot_s if c.tpot_s and st.summary.tpot_s else None
+    return [
+        "", f"{st.label}:", st.text, "",
+        f"speedup (uncached time / static time): {st.speedup:.2f}x"
+        + (f"; per decode token: {st.decode_speedup:.2f}x" if st.decode_speedup else "")
+        + (f"; per decode token against cached: {over_cached:.2f}x" if over_cached else ""),
+        f"compile: {st.compile_s:.1f} s (once per shape, not in the times above); static cache: "
+        f"{st.cache_tokens:,} tokens, allocated up front",
+        f"tokens: {agree}"]
 
 
 def _batch(args: argparse.Namespace) -> str:

@@ -38,3 +38,8 @@ class Stopwatch:
     def elapsed(self) -> float:
         sync(self.device)
         return time.perf_counter() - self.t0
+
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` just spent out of every later reading: a one-off cost the caller reports apart (the
+        static mode's compile), so the readings after it compare with runs that had none."""
+        self.t0 += seconds

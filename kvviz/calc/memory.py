@@ -328,3 +328,20 @@ def paged_allocation(
         wasted_bytes=allocated - exact,
         formula=formula,
     )
+
+
+def static_cache_bytes(arch: Architecture, batch: int, max_cache_len: int, dtype: DType,
+                       mla_latent: bool = True) -> int:
+    """Bytes transformers' StaticCache allocates for `batch` sequences of up to max_cache_len tokens, with any
+    linear-attention/Mamba/convolution state (held in the model's dtype, `dtype` here).
+
+    All of it is allocated at the first forward pass, however few tokens the run then writes: a full-attention
+    layer holds max_cache_len tokens, a sliding or chunked one min(window, max_cache_len) (StaticSlidingWindowLayer
+    keeps the whole window, where DynamicCache keeps window - 1). Per token and layer as transformers_cache_bytes
+    counts it (MLA's latent since transformers 5.15, Falcon-40B's broadcast heads).
+    """
+    per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
+    if arch.expanded_kv_heads:
+        per = per // arch.num_kv_heads * arch.expanded_kv_heads
+    tokens = sum(cached_tokens(max_cache_len, g.window) * g.count for g in layer_groups(arch))
+    return batch * tokens * per + state_bytes(arch, batch, dtype.nominal_bytes)

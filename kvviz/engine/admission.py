@@ -1,8 +1,9 @@
 """Admission: whether a tokenized request may run, decided before any forward pass.
 
 admit() checks the prompt against the host's token limit and the model's context, caps the new tokens
-at what the context still holds, and checks that the run fits in the device's free memory (the one fit
-rule, kvviz.engine.loading.check_fit). It returns a Plan the loop follows, or a Refusal the loop reports
+at what the context still holds, sizes a static-mode run's cache (and refuses a run longer than it), and
+checks that the run fits in the device's free memory (the one fit rule, kvviz.engine.loading.check_fit). It
+returns a Plan the loop follows, or a Refusal the loop reports
 as bad input. The request's own values were checked when it was built (kvviz.engine.request); what is
 checked here needs the model and the prompt's length in tokens. Nothing here runs the model.
 """
@@ -15,7 +16,8 @@ import torch
 
 from kvviz.base.units import GIB
 from kvviz.calc.dtypes import kv_dtype
-from kvviz.calc.memory import activation_bytes, transformers_cache_bytes
+from kvviz.calc.memory import activation_bytes, static_cache_bytes, transformers_cache_bytes
+from kvviz.engine.compiled import static_length, static_refusal
 from kvviz.engine.loading import LoadedModel, check_fit, transformers_keeps_mla_latent
 from kvviz.engine.request import GenerationRequest
 
@@ -28,6 +30,7 @@ class Plan:
     max_tokens: int  # max_new_tokens, or fewer when the context ends first
     limit_reason: str  # the finish when max_tokens are made: "max_new_tokens" or "context_full"
     stop_ids: frozenset[int]  # tokens that end the run (EOS); empty when the request ignores EOS
+    static_tokens: int | None = None  # the static mode's cache length (None in the other modes)
 
 
 @dataclass(frozen=True)
@@ -64,26 +67,44 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
     context = lm.context_length
     if context and n >= context:
         return Refusal(f"the prompt has {n:,} tokens; the model's context is {context:,}")
-    max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - n)
-    refusal = run_does_not_fit(lm, req.use_cache, n, max_tokens)
+    max_tokens = new_token_limit(lm, req, n)
+    static = static_cache_tokens(lm, req, n) if req.static else None
+    refusal = static_refusal(lm.arch, n + max_tokens, static) if static is not None else None
+    refusal = refusal or run_does_not_fit(lm, req.use_cache, n, max_tokens, static_tokens=static)
     if refusal:
         return Refusal(refusal)
     return Plan(prompt_ids=tuple(prompt_ids), max_tokens=max_tokens,
                 limit_reason="context_full" if max_tokens < req.max_new_tokens else "max_new_tokens",
-                stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
+                stop_ids=frozenset() if req.ignore_eos else eos_ids(lm), static_tokens=static)
+
+
+def new_token_limit(lm: LoadedModel, req: GenerationRequest, prompt_tokens: int) -> int:
+    """The new tokens a run of `req` makes at most: max_new_tokens, or what the context still holds."""
+    context = lm.context_length
+    return req.max_new_tokens if not context else min(req.max_new_tokens, context - prompt_tokens)
+
+
+def static_cache_tokens(lm: LoadedModel, req: GenerationRequest, prompt_tokens: int) -> int:
+    """The static cache's length for `req` after a prompt of prompt_tokens: the request's static_tokens, or the
+    run's whole length (prompt + new tokens) in its bucket (kvviz.engine.compiled.static_length)."""
+    if req.static_tokens is not None:
+        return req.static_tokens
+    return static_length(prompt_tokens + new_token_limit(lm, req, prompt_tokens), lm.context_length)
 
 
 def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int,
-                     batch: int = 1) -> str | None:
+                     batch: int = 1, static_tokens: int | None = None) -> str | None:
     """Why this run (of `batch` sequences of prompt_tokens, padded alike) cannot fit in the device's free memory,
     with the numbers; None when it can. The one fit rule for a single run and a batch.
 
-    Weights are already on the device; the run adds its cache at full length and the activations of its
-    widest forward pass: the prefill with the cache, the last step without it (which re-reads everything).
+    Weights are already on the device; the run adds its cache at full length (a static cache at its
+    static_tokens) and the activations of its widest forward pass: the prefill with the cache, the last step
+    without it (which re-reads everything).
     """
     total = prompt_tokens + new_tokens
-    kv = (transformers_cache_bytes(lm.arch, batch, total, kv_dtype(lm.dtype_name), transformers_keeps_mla_latent())
-          if use_cache else 0)
+    dtype, latent = kv_dtype(lm.dtype_name), transformers_keeps_mla_latent()
+    kv = (0 if not use_cache else transformers_cache_bytes(lm.arch, batch, total, dtype, latent)
+          if static_tokens is None else static_cache_bytes(lm.arch, batch, static_tokens, dtype, latent))
     eager = getattr(lm.model.config, "_attn_implementation", None) == "eager"
     act = batch * activation_bytes(lm.arch, prompt_tokens if use_cache else total,
                                    torch.finfo(lm.dtype).bits // 8, attention_scores=eager)

@@ -1,6 +1,7 @@
 """What a generation tells its consumer, in order: typed, frozen events.
 
-A request is received, may wait for the device, gets it, is tokenized; the prefill ends with the first
+A request is received, may wait for the device, gets it, is tokenized; in the static mode its compiled decode
+step is made ready (compiled, or reused from an earlier request of the same shape); the prefill ends with the first
 token; each decode step adds a token; a finish ends it all (EOS, max_new_tokens, context full, cancelled
 or failed). Every t_s is seconds since the request was received (t0), read after the device synced.
 The engine (kvviz.engine.loop) builds these; the CLI, the app and the benchmarks read them. This module
@@ -42,6 +43,21 @@ class PromptTokenized:
 
 
 @dataclass(frozen=True)
+class Compiled:
+    """The static mode's decode step is ready, its cache allocated for cache_tokens tokens: compiled now
+    (compile_s seconds, `graphs` new compiled graphs) or reused from an earlier request of the same shape
+    (compile_s 0, graphs 0). The compile is left out of every later t_s, so TTFT and E2E compare with the other
+    modes; t_s is when the run's own work resumed."""
+
+    t_s: float
+    compile_s: float
+    reused: bool
+    cache_tokens: int
+    graphs: int
+    how: str  # how torch.compile was asked, e.g. "reduce-overhead (CUDA graphs)"
+
+
+@dataclass(frozen=True)
 class PrefillDone:
     """The whole prompt has been read in one forward pass and the first token sampled."""
 
@@ -62,7 +78,7 @@ class TokenEvent:
     dt_s: float  # since the previous token (since t0 for the first)
     t_s: float
     seq_len: int
-    kv_bytes: int
+    kv_bytes: int  # in the static mode the whole preallocated cache, the same at every step
     kv_bytes_predicted: int
     cuda_allocated_bytes: int | None
 
@@ -79,4 +95,4 @@ class Finished:
     bad_input: bool = False  # failed because of what was asked (too long a prompt), not a fault
 
 
-Event = RequestReceived | Waiting | DeviceAcquired | PromptTokenized | PrefillDone | TokenEvent | Finished
+Event = RequestReceived | Waiting | DeviceAcquired | PromptTokenized | Compiled | PrefillDone | TokenEvent | Finished

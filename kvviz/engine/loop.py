@@ -6,8 +6,11 @@ happen. In order:
     queue      one lock per device, first come first served (kvviz.engine.queueing): a request that finds it
                busy waits, and the wait is its queue time
     admission  tokenize, then admit(): the prompt limit, the context, the memory fit (kvviz.engine.admission)
+    compile    static mode only: the compiled decode step for this shape, built now or reused
+               (kvviz.engine.compiled); its time is reported apart and left out of the run's clock
     prefill    the whole prompt in one forward pass gives the first token          (steps.prefill)
-    decode     one token per forward pass, with the cache or without it    (steps.decode_step / uncached_step)
+    decode     one token per forward pass, with the cache or without it    (steps.decode_step / uncached_step),
+               or the compiled step on the static cache                          (StaticDecoder.decode)
     finish     EOS, max_new_tokens, context full, cancelled, or failed (out of memory on the device)
 
 Everything measured (timestamps read after a device sync, the cache's bytes, the text) is measured by
@@ -25,6 +28,7 @@ import torch
 from kvviz.base.device import Stopwatch
 from kvviz.base.errors import first_line
 from kvviz.engine.admission import Plan, Refusal, admit, encode_prompt
+from kvviz.engine.compiled import StaticDecoder, static_decoder
 from kvviz.engine.events import Event, Finished, PromptTokenized, TokenEvent
 from kvviz.engine.loading import LoadedModel
 from kvviz.engine.meter import Meter
@@ -57,7 +61,8 @@ def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Ev
         yield Finished(t_s=watch.elapsed(), reason="failed", text="", summary=None, error=plan.reason,
                        bad_input=True)
         return
-    meter = Meter(lm, req.mode, watch, prompt_tokens=len(ids), queue_s=queue_s, tokenized_s=tokenized_s)
+    meter = Meter(lm, req.mode, watch, prompt_tokens=len(ids), queue_s=queue_s, tokenized_s=tokenized_s,
+                  static_tokens=plan.static_tokens)
     yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
                            lambda: f"after {meter.tokens} tokens")
 
@@ -85,16 +90,22 @@ def metered_run(lm: LoadedModel, passes: Generator, meter, where: Callable[[], s
 def _forward_passes(lm: LoadedModel, req: GenerationRequest, plan: Plan, cancel: threading.Event,
                     meter: Meter) -> Generator[Event, None, str]:
     """Prefill, then one decode step per token, until EOS, plan.max_tokens or a cancel (checked before every
-    token). Yields the token events; returns the finish reason."""
+    token). Yields the token events (after the compile's, in the static mode); returns the finish reason."""
     model = lm.model
-    cache = new_cache(model) if req.use_cache else None
     generator = torch.Generator(device=lm.device).manual_seed(req.seed) if req.seed is not None else None
     sequence = torch.tensor([plan.prompt_ids], device=lm.device)  # [1, prompt_len]
     with torch.inference_mode():
         if cancel.is_set():
             return "cancelled"
+        static: StaticDecoder | None = None
+        if plan.static_tokens is not None:
+            started = meter.elapsed()
+            static, reused = static_decoder(model, plan.static_tokens)
+            yield meter.compiled(started, reused, static.length, 0 if reused else static.graphs, static.settings.label)
+        cache = static.cache if static else new_cache(model) if req.use_cache else None
         # Prefill: the whole prompt in one pass fills the cache and gives the first token.
-        token = sample(prefill(model, sequence, cache), req, generator)  # [1, 1]
+        logits = static.prefill(model, sequence) if static else prefill(model, sequence, cache)
+        token = sample(logits, req, generator)  # [1, 1]
         done, event = meter.prefilled(token, sequence.shape[1], cache)
         yield done
         yield event
@@ -105,7 +116,8 @@ def _forward_passes(lm: LoadedModel, req: GenerationRequest, plan: Plan, cancel:
                 return "cancelled"
             sequence = torch.cat([sequence, token], dim=1)  # [1, seq_len]
             # Decode: only the new token goes in; the cache holds the rest. Without it, everything again.
-            logits = decode_step(model, token, cache) if cache is not None else uncached_step(model, sequence)
+            logits = (static.decode(model, token) if static else decode_step(model, token, cache) if cache is not None
+                      else uncached_step(model, sequence))
             token = sample(logits, req, generator)  # [1, 1]
             event = meter.decoded(token, sequence.shape[1], cache)
             yield event

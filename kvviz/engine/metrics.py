@@ -30,7 +30,7 @@ class RunSummary:
     model: str
     device: str
     dtype: str
-    mode: str  # "cached" or "uncached"
+    mode: str  # "cached", "uncached" or "static" (cached, static + compiled)
     finish_reason: str
     prompt_tokens: int
     new_tokens: int
@@ -52,6 +52,7 @@ class RunSummary:
     bandwidth_bound: float | None = None  # the device's bytes/s
     bandwidth_utilisation: float | None = None
     bandwidth_source: str = ""
+    compile_s: float = 0.0  # the static mode's compile, left out of every time above (0: none, or reused)
 
     def lesson(self) -> dict:
         """The lesson script's five keys, with its meanings."""
@@ -61,14 +62,20 @@ class RunSummary:
         return asdict(self)
 
 
+def decode_bandwidth(step_bytes: float | None, decode_tokens_per_s: float | None) -> float | None:
+    """Bytes/s a decode loop moved: bytes one step reads (weights + KV cache) × decode steps per second, as
+    gpt-fast reports it; None without both. The one rule for every mode, the benchmarks' included."""
+    return step_bytes * decode_tokens_per_s if step_bytes and decode_tokens_per_s else None
+
+
 def summarize(*, model: str, device: str, dtype: str, mode: str, finish_reason: str, prompt_tokens: int,
               token_times: list[float], queue_s: float, tokenize_s: float, prefill_s: float | None,
               weight_bytes: int, kv_bytes_read: list[int], bandwidth_bound: float | None,
-              bandwidth_source: str) -> RunSummary:
+              bandwidth_source: str, compile_s: float = 0.0) -> RunSummary:
     """Build the summary from token timestamps (seconds since t0, first token first).
 
-    kv_bytes_read: KV bytes each decode step read (the cache as it stood when the step began).
-    Bandwidth achieved = (weights + mean KV read per step) × decode tokens/s, as gpt-fast reports it.
+    kv_bytes_read: KV bytes each decode step read (the cache as it stood when the step began; a static cache is
+    read whole, its unwritten positions masked). Bandwidth achieved: decode_bandwidth.
     """
     n = len(token_times)
     ttft = token_times[0] if n else None
@@ -77,7 +84,7 @@ def summarize(*, model: str, device: str, dtype: str, mode: str, finish_reason: 
     decode_s = (e2e - ttft) if n > 1 else None
     decode_rate = (n - 1) / decode_s if decode_s else None
     step_bytes = weight_bytes + sum(kv_bytes_read) / len(kv_bytes_read) if kv_bytes_read else None
-    achieved = step_bytes * decode_rate if step_bytes and decode_rate else None
+    achieved = decode_bandwidth(step_bytes, decode_rate)
     return RunSummary(
         model=model, device=device, dtype=dtype, mode=mode, finish_reason=finish_reason,
         prompt_tokens=prompt_tokens, new_tokens=n, ttft_s=ttft,
@@ -89,5 +96,5 @@ def summarize(*, model: str, device: str, dtype: str, mode: str, finish_reason: 
         itl_p50_s=percentile(itl, 50), itl_p90_s=percentile(itl, 90), itl_p99_s=percentile(itl, 99),
         bytes_per_decode_step=step_bytes, bandwidth_achieved=achieved, bandwidth_bound=bandwidth_bound,
         bandwidth_utilisation=achieved / bandwidth_bound if achieved and bandwidth_bound else None,
-        bandwidth_source=bandwidth_source,
+        bandwidth_source=bandwidth_source, compile_s=compile_s,
     )

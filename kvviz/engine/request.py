@@ -5,12 +5,14 @@ ValueError with one line naming the first bad one, in the same words whoever bui
 outside (the page, the web API, the command line) come in through GenerationRequest.from_untrusted,
 which also applies the host's limits (kvviz.engine.hosting) and reads a cleared field as its default.
 The prompt's length in tokens is known only once it is tokenized, so the host's prompt limit travels
-with the request and the engine applies it. Nothing here knows models, gradio or the worker.
+with the request and the engine applies it. The request also names how it decodes, one of MODES: with the
+KV cache (cached), without it (uncached), or with the cache preallocated and the decode step compiled
+(static). Nothing here knows models, gradio or the worker.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvviz.base.inputs import flag, number, text, whole_number
 from kvviz.engine.hosting import ENGINE_MAX_NEW_TOKENS, HostPolicy
@@ -19,16 +21,29 @@ MAX_NEW_TOKENS = ENGINE_MAX_NEW_TOKENS
 MAX_PROMPT_CHARS = 200_000
 MAX_TOP_K = 1_000_000  # more than any vocabulary: the filter is then off
 MAX_SEED = 2**64 - 1  # the largest seed torch.Generator accepts
+MIN_STATIC_TOKENS = 8  # the shortest static cache a request may pin (its compile's warm-up writes four positions)
+MAX_STATIC_TOKENS = 32_768  # the longest static cache a request may ask for (it is allocated whole, up front)
+
+# The ways a request decodes, and how each is named where people read it.
+MODES = ("cached", "uncached", "static")
+MODE_LABELS = {"cached": "cached", "uncached": "uncached", "static": "cached, static + compiled"}
 
 # How each field is named in a message, whoever sent the value.
 LABELS = {"max_new_tokens": "max_new_tokens", "temperature": "temperature (0 = greedy)", "top_k": "top_k (0 = off)",
           "top_p": "top_p", "seed": "seed", "max_prompt_tokens": "max_prompt_tokens", "use_cache": "use_cache",
-          "chat_template": "chat_template", "ignore_eos": "ignore_eos"}
+          "chat_template": "chat_template", "ignore_eos": "ignore_eos", "static": "static",
+          "static_tokens": "static_tokens"}
 
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """What to generate. temperature 0 means greedy; top_k 0 and top_p 1 switch those filters off."""
+    """What to generate. temperature 0 means greedy; top_k 0 and top_p 1 switch those filters off.
+
+    use_cache and static choose the mode (see `mode`): static runs the cached loop on a cache preallocated for
+    the whole run with a compiled decode step (kvviz.engine.compiled); static_tokens pins that cache's length
+    (None: the run's length rounded up to a bucket, so requests of about the same length share one compiled
+    step) and a run that needs more is refused.
+    """
 
     prompt: str
     max_new_tokens: int = 64
@@ -40,6 +55,8 @@ class GenerationRequest:
     chat_template: bool = True
     ignore_eos: bool = False  # run to max_new_tokens whatever the model emits (benchmarks do this)
     max_prompt_tokens: int | None = None  # a host's limit, checked once the prompt is tokenized
+    static: bool = False  # preallocated cache and compiled decode step; needs use_cache
+    static_tokens: int | None = None  # the static cache's length; None: chosen from the run's length
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str) or not self.prompt.strip():
@@ -53,17 +70,32 @@ class GenerationRequest:
             _whole(self.seed, "seed", 0, MAX_SEED)
         if self.max_prompt_tokens is not None:
             _whole(self.max_prompt_tokens, "max_prompt_tokens", 1, MAX_PROMPT_CHARS)
-        for name in ("use_cache", "chat_template", "ignore_eos"):
+        for name in ("use_cache", "chat_template", "ignore_eos", "static"):
             flag(getattr(self, name), LABELS[name])
+        if self.static and not self.use_cache:
+            raise ValueError("static needs use_cache: the static mode is the cached loop on a preallocated cache")
+        if self.static_tokens is not None:
+            if not self.static:
+                raise ValueError("static_tokens is the static cache's length; it needs static")
+            _whole(self.static_tokens, "static_tokens", MIN_STATIC_TOKENS, MAX_STATIC_TOKENS)
 
     @property
     def mode(self) -> str:
-        return "cached" if self.use_cache else "uncached"
+        """One of MODES: "static" (cached, static + compiled), "cached" or "uncached"."""
+        return "static" if self.static else "cached" if self.use_cache else "uncached"
+
+    def with_mode(self, mode: str, static_tokens: int | None = None) -> GenerationRequest:
+        """The same request decoded in `mode` (one of MODES); static_tokens only for "static"."""
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        return replace(self, use_cache=mode != "uncached", static=mode == "static",
+                       static_tokens=static_tokens if mode == "static" else None)
 
     @classmethod
     def from_untrusted(cls, prompt: object, max_new_tokens: object, *, temperature: object = None,
                        top_k: object = None, top_p: object = None, seed: object = None, chat_template: object = True,
-                       use_cache: object = True, policy: HostPolicy | None = None) -> GenerationRequest:
+                       use_cache: object = True, static: object = False,
+                       policy: HostPolicy | None = None) -> GenerationRequest:
         """The request for values as a caller sent them (JSON numbers may be integral floats), within the host's
         limits. None means the field's default (greedy, no top-k, no top-p, no seed); so do "" and -1 for the seed.
         ValueError (PolicyError for a host's limit) names the first bad value."""
@@ -72,7 +104,7 @@ class GenerationRequest:
         policy.check_request(n)
         return cls(
             prompt=text(prompt, "the prompt", MAX_PROMPT_CHARS), max_new_tokens=n,
-            use_cache=use_cache, chat_template=chat_template,
+            use_cache=use_cache, static=static, chat_template=chat_template,
             temperature=0.0 if temperature is None else number(temperature, LABELS["temperature"], 0, 100),
             top_k=0 if top_k is None else whole_number(top_k, LABELS["top_k"], 0, MAX_TOP_K),
             top_p=1.0 if top_p is None else number(top_p, LABELS["top_p"], 0, 1, low_open=True),

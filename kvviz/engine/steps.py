@@ -3,6 +3,8 @@
     prefill(model, prompt_ids, cache)    the whole prompt in one pass; fills the cache
     decode_step(model, token, cache)     one new token; the cache supplies every earlier one
     uncached_step(model, sequence)       no cache: the whole sequence again, every step
+    new_static_cache(model, length)      a cache preallocated for `length` tokens (the static mode's; its
+                                         compiled decode step lives in kvviz.engine.compiled)
 
 Each returns the logits of the next token only ([1, vocab]); sample() picks it. In transformers one forward
 serves all three: what differs is what goes in (the prompt, one token, everything) and whether a cache
@@ -37,6 +39,15 @@ def new_cache(model: torch.nn.Module):
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)
+
+
+def new_static_cache(model: torch.nn.Module, length: int):
+    """A transformers StaticCache for `length` tokens of one sequence. Every layer's tensors are allocated whole
+    at the first forward pass and written in place after it, so their shapes and addresses never change: what a
+    compiled step (and a CUDA graph) needs."""
+    from transformers import StaticCache
+
+    return StaticCache(config=model.config, max_cache_len=length)
 
 
 @dataclass(frozen=True)
@@ -75,13 +86,23 @@ def cache_nbytes(cache) -> int:
     return cache_bytes(cache).total
 
 
-def _next_token_logits(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass over `input_ids` ([1, n]) that computes logits for the last position only."""
+def forward_kwargs(model: torch.nn.Module, cache) -> dict:
+    """The keyword arguments of a forward pass that computes logits for the last position only, with `cache`
+    (None: without one). Worked out once per run: the compiled decode step (kvviz.engine.compiled) takes them as
+    they are, so it traces no signature inspection."""
     kw = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(type(model)) else {}
     if cache is not None:
         kw[cache_kwarg(model)] = cache
-    out = model(input_ids=input_ids, use_cache=cache is not None, **kw)
-    return out.logits[:, -1, :]  # [1, vocab]
+    return {"use_cache": cache is not None, **kw}
+
+
+def next_token_logits(model: torch.nn.Module, input_ids: torch.Tensor, **kwargs) -> torch.Tensor:
+    """One forward pass over `input_ids` ([1, n]) with forward_kwargs; the last position's logits [1, vocab]."""
+    return model(input_ids=input_ids, **kwargs).logits[:, -1, :]
+
+
+def _next_token_logits(model: torch.nn.Module, input_ids: torch.Tensor, cache) -> torch.Tensor:
+    return next_token_logits(model, input_ids, **forward_kwargs(model, cache))
 
 
 def prefill(model: torch.nn.Module, prompt_ids: torch.Tensor, cache) -> torch.Tensor:

@@ -1,0 +1,198 @@
+"""The static mode's decode step: a cache preallocated for the whole run and a decode step compiled for it.
+
+gpt-fast's recipe through transformers: a StaticCache holds every layer's keys and values for `length`
+tokens from the first forward pass on, written in place, so a decode step always sees the same shapes at the
+same addresses and torch.compile can turn it into one fixed program (on CUDA a CUDA graph, replayed without
+launching kernels one by one from Python; on a CPU fused C++ kernels with the weights frozen in). Per-step
+Python and launch overhead go, and what is left of a step is reading the weights and the cache.
+
+A compiled step is built once per (model, device, dtype, cache length) and kept beside the model for later
+requests of the same shape (static_decoder); lengths come in buckets (static_length) so that requests of about
+the same length share one. Compiling costs seconds to minutes, so it happens once, is measured, and the engine
+reports it apart from the run's own times. The prefill stays eager: prompts vary in length, and one compile
+per prompt length would cost more than it saves.
+
+Requests on one device run one at a time (kvviz.engine.queueing), so one decoder's cache serves one run at a
+time and is reset when the next one starts. This module knows models, caches and torch.compile; it does not
+time runs, build events or decide when to stop (kvviz.engine.loop and kvviz.engine.meter do).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+from kvviz.calc.arch import Architecture
+from kvviz.engine.request import MAX_STATIC_TOKENS
+from kvviz.engine.steps import forward_kwargs, new_static_cache, next_token_logits, prefill
+
+SMALLEST_BUCKET = 64  # the smallest static length: shorter runs share one compiled step
+WARM_CALLS = 3  # the first call compiles; under CUDA graphs the second records the graph and the third replays it
+
+
+class StaticCacheFull(RuntimeError):
+    """A static-mode run asked for more positions than its cache was allocated with."""
+
+
+def static_length(tokens: int, context: int | None = None) -> int:
+    """The static cache's length for a run of `tokens` tokens (prompt + new): the next power of two from
+    SMALLEST_BUCKET up, and no longer than the model's context. Powers of two keep the number of compiled
+    steps small (one per bucket) at the cost of at most twice the cache a run needs."""
+    length = max(SMALLEST_BUCKET, 1 << max(tokens - 1, 0).bit_length())
+    return min(length, context) if context else length
+
+
+def static_refusal(arch: Architecture, needed: int, cache_tokens: int) -> str | None:
+    """Why a run of `needed` tokens (prompt + new) of a model of `arch` cannot run on a static cache of
+    cache_tokens; None when it can.
+
+    Models with sliding-window or chunked layers are refused: transformers' static window layer counts its
+    length in a Python int, so the compiled step is recompiled at every token until torch.compile gives up and
+    runs it eagerly (measured on tiny Mistral and Gemma-2 models: 8 compiles, then eager). Models with linear-
+    attention, Mamba or convolution state have not been checked here and are refused too.
+    """
+    if arch.n_sliding:
+        return (f"the static mode runs full-attention models only: {arch.name} has {arch.n_sliding} sliding-window "
+                f"or chunked layers, whose static cache would recompile the decode step at every token; use the "
+                f"cached mode")
+    if arch.state is not None:
+        return (f"the static mode runs full-attention models only: {arch.name} keeps {arch.state.kind} state, "
+                f"which kvviz has not checked compiled; use the cached mode")
+    if needed > MAX_STATIC_TOKENS:
+        return (f"this run needs {needed:,} tokens and the static mode allocates at most {MAX_STATIC_TOKENS:,} "
+                f"up front; ask for fewer tokens or use the cached mode")
+    if needed > cache_tokens:
+        return (f"this run needs {needed:,} tokens (prompt and new ones) and the static cache holds "
+                f"{cache_tokens:,}; ask for fewer new tokens or a longer static cache")
+    return None
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """How torch.compile is asked to build the step on one kind of device, and the words for it."""
+
+    kwargs: dict = field(hash=False)
+    label: str
+
+
+def compile_settings(device: torch.device) -> CompileSettings:
+    """The compile for `device`. CUDA: CUDA graphs (what mode="reduce-overhead" asks for), so a step is one graph
+    launch instead of hundreds of kernel launches from Python. CPU: inductor with freezing, the weights made
+    constants of the program and prepacked for oneDNN/MKL's kernels (on a 2-core EPYC a bf16 step of the
+    Qwen2.5-0.5B twin ran 12x faster with it than without, which leaves bf16 matrix-vector products to slow
+    generic kernels; CUDA graphs do not exist there). Elsewhere (mps) inductor's default.
+
+    Everywhere the guards on the model's modules are skipped: dynamo would otherwise check hundreds of module
+    attributes before every call (0.2-0.4 ms a step measured on the CPU, a tenth of tiny's step). It is safe here
+    because a decoder serves one model, in eval mode, whose weights never change (frozen on the CPU anyway)."""
+    skip = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+    if device.type == "cuda":
+        return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")
+    if device.type == "cpu":
+        return CompileSettings({"options": {"freezing": True, **skip}}, "inductor, weights frozen")
+    return CompileSettings({"options": skip}, "inductor default")
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has built in this process so far (dynamo's count): a reused step adds none."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+class StaticDecoder:
+    """A compiled decode step and the static cache it runs on, for one model, device, dtype and cache length.
+
+    prefill() resets the cache and reads the prompt eagerly; decode() runs the compiled step for one token.
+    compile_s is what building it took (the cache's first allocation, compiling, the warm-up calls).
+    """
+
+    def __init__(self, model: torch.nn.Module, length: int) -> None:
+        self.length = length
+        self.device = next(model.parameters()).device
+        self.settings = compile_settings(self.device)
+        self.cache = new_static_cache(model, length)
+        self._kwargs = forward_kwargs(model, self.cache)
+        self._position = 0  # tokens in the cache
+        self.uses = 0  # runs it served (the warm-up's prefill not counted)
+        self._cuda = self.device.type == "cuda"
+        # One compiled program per decoder, with its own recompile budget: dynamic=False specialises it to this
+        # cache's shapes, which never change.
+        self._step = torch.compile(next_token_logits, dynamic=False, isolate_recompiles=True,
+                                   **self.settings.kwargs)
+        start, graphs = time.perf_counter(), compiled_graphs()
+        self._warm_up(model)
+        self.compile_s = time.perf_counter() - start  # nothing is queued on a device after _warm_up's .item()
+        self.graphs = compiled_graphs() - graphs
+        self.uses = 0
+
+    def _warm_up(self, model: torch.nn.Module) -> None:
+        """Allocate the cache with an eager one-token prefill (so no compiled program traces the allocation),
+        compile the step and run it WARM_CALLS times, then empty the cache again."""
+        token = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # [1, 1]
+        self.prefill(model, token)
+        for _ in range(WARM_CALLS):
+            logits = self.decode(model, token)
+        logits[0, 0].item()  # waits for the device: the warm-up is done when this returns
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty the cache (zeroed in place: its addresses are part of the compiled program)."""
+        self.cache.reset()
+        self._position = 0
+
+    def prefill(self, model: torch.nn.Module, prompt_ids: torch.Tensor) -> torch.Tensor:
+        """Reset the cache and read the whole prompt ([1, prompt_len]) into it, eagerly. Logits [1, vocab]."""
+        self.reset()
+        self._check_room(prompt_ids.shape[1])
+        self.uses += 1
+        logits = prefill(model, prompt_ids, self.cache)
+        self._position = prompt_ids.shape[1]
+        return logits
+
+    def decode(self, model: torch.nn.Module, token: torch.Tensor) -> torch.Tensor:
+        """The compiled step: feed `token` ([1, 1]); attention reads the cache, which is written in place.
+        Logits [1, vocab]; under CUDA graphs they live in the graph's output buffer until the next step."""
+        self._check_room(1)
+        if self._cuda:
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs may be overwritten now
+        logits = self._step(model, token, **self._kwargs)
+        self._position += 1
+        return logits
+
+    def _check_room(self, tokens: int) -> None:
+        if self._position + tokens > self.length:
+            raise StaticCacheFull(f"the static cache holds {self.length:,} tokens and is full "
+                                  f"({self._position:,} written, {tokens:,} more asked)")
+
+
+# Decoders live beside their model and go with it: keyed weakly by the model, then by (device, dtype, length).
+_DECODERS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple[str, torch.dtype, int], StaticDecoder]] = (
+    weakref.WeakKeyDictionary())
+_DECODERS_LOCK = threading.Lock()
+
+
+def static_decoder(model: torch.nn.Module, length: int) -> tuple[StaticDecoder, bool]:
+    """The decoder for `model` with a static cache of `length` tokens, and whether it was reused: built and
+    compiled on first use (seconds to minutes), handed out again to every later request of the same shape."""
+    param = next(model.parameters())
+    key = (str(param.device), param.dtype, length)
+    with _DECODERS_LOCK:
+        decoders = _DECODERS.setdefault(model, {})
+        if key in decoders:
+            return decoders[key], True
+        decoder = StaticDecoder(model, length)
+        decoders[key] = decoder
+        return decoder, False
+
+
+def forget_decoders() -> None:
+    """Drop every compiled step and static cache, and torch.compile's own record of them (benchmarks and tests
+    free memory with it between models)."""
+    with _DECODERS_LOCK:
+        _DECODERS.clear()
+    torch._dynamo.reset()
