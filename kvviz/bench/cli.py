@@ -4,7 +4,8 @@ Parts: overhead (1), payoff (2), memory (3), hardware (4), calculator and app (5
 CUDA), batch (kvviz's batched engine over B, against the roofline), load, concurrency (many clients on one
 app), leaks (memory over many runs), cancel (how soon Stop, a cancelled call or a closed tab frees the device),
 serving (vLLM under load, beside vLLM's own benchmark and kvviz's engine; not in `all`, as it needs vLLM's
-environment), figures (plotly HTML and PNG from the results), and all
+environment), fast (the static mode: a preallocated cache and a compiled decode step, beside the plain loops and
+model.generate), figures (plotly HTML and PNG from the results), and all
 (every part in turn; with --quick, seconds each, as CI runs it).
 """
 
@@ -109,6 +110,23 @@ def _batch(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     write_results(args.out, "batch-quick" if args.quick else "batch", frame, summary, argv)
 
 
+def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.fast import fast_bench, summarize_fast
+    from kvviz.calc.hardware import measure_device
+    from kvviz.engine.loading import resolve_device
+
+    if args.quick:
+        args.models, args.new_tokens, args.repeats, args.uncached_repeats = ["tiny@fp32"], 8, 1, 1
+    device = resolve_device(args.device)
+    # The limit is measured as the hardware part measures it: a matrix-vector product over a large matrix.
+    mib = 32 if args.quick else 2048 if device.type == "cuda" else 256
+    accel = measure_device(str(device), mib, 256, 2 if args.quick else 5)
+    frame = fast_bench(args.models, args.prompt, args.new_tokens, args.repeats, args.uncached_repeats,
+                       accel.bandwidth, str(device))
+    write_results(args.out, "fast-quick" if args.quick else "fast", frame,
+                  summarize_fast(frame, accel.bandwidth, accel.note), argv)
+
+
 def _calculator(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.responsiveness import calculator_latency
 
@@ -199,8 +217,8 @@ def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
         print(path)
 
 
-ALL = ("overhead", "load", "payoff", "memory", "hardware", "batch", "calculator", "app", "concurrency", "leaks",
-       "cancel", "gpu")
+ALL = ("overhead", "load", "payoff", "memory", "hardware", "batch", "fast", "calculator", "app", "concurrency",
+       "leaks", "cancel", "gpu")
 
 
 def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -224,8 +242,8 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
-         "batch": _batch, "calculator": _calculator, "app": _app, "concurrency": _concurrency, "leaks": _leaks,
-         "cancel": _cancel, "gpu": _gpu, "serving": _serving, "figures": _figures, "all": _all}
+         "batch": _batch, "fast": _fast, "calculator": _calculator, "app": _app, "concurrency": _concurrency,
+         "leaks": _leaks, "cancel": _cancel, "gpu": _gpu, "serving": _serving, "figures": _figures, "all": _all}
 
 
 def _models(*default: str, help_: str | None = None) -> tuple[str, dict]:
@@ -267,6 +285,14 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
                _int("--prompt-tokens", 32), _int("--new-tokens", 16),
                _int("--repeats", 2, "runs per batch size after its warm-up (default 2)"),
                _text("--device", "auto")]),
+    "fast": ("the static mode (a preallocated cache, a compiled decode step) beside the cached and uncached loops and "
+             "model.generate: tokens/s, bandwidth against the measured limit, compile time",
+             "tiny in fp32, 8 tokens, 1 round",
+             [_models("tiny@fp32", "tiny@bf16", "random:qwen2.5-0.5b@fp32", "random:qwen2.5-0.5b@bf16",
+                      help_="models as MODEL@DTYPE"),
+              _int("--new-tokens", 64), _int("--repeats", 3, "timed rounds after the warm-ups (default 3)"),
+              _int("--uncached-repeats", 1, "rounds that also run the uncached loop, which is slow (default 1)"),
+              _text("--prompt", LESSON_PROMPT), _text("--device", "auto")]),
     "calculator": ("latency of the calculator's handler, every preset", "2 calls per preset",
                    [_int("--repeats", 20)]),
     "app": ("decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat",

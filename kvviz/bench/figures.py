@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 COLORS = {"kvviz": "#4c78a8", "generate": "#f58518", "plain": "#54a24b", "cached": "#4c78a8",
-          "uncached": "#e45756", "app": "#4c78a8", "cli": "#f58518"}
+          "uncached": "#e45756", "static": "#54a24b", "app": "#4c78a8", "cli": "#f58518"}
 TEMPLATE = "plotly_white"  # the saved PNGs are read on white pages
 
 
@@ -220,6 +220,31 @@ def serving_figure(rows: pd.DataFrame) -> go.Figure:
                    height=460, width=1350)
 
 
+def fast_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part `fast`: decode tokens/s of model.generate and kvviz's three modes, and the share of the measured
+    bandwidth each reached, per model and dtype (bars: medians of the timed rounds; dots: each round)."""
+    timed = rows[rows["repeat"] >= 0]
+    timed = timed.assign(run=timed["model"] + " " + timed["dtype"])
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=["decode tokens/s (log scale)", "of the measured bandwidth"])
+    labels = {"generate": "model.generate", "cached": "cached", "uncached": "uncached",
+              "static": "cached, static + compiled"}
+    for variant, label in labels.items():
+        sel = timed[timed["variant"] == variant]
+        med = sel.groupby("run", sort=False)[["decode_tokens_per_s", "bandwidth_utilisation"]].median()
+        for col, key in ((1, "decode_tokens_per_s"), (2, "bandwidth_utilisation")):
+            fig.add_bar(x=med.index, y=med[key], name=label, marker_color=COLORS[variant], offsetgroup=variant,
+                        legendgroup=variant, showlegend=col == 1, row=1, col=col)
+            fig.add_scatter(x=sel["run"], y=sel[key], mode="markers", offsetgroup=variant, legendgroup=variant,
+                            showlegend=False, marker={"color": "black", "size": 4}, row=1, col=col)
+    fig.add_hline(y=0.8, line_dash="dash", row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
+    fig.update_layout(barmode="group", scattermode="group")
+    return _layout(fig, "The static mode: a preallocated cache and a compiled decode step against the plain loops "
+                   "(dashed: 80% of the bandwidth)", height=480, width=1300)
+
+
 def _gather(results: Path, name: str) -> pd.DataFrame | None:
     """A part's rows (name.csv) from the folder and its sub-run folders (not gpu*/ runs or figures/)."""
     runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(("gpu", "figures")))
@@ -237,7 +262,7 @@ def _gather(results: Path, name: str) -> pd.DataFrame | None:
 FIGURES: dict[str, Callable[[pd.DataFrame], go.Figure]] = {
     "overhead": overhead_figure, "payoff": payoff_figure, "memory": memory_figure, "hardware": hardware_figure,
     "batch": batch_figure, "calculator": calculator_figure, "app": app_figure, "concurrency": concurrency_figure,
-    "concurrency-hosted": concurrency_figure, "serving": serving_figure,
+    "concurrency-hosted": concurrency_figure, "serving": serving_figure, "fast": fast_figure,
 }
 
 

@@ -1,9 +1,10 @@
-"""Part 6, on a GPU: parts 1-4 and the leak check on CUDA with random-weight twins of Qwen2.5-0.5B and
-Llama-3-8B in bf16, in one run of a few minutes that downloads nothing and imports only torch,
-transformers, pandas and kvviz's core.
+"""Part 6, on a GPU: parts 1-4, the static mode (part `fast`) and the leak check on CUDA with random-weight twins
+of Qwen2.5-0.5B and Llama-3-8B in bf16, in one run of a few minutes that downloads nothing and imports only
+torch, transformers, pandas and kvviz's core.
 
-`python -m kvviz.bench gpu` writes overhead, payoff, memory and hardware results (the same files the CPU
-parts write) and leaks (200 generations, CUDA allocated memory after each) into results/gpu/. On a GPU
+`python -m kvviz.bench gpu` writes overhead, payoff, memory, hardware and fast results (the same files the CPU
+parts write; fast with CUDA graphs, on the Qwen2.5-0.5B twin) and leaks (200 generations, CUDA allocated memory
+after each) into results/gpu/. On a GPU
 the memory check builds every family's twin whole (no layers dropped). `--quick` runs the same code on
 the CPU with a small twin in seconds, so the script is tested where no GPU is.
 """
@@ -20,6 +21,7 @@ import pandas as pd
 import torch
 
 from kvviz.bench.common import LESSON_PROMPT, LONG_PROMPT, write_results
+from kvviz.bench.fast import fast_bench, summarize_fast
 from kvviz.bench.hardware import hardware_limit, summarize_hardware
 from kvviz.bench.leaks import cuda_generations, summarize_leaks
 from kvviz.bench.memory_truth import FULL, QUICK, memory_truth, summarize_memory
@@ -45,10 +47,11 @@ class Plan:
     matmul_n: int
     leak_runs: int
     long_prompt: str = LONG_PROMPT  # about 1,600 tokens of a twin's byte-level tokenizer
+    fast_models: tuple[str, ...] = ("random:qwen2.5-0.5b@bf16",)  # the static mode's: its target is set on this one
 
 
 FULL_PLAN = Plan("cuda", GPU_MODELS, 64, 5, 512, 2048, 8192, 200)
-QUICK_PLAN = Plan("cpu", QUICK_MODELS, 4, 1, 8, 32, 512, 3, LONG_PROMPT[:160])
+QUICK_PLAN = Plan("cpu", QUICK_MODELS, 4, 1, 8, 32, 512, 3, LONG_PROMPT[:160], fast_models=("tiny@fp32",))
 
 
 def _free(device: str) -> None:
@@ -59,7 +62,7 @@ def _free(device: str) -> None:
 
 
 def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, float]:
-    """Run parts 1-4 under the plan; returns the seconds each part took (also saved in out/gpu-run.json)."""
+    """Run parts 1-4 and fast under the plan; returns the seconds each part took (also saved in out/gpu-run.json)."""
     plan = QUICK_PLAN if quick else FULL_PLAN
     seconds: dict[str, float] = {}
 
@@ -101,6 +104,13 @@ def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, flo
                            plan.long_prompt)
     write_results(out, "hardware", frame, summarize_hardware(frame, accel), argv)
     seconds["hardware"] = time.perf_counter() - start
+    _free(plan.device)
+
+    start = time.perf_counter()  # the static mode, against the bandwidth part 4 measured
+    frame = fast_bench(list(plan.fast_models), LESSON_PROMPT, plan.overhead_tokens, 3 if not quick else 1, 1,
+                       accel.bandwidth, plan.device)
+    write_results(out, "fast", frame, summarize_fast(frame, accel.bandwidth, accel.note), argv)
+    seconds["fast"] = time.perf_counter() - start
     _free(plan.device)
 
     start = time.perf_counter()

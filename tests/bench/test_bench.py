@@ -87,7 +87,7 @@ def test_memory_truth_is_exact_on_a_shrunk_sliding_window_twin():
 
 
 PARTS = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "cancel",
-         "batch")
+         "batch", "fast")
 
 
 @pytest.mark.slow
@@ -102,14 +102,14 @@ def test_every_part_runs_in_quick_mode_and_draws_its_figures(tmp_path):
     hardware = json.loads((tmp_path / "hardware-quick.json").read_text())["results"]
     assert hardware["measured"]["bandwidth_gb_s"] > 0 and 0 < hardware["models"]["tiny"]["prefill_utilisation"]
     gpu = tmp_path / "gpu-quick"  # part 6's script, run on the CPU
-    for part in ("overhead", "payoff", "memory", "hardware"):
+    for part in ("overhead", "payoff", "memory", "hardware", "fast"):
         assert json.loads((gpu / f"{part}.json").read_text())["results"], part
     assert json.loads((gpu / "memory.json").read_text())["results"]["all_exact"] is True
     batch = json.loads((tmp_path / "batch-quick.json").read_text())["results"]
     assert batch, "the batch part's summary"
     for folder, parts in ((tmp_path, ("overhead", "payoff", "memory", "hardware", "calculator", "app", "concurrency",
-                                      "batch")),
-                          (gpu, ("overhead", "payoff", "memory", "hardware"))):
+                                      "batch", "fast")),
+                          (gpu, ("overhead", "payoff", "memory", "hardware", "fast"))):
         for part in parts:
             assert (folder / "figures" / f"{part}.html").stat().st_size > 1000, (folder, part)
             assert (folder / "figures" / f"{part}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", (folder, part)

@@ -1,0 +1,139 @@
+"""Part `fast`, the static mode against the plain loops: kvviz's three modes (cached, uncached, and cached on a
+static cache with a compiled decode step) beside transformers' own model.generate (greedy, its default dynamic
+cache), on the same model, prompt and number of new tokens. Per run: tokens/s end to end and in decode,
+bandwidth achieved against the measured matrix-vector bandwidth, and the compile time, reported apart.
+
+The engine's modes run through kvviz.engine.loop, so their figures are the RunSummary's; model.generate is
+timed whole, and again for one token, so that its decode rate leaves out the prefill as the engine's does.
+Bytes per decode step, and so bandwidth, follow the one rule (kvviz.engine.metrics.decode_bandwidth):
+model.generate's step reads what the cached loop's reads (the same weights and the same growing cache).
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+
+import pandas as pd
+import torch
+
+from kvviz.bench.overhead import run_generate
+from kvviz.engine.compiled import forget_decoders
+from kvviz.engine.loading import LoadedModel, load_model, unload_all
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.metrics import RunSummary, decode_bandwidth
+from kvviz.engine.request import GenerationRequest
+
+ENGINE_MODES = ("cached", "static", "uncached")
+VARIANTS = ("generate", *ENGINE_MODES)
+
+
+def _engine_row(summary: RunSummary, bandwidth: float) -> dict:
+    row = {"new_tokens": summary.new_tokens, "prompt_tokens": summary.prompt_tokens, "ttft_s": summary.ttft_s,
+           "seconds": summary.e2e_s, "tokens_per_s": summary.tokens_per_s,
+           "decode_tokens_per_s": summary.decode_tokens_per_s, "tpot_s": summary.tpot_s, "compile_s": summary.compile_s}
+    return with_bytes(row, summary.bytes_per_decode_step, bandwidth)
+
+
+def _generate_row(lm: LoadedModel, prompt: str, new_tokens: int) -> dict:
+    """model.generate timed for new_tokens and for one token: its decode rate is (n - 1) / the difference.
+    Its bytes per step and bandwidth are filled in from the cached loop's run (with_bytes)."""
+    _, one_s = run_generate(lm, prompt, 1)
+    n, seconds = run_generate(lm, prompt, new_tokens)
+    decode_rate = (n - 1) / (seconds - one_s) if n > 1 and seconds > one_s else None
+    return {"new_tokens": n, "prompt_tokens": None, "ttft_s": one_s, "seconds": seconds, "tokens_per_s": n / seconds,
+            "decode_tokens_per_s": decode_rate, "tpot_s": 1 / decode_rate if decode_rate else None, "compile_s": 0.0}
+
+
+def with_bytes(row: dict, step_bytes: float, bandwidth: float) -> dict:
+    """A row with bytes per decode step and the bandwidth its decode rate achieved by them (the one rule)."""
+    achieved = decode_bandwidth(step_bytes, row["decode_tokens_per_s"])
+    return {**row, "bytes_per_decode_step": step_bytes, "bandwidth_achieved": achieved,
+            "bandwidth_utilisation": achieved / bandwidth if achieved else None}
+
+
+def _run(lm: LoadedModel, req: GenerationRequest) -> tuple[RunSummary, list[int]]:
+    tokens, fin = run_to_end(lm, req)
+    if fin is None or fin.summary is None:
+        raise RuntimeError(f"{lm.spec} {req.mode}: {fin.error if fin else 'no finish'}")
+    return fin.summary, [t.token_id for t in tokens]
+
+
+def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncached_repeats: int,
+              bandwidth: float) -> pd.DataFrame:
+    """Every variant on `lm`, after a warm-up each (the static one compiles: its compile_s is the warm-up's row,
+    repeat -1), then `repeats` timed rounds in a rotating order (uncached in the first uncached_repeats rounds
+    only: it is slow and no target is set on it). EOS is ignored so every run makes new_tokens tokens."""
+    req = GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True)
+    base = {"model": lm.spec, "device": str(lm.device), "dtype": lm.dtype_name}
+    run_generate(lm, prompt, min(new_tokens, 4))
+    for mode in ("cached", "uncached"):
+        _run(lm, replace(req, max_new_tokens=min(new_tokens, 4)).with_mode(mode))
+    warm, _ = _run(lm, req.with_mode("static"))  # full length: the same static cache as the timed runs
+    rows = [{**base, "variant": "static", "repeat": -1, "tokens_identical": None, **_engine_row(warm, bandwidth)}]
+    for rep in range(repeats):
+        done, ids = {}, {}
+        for variant in VARIANTS[rep % len(VARIANTS):] + VARIANTS[: rep % len(VARIANTS)]:
+            if variant == "uncached" and rep >= uncached_repeats:
+                continue
+            if variant == "generate":
+                done[variant] = _generate_row(lm, prompt, new_tokens)
+            else:
+                summary, ids[variant] = _run(lm, req.with_mode(variant))
+                done[variant] = _engine_row(summary, bandwidth)
+        # model.generate's step reads what the cached loop's reads: the same weights and the same growing cache
+        done["generate"] = with_bytes(done["generate"], done["cached"]["bytes_per_decode_step"], bandwidth)
+        rows += [{**base, "variant": variant, "repeat": rep,
+                  "tokens_identical": ids[variant] == ids["cached"] if variant in ids else None, **row}
+                 for variant, row in done.items()]
+    return pd.DataFrame(rows)
+
+
+def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, uncached_repeats: int,
+               bandwidth: float, device: str | None = None) -> pd.DataFrame:
+    """fast_runs for each MODEL@DTYPE in `specs`, each model and its compiled steps freed before the next."""
+    frames = []
+    for spec in specs:
+        model, _, dtype = spec.partition("@")
+        lm = load_model(model, device=device, dtype=dtype or None)
+        frames.append(fast_runs(lm, prompt, new_tokens, repeats, uncached_repeats, bandwidth))
+        del lm
+        forget_decoders()
+        unload_all()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return pd.concat(frames, ignore_index=True)
+
+
+def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str) -> dict:
+    """Per model and dtype: medians of every variant's figures over the timed rounds, the static mode's compile
+    and speedups, and the ceiling the measured bandwidth sets (tokens/s = bandwidth / bytes per step)."""
+    out = {"measured_bandwidth_gb_s": bandwidth / 1e9, "how": how, "models": {}}
+    timed = frame[frame["repeat"] >= 0]
+    for (model, dtype), group in timed.groupby(["model", "dtype"], sort=False):
+        med = group.groupby("variant").median(numeric_only=True)
+        pick = {v: {k: _num(med.loc[v, k]) for k in ("tokens_per_s", "decode_tokens_per_s", "ttft_s",
+                                                       "bandwidth_utilisation", "bytes_per_decode_step")}
+                for v in med.index}
+        static, gen, cached = pick["static"], pick["generate"], pick["cached"]
+        warm = frame[(frame["model"] == model) & (frame["dtype"] == dtype) & (frame["repeat"] < 0)]
+        out["models"][f"{model}@{dtype}"] = {
+            "variants": pick, "compile_s": float(warm["compile_s"].iloc[0]),
+            "static_tokens_identical_to_cached": bool(group.loc[group["variant"] == "static",
+                                                                "tokens_identical"].all()),
+            "static_over_generate_decode": _ratio(static["decode_tokens_per_s"], gen["decode_tokens_per_s"]),
+            "static_over_generate_end_to_end": _ratio(static["tokens_per_s"], gen["tokens_per_s"]),
+            "static_over_cached_decode": _ratio(static["decode_tokens_per_s"], cached["decode_tokens_per_s"]),
+            "decode_tokens_per_s_ceiling": bandwidth / static["bytes_per_decode_step"],
+            "new_tokens": int(group["new_tokens"].max()), "repeats": int(group["repeat"].nunique()),
+        }
+    return out
+
+
+def _num(value) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
