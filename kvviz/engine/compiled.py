@@ -20,7 +20,6 @@ time runs, build events or decide when to stop (kvviz.engine.loop and kvviz.engi
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -73,10 +72,13 @@ def static_refusal(arch: Architecture, needed: int, cache_tokens: int) -> str | 
 
 @dataclass(frozen=True)
 class CompileSettings:
-    """How torch.compile is asked to build the step on one kind of device, and the words for it."""
+    """How torch.compile is asked to build the step on one kind of device, and the words for it. `inductor` is
+    set in inductor's config while the step compiles: dynamo reads freezing from there when it traces (passed as
+    a torch.compile option it arrives too late, and the weights stay graph inputs)."""
 
     kwargs: dict = field(hash=False)
     label: str
+    inductor: dict = field(default_factory=dict, hash=False)
 
 
 def compile_settings(device: torch.device) -> CompileSettings:
@@ -93,22 +95,34 @@ def compile_settings(device: torch.device) -> CompileSettings:
     if device.type == "cuda":
         return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")
     if device.type == "cpu":
-        return CompileSettings({"options": {"freezing": True, **skip}}, "inductor, weights frozen")
+        return CompileSettings({"options": skip}, "inductor, weights frozen", {"freezing": True})
     return CompileSettings({"options": skip}, "inductor default")
+
+
+def _count(group: str, name: str) -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters[group][name])
 
 
 def compiled_graphs() -> int:
     """Graphs torch.compile has built in this process so far (dynamo's count): a reused step adds none."""
-    from torch._dynamo.utils import counters
+    return _count("stats", "unique_graphs")
 
-    return int(counters["stats"]["unique_graphs"])
+
+def packed_linears() -> int:
+    """Linear layers whose weights inductor has prepacked for oneDNN in this process so far (on a CPU, with the
+    weights frozen): the sign that freezing took."""
+    return _count("inductor", "mkldnn_linear_weight_pack_matcher_count")
 
 
 class StaticDecoder:
     """A compiled decode step and the static cache it runs on, for one model, device, dtype and cache length.
 
-    prefill() resets the cache and reads the prompt eagerly; decode() runs the compiled step for one token.
-    compile_s is what building it took (the cache's first allocation, compiling, the warm-up calls).
+    Building one compiles it (the caller times that: kvviz.engine.meter); graphs is how many graphs the compile
+    built (1 for a model traced whole), packed how many linear layers' weights it prepacked (on a CPU: all of
+    them). prefill() resets the cache and reads the prompt eagerly; decode() runs the compiled step for one
+    token; uses counts the runs it served.
     """
 
     def __init__(self, model: torch.nn.Module, length: int) -> None:
@@ -118,25 +132,25 @@ class StaticDecoder:
         self.cache = new_static_cache(model, length)
         self._kwargs = forward_kwargs(model, self.cache)
         self._position = 0  # tokens in the cache
-        self.uses = 0  # runs it served (the warm-up's prefill not counted)
+        self.uses = 0
         self._cuda = self.device.type == "cuda"
         # One compiled program per decoder, with its own recompile budget: dynamic=False specialises it to this
         # cache's shapes, which never change.
         self._step = torch.compile(next_token_logits, dynamic=False, isolate_recompiles=True,
                                    **self.settings.kwargs)
-        start, graphs = time.perf_counter(), compiled_graphs()
+        graphs, packed = compiled_graphs(), packed_linears()
         self._warm_up(model)
-        self.compile_s = time.perf_counter() - start  # nothing is queued on a device after _warm_up's .item()
-        self.graphs = compiled_graphs() - graphs
-        self.uses = 0
+        self.graphs, self.packed = compiled_graphs() - graphs, packed_linears() - packed
 
     def _warm_up(self, model: torch.nn.Module) -> None:
         """Allocate the cache with an eager one-token prefill (so no compiled program traces the allocation),
         compile the step and run it WARM_CALLS times, then empty the cache again."""
         token = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # [1, 1]
-        self.prefill(model, token)
-        for _ in range(WARM_CALLS):
-            logits = self.decode(model, token)
+        prefill(model, token, self.cache)
+        self._position = 1
+        with torch._inductor.config.patch(self.settings.inductor):
+            for _ in range(WARM_CALLS):
+                logits = self.decode(model, token)
         logits[0, 0].item()  # waits for the device: the warm-up is done when this returns
         self.reset()
 
@@ -170,8 +184,9 @@ class StaticDecoder:
                                   f"({self._position:,} written, {tokens:,} more asked)")
 
 
-# Decoders live beside their model and go with it: keyed weakly by the model, then by (device, dtype, length).
-_DECODERS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple[str, torch.dtype, int], StaticDecoder]] = (
+# Decoders live beside their model and go with it: keyed weakly by the model, then by (device, dtype, length,
+# CPU threads). The thread count is part of the shape on a CPU: inductor writes it into the kernels it compiles.
+_DECODERS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple[str, torch.dtype, int, int], StaticDecoder]] = (
     weakref.WeakKeyDictionary())
 _DECODERS_LOCK = threading.Lock()
 
@@ -180,7 +195,8 @@ def static_decoder(model: torch.nn.Module, length: int) -> tuple[StaticDecoder, 
     """The decoder for `model` with a static cache of `length` tokens, and whether it was reused: built and
     compiled on first use (seconds to minutes), handed out again to every later request of the same shape."""
     param = next(model.parameters())
-    key = (str(param.device), param.dtype, length)
+    threads = torch.get_num_threads() if param.device.type == "cpu" else 0
+    key = (str(param.device), param.dtype, length, threads)
     with _DECODERS_LOCK:
         decoders = _DECODERS.setdefault(model, {})
         if key in decoders:

@@ -158,6 +158,9 @@ def test_the_decoder_refuses_to_write_past_its_cache(lm, first):
     bounds (the step itself does not check)."""
     decoder, reused = static_decoder(lm.model, first.compiled.cache_tokens)
     assert reused
+    linears = sum(isinstance(m, torch.nn.Linear) for m in lm.model.modules())
+    if lm.device.type == "cpu":
+        assert decoder.packed == linears, "freezing did not take: the weights stayed graph inputs, not prepacked"
     length = decoder.length
     with torch.inference_mode():
         decoder.prefill(lm.model, torch.zeros((1, length - 2), dtype=torch.long))
