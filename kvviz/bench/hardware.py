@@ -36,7 +36,7 @@ def hardware_limit(specs: list[str], accel, new_tokens: int, repeats: int, devic
             s = fin.summary
             flops = prefill_estimate(lm.arch, count_params(lm.arch), accel, weight_dtype(lm.dtype_name),
                                      kv_dtype(lm.dtype_name), 1, s.prompt_tokens).flops
-            achieved_bw = s.bytes_per_decode_step * s.decode_tokens_per_s
+            achieved_bw = s.bandwidth_achieved  # the one rule: kvviz.engine.metrics.decode_bandwidth
             rows.append({"model": spec, "device": str(lm.device), "dtype": lm.dtype_name, "repeat": rep,
                          "prompt_tokens": s.prompt_tokens,
                          "bytes_per_decode_step": s.bytes_per_decode_step,
