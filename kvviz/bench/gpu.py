@@ -61,12 +61,7 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, float]:
-    """Run parts 1-4 and fast under the plan; returns the seconds each part took (also saved in out/gpu-run.json)."""
-    plan = QUICK_PLAN if quick else FULL_PLAN
-    seconds: dict[str, float] = {}
-
-    start = time.perf_counter()
+def _overhead(out: Path, plan: Plan, argv: Sequence[str] | None) -> None:
     frames, summary = [], {}
     for spec in plan.models:
         model, _, dtype = spec.partition("@")
@@ -75,9 +70,9 @@ def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, flo
         frames.append(frame)
         summary[spec] = summarize_overhead(frame)
     write_results(out, "overhead", pd.concat(frames), summary, argv)
-    seconds["overhead"] = time.perf_counter() - start
 
-    start = time.perf_counter()
+
+def _payoff(out: Path, plan: Plan, argv: Sequence[str] | None) -> None:
     frames, summary = [], {}
     for spec in plan.models:
         model, _, dtype = spec.partition("@")
@@ -87,6 +82,26 @@ def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, flo
             summary[f"{spec} {name}"] = {"prompt_tokens": int(rows["seq_len"].min()), **fit_payoff(rows, prediction)}
             frames.append(rows.assign(model=spec, prompt=name).merge(prediction, on=["index"], suffixes=("", "_pred")))
     write_results(out, "payoff", pd.concat(frames), summary, argv)
+
+
+def _fast(out: Path, plan: Plan, accel, quick: bool, argv: Sequence[str] | None) -> None:
+    """The static mode beside the plain loops and model.generate, against the bandwidth part 4 measured."""
+    frame = fast_bench(list(plan.fast_models), LESSON_PROMPT, plan.overhead_tokens, 3 if not quick else 1, 1,
+                       accel.bandwidth, plan.device)
+    write_results(out, "fast", frame, summarize_fast(frame, accel.bandwidth, accel.note), argv)
+
+
+def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, float]:
+    """Run parts 1-4 and fast under the plan; returns the seconds each part took (also saved in out/gpu-run.json)."""
+    plan = QUICK_PLAN if quick else FULL_PLAN
+    seconds: dict[str, float] = {}
+
+    start = time.perf_counter()
+    _overhead(out, plan, argv)
+    seconds["overhead"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    _payoff(out, plan, argv)
     seconds["payoff"] = time.perf_counter() - start
     _free(plan.device)
 
@@ -106,10 +121,8 @@ def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, flo
     seconds["hardware"] = time.perf_counter() - start
     _free(plan.device)
 
-    start = time.perf_counter()  # the static mode, against the bandwidth part 4 measured
-    frame = fast_bench(list(plan.fast_models), LESSON_PROMPT, plan.overhead_tokens, 3 if not quick else 1, 1,
-                       accel.bandwidth, plan.device)
-    write_results(out, "fast", frame, summarize_fast(frame, accel.bandwidth, accel.note), argv)
+    start = time.perf_counter()
+    _fast(out, plan, accel, quick, argv)
     seconds["fast"] = time.perf_counter() - start
     _free(plan.device)
 
