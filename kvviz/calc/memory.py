@@ -121,12 +121,19 @@ def transformers_kv_bytes(arch: Architecture, batch: int, seq_len: int, dtype: D
     keys and values before it: mla_latent says which. Falcon-40B's layout is cached broadcast to every
     query head (expanded_kv_heads).
     """
-    per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
-    if arch.expanded_kv_heads:
-        per = per // arch.num_kv_heads * arch.expanded_kv_heads
+    per = transformers_token_layer_bytes(arch, dtype, mla_latent)
     tokens = sum(cached_tokens(seq_len, None if g.window is None else g.window - 1) * g.count
                  for g in layer_groups(arch))
     return batch * tokens * per
+
+
+def transformers_token_layer_bytes(arch: Architecture, dtype: DType, mla_latent: bool = True) -> int:
+    """Bytes one token leaves in one layer of a transformers cache: token_layer_bytes, with MLA's latent (since
+    transformers 5.15) or expanded heads, and Falcon-40B's heads broadcast to every query head."""
+    per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
+    if arch.expanded_kv_heads:
+        per = per // arch.num_kv_heads * arch.expanded_kv_heads
+    return per
 
 
 def activation_bytes(arch: Architecture, tokens: int, elem_bytes: int, attention_scores: bool = False) -> int:
@@ -340,8 +347,6 @@ def static_cache_bytes(arch: Architecture, batch: int, max_cache_len: int, dtype
     keeps the whole window, where DynamicCache keeps window - 1). Per token and layer as transformers_cache_bytes
     counts it (MLA's latent since transformers 5.15, Falcon-40B's broadcast heads).
     """
-    per = token_layer_bytes(arch, dtype, LATENT if mla_latent else EXPANDED)
-    if arch.expanded_kv_heads:
-        per = per // arch.num_kv_heads * arch.expanded_kv_heads
+    per = transformers_token_layer_bytes(arch, dtype, mla_latent)
     tokens = sum(cached_tokens(max_cache_len, g.window) * g.count for g in layer_groups(arch))
     return batch * tokens * per + state_bytes(arch, batch, dtype.nominal_bytes)
