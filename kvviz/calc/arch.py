@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -216,20 +218,16 @@ def _check_sizes(raw: dict) -> None:
             _positive_int(value, key)
 
 
-def quiet_transformers():
-    """A context that keeps transformers' config-validation chatter (rope warnings...) off the user's screen."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def quiet():
-        log = logging.getLogger("transformers")
-        level = log.level
-        log.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            log.setLevel(level)
-    return quiet()
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Keep transformers' config-validation chatter (rope warnings...) off the user's screen while inside."""
+    log = logging.getLogger("transformers")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 # Falcon's first hub configs (custom code, 2023) name the family RefinedWebModel (7B) or RefinedWeb (40B) and use

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from kvviz.calc.arch import (
@@ -188,8 +188,6 @@ def _count(arch: Architecture) -> ParamCount:
 
 def _with_per_token(count: ParamCount, arch: Architecture, output) -> ParamCount:
     """The count with what one token uses: matmul_per_token and active parameters."""
-    from dataclasses import replace
-
     vocab_matrix = output.weight.numel() if output is not None else 0
     idle_experts = 0
     if arch.moe is not None:
