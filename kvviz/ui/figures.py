@@ -16,6 +16,7 @@ import pandas as pd
 
 from kvviz.base.units import GIB, fmt_seconds
 from kvviz.calc.report import MemoryReport
+from kvviz.engine.request import MODE_LABELS
 
 INK = "#8a8f98"  # mid grey: legible on white and on near-black
 GRID = "rgba(138, 143, 152, 0.25)"
@@ -166,7 +167,7 @@ def token_latency(frame: pd.DataFrame, title: str = "Per-token latency") -> Figu
     key = "run" if "run" in frame and frame["run"].nunique() > 1 else "mode"
     for i, (name, group) in enumerate(frame.groupby(key, sort=False) if len(frame) else []):
         color = COLORS[i % len(COLORS)]
-        label = f"run {name}" if key == "run" else str(name)
+        label = f"run {name}" if key == "run" else MODE_LABELS.get(name, str(name))
         decode = group[group["phase"] == "decode"]
         first = group[group["phase"] == "prefill"]
         data.append({"type": "scatter", "mode": "lines+markers", "x": decode["index"].tolist(),
@@ -205,24 +206,48 @@ def cumulative_time(frame: pd.DataFrame, prediction: pd.DataFrame | None = None)
     straight line, without it a parabola. The roofline prediction (lower bound) is dashed beside it."""
     data = []
     for i, (mode, group) in enumerate(frame.groupby("mode", sort=False)):
+        label = MODE_LABELS.get(mode, mode)
         data.append({"type": "scatter", "mode": "lines", "x": (group["index"] + 1).tolist(),
-                     "y": group["t_s"].tolist(), "name": f"{mode}: measured", "line": {"color": COLORS[i]}})
+                     "y": group["t_s"].tolist(), "name": f"{label}: measured", "line": {"color": COLORS[i]}})
         if prediction is not None and len(prediction):
             column = f"{mode}_lower_bound_s"
             data.append({"type": "scatter", "mode": "lines", "x": (prediction["index"] + 1).tolist(),
-                         "y": prediction[column].cumsum().tolist(), "name": f"{mode}: roofline lower bound",
+                         "y": prediction[column].cumsum().tolist(), "name": f"{label}: roofline lower bound",
                          "line": {"color": COLORS[i], "dash": "dash"}})
     return {"data": data, "layout": base_layout("Total time: linear with the cache, quadratic without",
                                             "tokens generated", "seconds since the request")}
 
 
 def step_work(prediction: pd.DataFrame) -> Figure:
-    """The memory model's FLOPs per step in both modes: flat with the cache, growing without."""
+    """The memory model's FLOPs per step in each mode that ran: flat with the cache, growing without; the static
+    mode's steps attend over the whole preallocated cache, so they are flat at the cache's full length."""
+    modes = [m for m in ("cached", "uncached", "static") if f"{m}_flops" in prediction]
     data = [{"type": "scatter", "mode": "lines", "x": prediction["seq_len"].tolist(),
-             "y": (prediction[f"{m}_flops"] / 1e9).tolist(), "name": f"{m} (predicted)",
-             "line": {"color": COLORS[i]}} for i, m in enumerate(("cached", "uncached"))]
+             "y": (prediction[f"{m}_flops"] / 1e9).tolist(), "name": f"{MODE_LABELS[m]} (predicted)",
+             "line": {"color": COLORS[i], "dash": "dot" if m == "static" else "solid"}} for i, m in enumerate(modes)]
     return {"data": data,
             "layout": base_layout("Work per step (predicted)", "sequence length (tokens)", "GFLOP per step")}
+
+
+def decode_bandwidth(runs) -> Figure:
+    """Each mode's decode bandwidth (bytes a step reads × steps per second) against the device's limit, dashed.
+
+    runs: kvviz.engine.compare.ModeRun, in the order to draw; a mode without a bandwidth figure (too few tokens
+    for a decode rate) is drawn as a labelled gap."""
+    labels = [run.label for run in runs]
+    achieved = [(run.summary.bandwidth_achieved or 0) / 1e9 for run in runs]
+    text = [f"{run.summary.bandwidth_utilisation:.0%} of the limit" if run.summary.bandwidth_utilisation
+            else "n/a" for run in runs]
+    data = [{"type": "bar", "x": labels, "y": achieved, "text": text, "textposition": "outside",
+             "marker": {"color": [COLORS[i % len(COLORS)] for i in range(len(runs))]},
+             "hovertemplate": "%{x}: %{y:,.2f} GB/s<extra></extra>", "showlegend": False}]
+    layout = base_layout("Decode bandwidth: achieved against the device's limit", "mode", "GB/s")
+    limit = next((run.summary.bandwidth_bound for run in runs if run.summary.bandwidth_bound), None)
+    if limit:
+        shape, note = _hline(limit / 1e9, f"limit {limit / 1e9:,.1f} GB/s")
+        layout |= {"shapes": [shape], "annotations": [note]}
+        layout["yaxis"] |= {"range": [0, max([limit / 1e9, *achieved]) * 1.2]}
+    return {"data": data, "layout": layout}
 
 
 PHASE_COLORS = {"queued": "#b279a2", "tokenize": "#72b7b2", "prefill": "#f58518", "decode": "#4c78a8"}

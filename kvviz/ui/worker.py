@@ -43,7 +43,7 @@ from kvviz.serving.prompts import Prompt
 
 class JobKind(Enum):
     GENERATE = "generate"  # one generation, streamed as Tokens
-    COMPARE = "compare"  # cached against uncached, answered with one Compared
+    COMPARE = "compare"  # cached against uncached (and static), answered with one Compared
     LOAD = "load"  # a load of requests on kvviz's own engine (kvviz.serving.engine_load), answered with one Served
     BATCH = "batch"  # prompts decoded together (kvviz.engine.batch.run_batch), answered with one Batched
     BATCH_SWEEP = "batch sweep"  # B = 1, 2, 4, ... (kvviz.engine.batch_sweep), answered with one Swept
@@ -242,7 +242,8 @@ def _run(job: Job, send, cancel, threads: dict[tuple, int], cores: int) -> None:
         elif job.kind is JobKind.COMPARE:
             from kvviz.engine.compare import compare
 
-            send(Compared(job_id=job.job_id, comparison=compare(lm, job.request, cancel=cancel)))
+            result = compare(lm, job.request, cancel=cancel, static=job.request.static)  # static: the third mode
+            send(Compared(job_id=job.job_id, comparison=result))
         elif job.kind is JobKind.LOAD:
             from kvviz.serving.engine_load import engine_load
 

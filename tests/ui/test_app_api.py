@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 
@@ -19,7 +20,7 @@ PARAMETERS = {
                    "mem_util", "block_size", "tp", "pp", "dp"],
     "/generate": ["model", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat_template",
                   "use_cache"],
-    "/compare": ["model", "prompt", "max_new_tokens"],
+    "/compare": ["model", "prompt", "max_new_tokens", "static"],
     "/stop": [],
     "/start_vllm": ["model", "kv_space_gib"],  # python -m kvviz.serving start MODEL --kv-space-gib
     "/stop_vllm": [],
@@ -180,11 +181,23 @@ def test_generate_streams_then_summarises(app_url):
 
 
 def test_compare_api(app_url):
-    """/compare runs both modes and reports the speedup and agreement."""
+    """/compare runs both modes and reports the speedup and agreement; static left out runs no third mode."""
     client = Client(app_url, verbose=False)
-    verdict, cached, uncached, *plots = client.predict("tiny", "The kernel", 12, api_name="/compare")
+    verdict, cached, uncached, static, *plots = client.predict("tiny", "The kernel", 12, api_name="/compare")
     assert "faster with the cache" in verdict and "identical" in verdict
-    assert cached == uncached and len(plots) == 3
+    assert cached == uncached and len(plots) == 4
+    assert static["visible"] is False and "static + compiled" not in verdict
+
+
+def test_compare_api_runs_the_static_mode(app_url):
+    """/compare with static runs the third mode: its text is the cached one's (fp32), and the verdict names its
+    compile (or its reuse), its pace against the plain loop and its bandwidth against the limit."""
+    client = Client(app_url, verbose=False)
+    verdict, cached, _, static, *_ = client.predict("tiny", "The kernel", 12, True, api_name="/compare")
+    assert static["value"] == cached and static["visible"] is True, "static decoding must give the cached tokens"
+    assert "cached, static + compiled" in verdict and "the plain cached loop per decode token" in verdict
+    assert re.search(r"compiling its step took [\d.,]+ s|reused from an earlier request", verdict), verdict
+    assert re.search(r"\| cached, static \+ compiled \|.*\| \d+% of [\d.,]+ GB/s \|", verdict), verdict
 
 
 def test_stop_frees_the_device(app_url):

@@ -136,11 +136,21 @@ def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
 
 
 def test_compare(page: Page, shots: Path):
-    """The comparison reports the speedup and whether the tokens agree."""
+    """The comparison reports the speedup and whether the tokens agree; with static + compiled ticked, the third
+    mode's text appears beside the other two and every mode's bandwidth is drawn against the device's limit."""
     _tab(page, "Cached vs uncached")
+    static_text = page.locator("#compare-static-text")
+    expect(static_text).to_be_hidden()
+    page.locator("#compare-static input").check()
     page.click("#compare-btn")
-    expect(page.locator("#compare-verdict")).to_contain_text("faster with the cache", timeout=120_000)
-    expect(page.locator("#compare-verdict")).to_contain_text("identical")
+    verdict = page.locator("#compare-verdict")
+    expect(verdict).to_contain_text("faster with the cache", timeout=240_000)
+    expect(verdict).to_contain_text("identical")
+    expect(verdict).to_contain_text("Why the fast path is faster")
+    expect(static_text).to_be_visible()
+    cached = page.get_by_label("with the KV cache").input_value()
+    assert static_text.locator("textarea").input_value() == cached, "static decoding (fp32) must give the cached text"
+    expect(page.get_by_text("Decode bandwidth: achieved against the device's limit")).to_be_visible()
     page.screenshot(path=str(shots / "compare.png"), full_page=True)
 
 

@@ -69,7 +69,7 @@ VALID = {
                   st.sampled_from([1, 2, 4]), st.integers(1, 4), st.integers(1, 8)],  # tp, pp, dp
     "generate": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4), st.floats(0, 2),
                  st.integers(0, 200), st.floats(0.01, 1), st.integers(0, 2**32), st.booleans(), st.booleans()],
-    "compare": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4)],
+    "compare": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4), st.booleans()],  # static
     "stop": [],
     "dims_of_preset": [st.sampled_from(preset_names())],
     "dims_of_source": [st.sampled_from(preset_names()), st.just("")],

@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from kvviz.engine.compare import Comparison
+from kvviz.engine.compare import Comparison, ModeRun
 from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.metrics import RunSummary
 from kvviz.ui.live import RunRecord
@@ -117,24 +117,39 @@ def test_milliseconds(seconds, shown):
     assert ms(seconds) == shown
 
 
-def comparison(identical: bool = True, divergence: int | None = None, decode_speedup: float | None = 4.0):
+def comparison(identical: bool = True, divergence: int | None = None, decode_speedup: float | None = 4.0,
+               static: ModeRun | None = None):
+    """Cached: 20 MB a step at 100 steps/s (2 GB/s, 25% of 8 GB/s); uncached: TPOT 40 ms, no bandwidth figure."""
     empty = pd.DataFrame()
-    return Comparison(rows=empty, prediction=empty, cached=summary(),
-                      uncached=summary(mode="uncached", tpot_s=0.04, tokens_per_s=20.0), cached_text="a",
-                      uncached_text="a", speedup=3.5, decode_speedup=decode_speedup, tokens_identical=identical,
-                      first_divergence=divergence, compared_tokens=5)
+    uncached = summary(mode="uncached", tpot_s=0.04, tokens_per_s=20.0, decode_tokens_per_s=25.0,
+                       e2e_s=0.3125, bytes_per_decode_step=None, bandwidth_achieved=None, bandwidth_utilisation=None)
+    return Comparison(rows=empty, prediction=empty, cached=summary(bytes_per_decode_step=2e7), uncached=uncached,
+                      cached_text="a", uncached_text="a", speedup=3.5, decode_speedup=decode_speedup,
+                      tokens_identical=identical, first_divergence=divergence, compared_tokens=5, static=static)
+
+
+def static_run(utilisation: float = 0.6, compile_s: float = 12.34, achieved: float = 4.8e9) -> ModeRun:
+    """24 MB a step (the whole 64-token cache) at 200 steps/s: 4.8 GB/s, 60% of 8 GB/s; TPOT 5 ms."""
+    s = summary(mode="static", tpot_s=0.005, decode_tokens_per_s=200.0, e2e_s=0.07, bytes_per_decode_step=2.4e7,
+                bandwidth_achieved=achieved, bandwidth_utilisation=utilisation)
+    return ModeRun("static", s, "a", speedup=4.5, decode_speedup=8.0, tokens_identical=True, first_divergence=None,
+                   compile_s=compile_s, cache_tokens=64)
 
 
 LOADED = Loaded(job_id=1, spec="tiny", random_weights=False, tokenizer_note="", device="cpu", dtype="fp32",
                 cpu_threads=2)
+TABLE = """\
+| mode | TTFT | TPOT | decode tokens/s | time (no queue or compile) | × uncached | bandwidth (decode) | of the limit |
+|---|---|---|---|---|---|---|---|
+| cached | 50.00 ms | 10.00 ms | 100.0 | 89.00 ms | 3.50× | 2.00 GB/s | 25% of 8.0 GB/s |
+| uncached | 50.00 ms | 40.00 ms | 25.0 | 311.50 ms | 1.00× | n/a | n/a |"""
 
 
 def test_compare_verdict():
-    """The headline speedup, agreement, both modes' TPOT and rate, and what ran where."""
+    """The headline speedup, agreement, what ran where, and each mode's figures in a table."""
     assert compare_verdict(comparison(), LOADED) == (
-        "### 3.50× faster with the cache (4.00× per decode token)\n"
-        "The tokens are identical. Cached: TPOT 10.00 ms, 55.6 tokens/s. Uncached: TPOT 40.00 ms, 20.0 tokens/s. "
-        "tiny on cpu in fp32.")
+        "### 3.50× faster with the cache (4.00× per decode token)\n\n"
+        "The tokens are identical. tiny on cpu in fp32.\n\n" + TABLE)
 
 
 def test_compare_verdict_of_a_twin_with_one_token():
@@ -142,8 +157,38 @@ def test_compare_verdict_of_a_twin_with_one_token():
     twin = Loaded(job_id=1, spec="random:gpt2", random_weights=True, tokenizer_note="", device="cpu", dtype="fp32",
                   cpu_threads=2)
     verdict = compare_verdict(comparison(decode_speedup=None), twin)
-    assert verdict.startswith("### 3.50× faster with the cache\nThe tokens are identical.")
-    assert verdict.endswith("random:gpt2 on cpu in fp32.\n\n*Random weights: the timing is real, the text is noise.*")
+    assert verdict.startswith("### 3.50× faster with the cache\n\nThe tokens are identical.")
+    assert verdict.endswith("n/a | n/a |\n\n*Random weights: the timing is real, the text is noise.*")
+
+
+def test_compare_verdict_with_the_static_mode():
+    """The third mode: its row, its pace against the plain loop, its compile and cache, and why it is faster, with
+    the floors its bytes set at the device's bandwidth (20 MB / 8 GB/s = 2.5 ms; 24 MB / 8 GB/s = 3 ms)."""
+    verdict = compare_verdict(comparison(static=static_run()), LOADED)
+    parts = verdict.split("\n\n")
+    assert parts[2] == TABLE + "\n| cached, static + compiled | 50.00 ms | 5.00 ms | 200.0 | 69.00 ms | 4.50× | " \
+        "4.80 GB/s | 60% of 8.0 GB/s |"
+    assert parts[3] == ("**cached, static + compiled**: 2.00× the plain cached loop per decode token; the same tokens "
+                        "as the cached loop; compiling its step took 12.3 s, left out of its time. Its cache was "
+                        "allocated for 64 tokens before the first step.")
+    why = parts[4]
+    assert "20.0 MB per token for the plain loop" in why and "8.0 GB/s" in why
+    assert "that read alone takes 2.50 ms: the floor under TPOT" in why
+    assert "The plain cached loop took 10.00 ms, 7.50 ms above the floor" in why
+    assert "5.00 ms per token against a floor of 3.00 ms" in why and "24.0 MB a step" in why
+    assert why.endswith("60% of the limit."), "no note on going past the limit when it was not passed"
+    assert "inductor" in why and "CUDA graph" not in why
+
+
+def test_compare_verdict_static_reused_and_past_the_limit():
+    """A reused compile says so; past 100% of the measured limit the verdict says why that can happen; on CUDA the
+    fast path is a CUDA graph."""
+    cuda = Loaded(job_id=1, spec="tiny", random_weights=False, tokenizer_note="", device="cuda:0", dtype="bf16",
+                  cpu_threads=None)
+    verdict = compare_verdict(comparison(static=static_run(utilisation=1.1, compile_s=0.0)), cuda)
+    assert "its compiled step was reused from an earlier request: no compile" in verdict
+    assert "110% of the limit. Above 100%: the limit is the speed of a measured matrix-vector product" in verdict
+    assert "replayed as one CUDA graph" in verdict
 
 
 @pytest.mark.parametrize("identical,divergence,sentence", [

@@ -62,7 +62,7 @@ def max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:
 
 
 def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None, seed=None,
-                  chat_template=True, use_cache=True) -> GenerationRequest:
+                  chat_template=True, use_cache=True, static=False) -> GenerationRequest:
     """The GenerationRequest for the values the page or the API sent, as sent; gr.Error for the first bad one.
 
     None (a cleared field) means the default: greedy, no top-k, no top-p, no seed; so do "" and -1 for the seed.
@@ -70,7 +70,7 @@ def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, 
     try:
         return GenerationRequest.from_untrusted(
             prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-            chat_template=chat_template, use_cache=use_cache, policy=policy)
+            chat_template=chat_template, use_cache=use_cache, static=static, policy=policy)
     except ValueError as exc:
         raise refusal(exc) from None
 

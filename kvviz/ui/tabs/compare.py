@@ -1,4 +1,5 @@
-"""The cached-against-uncached tab: both modes on one prompt, their texts, latency, total time, the prediction.
+"""The cached-against-uncached tab: both modes on one prompt, their texts, latency, total time, the prediction;
+on request the third mode beside them, cached on a static cache with a compiled decode step (static).
 
 Compare runs on the device worker like a generation; there is nothing to draw until both modes ran, but
 the handler yields while it waits, so that Gradio can close it when the tab goes away or the call is
@@ -35,9 +36,14 @@ one token and reads the stored keys and values: per-token time stays nearly flat
 grows linearly. Both runs use the same prompt, settings and device, after a warm-up. In fp32 the
 tokens are identical; in bf16/fp16 they may part, because the two modes multiply matrices of
 different shapes, and the first position where they do is reported.
+
+Tick **static + compiled** to run a third mode: the same cached loop on a cache allocated once for the whole
+run, its decode step compiled (CUDA graphs on a GPU, inductor on the CPU). The first request of a shape
+compiles (tens of seconds on a CPU; the time is reported apart), later ones reuse it. The bandwidth plot
+shows how close each loop comes to the device's limit.
 """
 POLL_S = 0.25
-OUTPUTS = 6  # verdict, both texts, three figures
+OUTPUTS = 8  # verdict, three texts, four figures
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ def follow_comparison(job: WorkerJob, progress: Callable) -> Generator[tuple, No
                 progress(message.fraction / 2, desc=message.message)
             case Loaded():
                 loaded = message
-                progress(0.5, desc="running both modes (after a warm-up)")
+                progress(0.5, desc="running every mode (after a warm-up)")
             case Compared():
                 result = message.comparison
             case Failed():
@@ -77,20 +83,26 @@ def compare_tab(default_model: str, policy: HostPolicy) -> None:
         model = model_picker(policy, default_model, scale=2)
         prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[2], scale=3)  # a long answer: a clear curve
         max_new_tokens = max_new_slider(policy, 512, scale=2)
+        static = gr.Checkbox(False, label="static + compiled (third mode)", elem_id="compare-static", scale=1)
         go = gr.Button("Compare", variant="primary", elem_id="compare-btn", scale=1)
     verdict = gr.Markdown(elem_id="compare-verdict")
     with gr.Row():
         cached_text = gr.Textbox(label="with the KV cache", lines=6)
         uncached_text = gr.Textbox(label="without the cache", lines=6)
+        static_text = gr.Textbox(label="static + compiled", lines=6, visible=False, elem_id="compare-static-text")
     with gr.Row():
         latency = gr.Plot(show_label=False)
         cumulative = gr.Plot(show_label=False)
-    work = gr.Plot(show_label=False)
+    with gr.Row():
+        work = gr.Plot(show_label=False)
+        bandwidth = gr.Plot(show_label=False)
 
-    def compare(model, prompt, max_new_tokens, progress=gr.Progress()):
-        """Generate greedily with the KV cache and without it; the verdict (speedup, agreement), both texts
-        and three figures: per-token latency, total time against the prediction, and the work per step."""
-        req = build_request(policy, prompt, max_new_tokens)
+    def compare(model, prompt, max_new_tokens, static=False, progress=gr.Progress()):
+        """Generate greedily with the KV cache and without it, and with static also on a static cache with a
+        compiled step; the verdict (speedups, agreement, every mode's figures, why the fast path is faster),
+        the texts (the static one empty when it did not run) and four figures: per-token latency, total time
+        against the prediction, the work per step and the decode bandwidth against the device's limit."""
+        req = build_request(policy, prompt, max_new_tokens, static=static)
         job, _ = start(JobKind.COMPARE, model, req, policy)
         try:
             outcome = yield from follow_comparison(job, progress)
@@ -103,10 +115,13 @@ def compare_tab(default_model: str, policy: HostPolicy) -> None:
             raise refusal(outcome.failure.message)
         if result is None:
             raise refusal("the comparison ended without a result")
+        ran = result.static is not None
         yield (compare_verdict(result, outcome.loaded), result.cached_text, result.uncached_text,
-               plot(figures.token_latency(result.rows, "Per-token latency, cached against uncached")),
+               gr.update(value=result.static.text if ran else "", visible=ran),
+               plot(figures.token_latency(result.rows, "Per-token latency, mode against mode")),
                plot(figures.cumulative_time(result.rows, result.prediction)),
-               plot(figures.step_work(result.prediction)))
+               plot(figures.step_work(result.prediction)), plot(figures.decode_bandwidth(result.runs)))
 
-    go.click(compare, [model, prompt, max_new_tokens], [verdict, cached_text, uncached_text, latency, cumulative, work],
+    go.click(compare, [model, prompt, max_new_tokens, static],
+             [verdict, cached_text, uncached_text, static_text, latency, cumulative, work, bandwidth],
              api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
