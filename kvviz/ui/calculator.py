@@ -28,7 +28,7 @@ from kvviz.calc.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accele
 from kvviz.calc.parallel import gpu_architecture
 from kvviz.calc.presets import load_preset, preset_names
 from kvviz.calc.report import STATE_WHY, MemoryQuery, as_dict, describe, memory_report
-from kvviz.ui import figures
+from kvviz.ui import calc_figures, figures
 
 DEFAULT_PRESET = "llama-3-8b"
 CURVE_BATCHES = (1, 4, 16, 64)
@@ -121,17 +121,18 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
     share = gpu_architecture(arch, report.query.tp, one.first_layer, one.first_layer + one.layers)
     curves = kv_vs_seq_len(share, kvd, list(CURVE_BATCHES), top)
     span = arch.sliding_window or arch.chunk_size  # Llama-4's chunked layers cap the cache as a window does
-    window = (figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * span)), span,
+    window = (calc_figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * span)), span,
                                     "window" if arch.sliding_window else "chunk") if arch.n_sliding else
               figures.empty("no sliding-window or chunked layers: every attention layer keeps every token"))
     return CalcResult(
         summary=_summary(report),
         formula=_formulas(report),
-        memory_fig=figures.memory_bar(report),
-        curves_fig=figures.kv_curves(curves, report.capacity.kv_budget_bytes, one_gpu=report.parallel.gpus > 1),
-        attention_fig=figures.attention_bars(attention_variants(arch, kvd, report.query.batch, report.query.seq_len)),
+        memory_fig=calc_figures.memory_bar(report),
+        curves_fig=calc_figures.kv_curves(curves, report.capacity.kv_budget_bytes, one_gpu=report.parallel.gpus > 1),
+        attention_fig=calc_figures.attention_bars(
+            attention_variants(arch, kvd, report.query.batch, report.query.seq_len)),
         window_fig=window,
-        roofline_fig=figures.roofline(report) if report.prefill else
+        roofline_fig=calc_figures.roofline(report) if report.prefill else
         figures.empty("weights unknown for raw dimensions: no roofline"),
         details=json.loads(json.dumps(as_dict(report))),
     )

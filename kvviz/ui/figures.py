@@ -10,12 +10,8 @@ computes the numbers it draws.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from kvviz.base.units import GIB, fmt_seconds
-from kvviz.calc.report import MemoryReport
 from kvviz.engine.request import MODE_LABELS
 
 INK = "#8a8f98"  # mid grey: legible on white and on near-black
@@ -38,7 +34,7 @@ def base_layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
     }
 
 
-def _vline(x: float, text: str, dash: str = "dash", top: bool = True) -> tuple[dict, dict]:
+def vline(x: float, text: str, dash: str = "dash", top: bool = True) -> tuple[dict, dict]:
     """A vertical rule across the plot at data x, and its label at the top or bottom (linear axes only)."""
     shape = {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
              "line": {"color": INK, "dash": dash, "width": 1}}
@@ -48,96 +44,12 @@ def _vline(x: float, text: str, dash: str = "dash", top: bool = True) -> tuple[d
     return shape, note
 
 
-def _hline(y: float, text: str) -> tuple[dict, dict]:
+def hline(y: float, text: str) -> tuple[dict, dict]:
     shape = {"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": y, "y1": y,
              "line": {"color": INK, "dash": "dash", "width": 1}}
     note = {"x": 0, "xref": "paper", "y": y, "yref": "y", "text": text, "showarrow": False,
             "xanchor": "left", "yanchor": "bottom", "font": {"color": INK, "size": 11}}
     return shape, note
-
-
-def memory_bar(report: MemoryReport) -> Figure:
-    """One GPU's weights + KV cache + reserve stacked against its memory and usable share: the whole model on one
-    device, or with tp × pp > 1 the share of the GPU that fills first."""
-    acc, cap, one = report.accelerator, report.capacity, report.parallel.binding
-    gpus = report.parallel.gpus
-    parts = [("weights", one.weights_bytes), ("KV cache", one.kv.bytes), ("runtime reserve", cap.reserve_bytes)]
-    if one.kv.state_bytes:  # linear-attention / Mamba layers: a fixed state per sequence beside the KV
-        parts.insert(2, ("linear-layer state", one.kv.state_bytes))
-    label = acc.name if gpus == 1 else f"one {acc.name} of {gpus:,}"
-    data = [{"type": "bar", "orientation": "h", "y": [label], "x": [value / GIB], "name": name,
-             "marker": {"color": color}, "hovertemplate": f"{name}: %{{x:,.2f}} GiB<extra></extra>"}
-            for (name, value), color in zip(parts, COLORS, strict=False)]
-    usable = _vline(cap.usable_bytes / GIB, f"usable ({cap.mem_util:g} × memory) ", top=False)
-    device = _vline(acc.memory_bytes / GIB, "device memory ", dash="solid")
-    layout = base_layout("What fits on the device", "GiB (2^30 bytes)", "", height=260, barmode="stack",
-                     shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
-    # A short plot: the legend goes top right, beside a left-aligned title, clear of the axis title.
-    layout["title"] |= {"x": 0.0, "xanchor": "left"}
-    layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0}
-    return {"data": data, "layout": layout}
-
-
-def kv_curves(frame: pd.DataFrame, budget_bytes: int | None, one_gpu: bool = False) -> Figure:
-    """KV cache against seq_len, one line per batch size, with the KV budget as a ceiling; one_gpu: the frame is
-    one GPU's share of a deployment, and the budget that GPU's."""
-    data = [{"type": "scatter", "mode": "lines", "x": group["seq_len"].tolist(), "y": group["kv_gib"].tolist(),
-             "name": f"batch {batch}", "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"}
-            for batch, group in frame.groupby("batch")]
-    extra = {}
-    if budget_bytes:
-        shape, note = _hline(budget_bytes / GIB, "KV budget on one GPU" if one_gpu else "KV budget on this device")
-        extra = {"shapes": [shape], "annotations": [note]}
-    return {"data": data, "layout": base_layout("KV cache grows linearly with sequence length and batch",
-                                            "seq_len (tokens)", "KV cache on one GPU (GiB)" if one_gpu else
-                                            "KV cache (GiB)", **extra)}
-
-
-def attention_bars(frame: pd.DataFrame) -> Figure:
-    """The same model's cache under each attention shape."""
-    bar = {"type": "bar", "x": frame["attention"].tolist(), "y": frame["kv_gib"].tolist(),
-           "marker": {"color": COLORS[: len(frame)]}, "textposition": "outside", "cliponaxis": False,
-           "text": [f"{g:,.2f} GiB ({r:.1%} of MHA)" for g, r in zip(frame["kv_gib"], frame["vs_mha"], strict=True)],
-           "hovertemplate": "%{x}: %{y:,.3f} GiB<extra></extra>"}
-    return {"data": [bar], "layout": base_layout("Same model, other attention shapes", "attention", "KV cache (GiB)")}
-
-
-def window_curves(frame: pd.DataFrame, window: int, span: str = "window") -> Figure:
-    """KV cache with the sliding window (or the chunk, span="chunk") applied, against an engine that ignores it."""
-    data = [{"type": "scatter", "mode": "lines", "x": g["seq_len"].tolist(), "y": g["kv_gib"].tolist(),
-             "name": variant} for variant, g in frame.groupby("variant", sort=False)]
-    shape, note = _vline(window, f"{span} {window:,}", dash="dot")
-    title = ("Sliding-window layers stop growing at the window" if span == "window" else
-             "Chunked layers keep at most one chunk")
-    return {"data": data, "layout": base_layout(title, "seq_len (tokens)", "KV cache (GiB)", shapes=[shape],
-                                            annotations=[note])}
-
-
-def roofline(report: MemoryReport) -> Figure:
-    """Attainable FLOP/s against arithmetic intensity (log-log), with prefill and decode placed on it."""
-    acc = report.accelerator
-    phases = [p for p in (report.prefill, report.decode) if p is not None]
-    lo = min([0.1, *[p.intensity / 4 for p in phases]])
-    hi = max([acc.ridge_point * 20, *[p.intensity * 4 for p in phases]])
-    xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
-    roof = [min(acc.peak_flops, acc.bandwidth * x) for x in xs]
-    data = [{"type": "scatter", "mode": "lines", "x": xs, "y": roof, "name": f"{acc.name} roof",
-             "line": {"color": INK}, "hovertemplate": "%{x:,.1f} FLOP/B → %{y:.3g} FLOP/s<extra></extra>"},
-            {"type": "scatter", "mode": "lines", "x": [acc.ridge_point] * 2, "y": [min(roof), acc.peak_flops],
-             "name": f"ridge {acc.ridge_point:,.0f} FLOP/B", "line": {"color": INK, "dash": "dot", "width": 1}}]
-    for p, color in zip(phases, COLORS, strict=False):
-        right_half = p.intensity > math.sqrt(lo * hi)
-        data.append({"type": "scatter", "mode": "markers+text", "x": [p.intensity], "y": [p.flops / p.lower_bound_s],
-                     "name": p.phase, "marker": {"size": 12, "color": color},
-                     "textposition": "bottom left" if right_half else "bottom right",
-                     "text": [f"{p.phase} ≥ {fmt_seconds(p.lower_bound_s)} ({p.bound}-bound)"],
-                     "hovertemplate": f"{p.phase}: %{{x:,.1f}} FLOP/B, %{{y:.3g}} FLOP/s<extra></extra>"})
-    layout = base_layout("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
-                     "attainable FLOP/s")
-    layout["xaxis"] |= {"type": "log"}
-    layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5],
-                        "exponentformat": "SI"}
-    return {"data": data, "layout": layout}
 
 
 def empty(message: str) -> Figure:
@@ -244,7 +156,7 @@ def decode_bandwidth(runs) -> Figure:
     layout = base_layout("Decode bandwidth: achieved against the device's limit", "mode", "GB/s")
     limit = next((run.summary.bandwidth_bound for run in runs if run.summary.bandwidth_bound), None)
     if limit:
-        shape, note = _hline(limit / 1e9, f"limit {limit / 1e9:,.1f} GB/s")
+        shape, note = hline(limit / 1e9, f"limit {limit / 1e9:,.1f} GB/s")
         layout |= {"shapes": [shape], "annotations": [note]}
         layout["yaxis"] |= {"range": [0, max([limit / 1e9, *achieved]) * 1.2]}
     return {"data": data, "layout": layout}
@@ -272,7 +184,7 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
                      "marker": {"symbol": "line-ns-open", "size": 14, "color": INK},
                      "hovertemplate": "token at %{x:,.2f} ms<extra></extra>"})
     ttft = frame["t_s"].iloc[0] * 1e3 if len(frame) else None
-    shapes, notes = ([], []) if ttft is None else map(list, zip(_vline(ttft, f"first token {ttft:,.1f} ms "),
+    shapes, notes = ([], []) if ttft is None else map(list, zip(vline(ttft, f"first token {ttft:,.1f} ms "),
                                                                 strict=True))
     layout = base_layout("Request life cycle", "ms since the request arrived", "", height=320, barmode="overlay",
                      shapes=shapes, annotations=notes)
@@ -321,7 +233,7 @@ def batch_lifecycle(summary, rows, tokens: pd.DataFrame) -> Figure:
                      "x": (tokens["t_s"] * 1e3).tolist(), "name": "tokens out",
                      "marker": {"symbol": "line-ns-open", "size": 10, "color": INK},
                      "hovertemplate": "token at %{x:,.2f} ms<extra></extra>"})
-    shape, note = _vline(summary.ttft_s * 1e3, f" every row's first token {summary.ttft_s * 1e3:,.1f} ms", top=False)
+    shape, note = vline(summary.ttft_s * 1e3, f" every row's first token {summary.ttft_s * 1e3:,.1f} ms", top=False)
     layout = base_layout("A batch's life cycle: shared phases once, then one row per sequence",
                      "ms since the batch arrived", "", height=220 + 26 * len(rows), barmode="overlay",
                      shapes=[shape], annotations=[note])
