@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     # A plain exit on SIGTERM runs the clean-up that stops the device worker process with the app.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     demo.queue(default_concurrency_limit=1, max_size=policy.queue_max_size)
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share)
+    from kvviz.ui.lang import I18N
+
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, i18n=I18N)
     return 0
 
 

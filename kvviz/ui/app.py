@@ -16,6 +16,7 @@ import gradio as gr
 from kvviz.engine.hosting import HostPolicy
 from kvviz.serving.local import LocalEngine
 from kvviz.ui import figures
+from kvviz.ui.lang import LOAD_JS, SWITCH_JS, L, language_switch, tab_labels
 from kvviz.ui.present import RunHistory
 from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.batch import batch_tab
@@ -27,7 +28,7 @@ from kvviz.ui.tabs.history import history_tab
 from kvviz.ui.tabs.lifecycle import lifecycle_tab
 from kvviz.ui.tabs.serving import serving_tab
 
-TITLE = "# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT."
+TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.history"]
 
 
 class CountedBlocks(gr.Blocks):
@@ -95,24 +96,34 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
     sessions = SessionStore()
     engine = engine or LocalEngine()
     with CountedBlocks(title="kvviz: how LLM inference really behaves") as demo:
-        gr.Markdown(TITLE)
+        with gr.Row():
+            gr.Markdown(L("app.intro"))
+            lang = language_switch()
         if policy.hosted:
             gr.Markdown(policy.note(), elem_id="hosted-note")
         runs = gr.State(RunHistory())
-        with gr.Tab("KV-cache calculator"):
-            calculator = calculator_tab(policy)
-        with gr.Tab("Live generation"):
-            generation = generation_tab(default_model, policy, sessions)
-        with gr.Tab("Cached vs uncached"):
-            compare_tab(default_model, policy)
-        with gr.Tab("Batch"):
-            batch = batch_tab(default_model, policy, sessions)
-        with gr.Tab("Request lifecycle"):
-            lifecycle = lifecycle_tab()
-        with gr.Tab("Serving"):
-            serving = serving_tab(policy, engine, sessions)
-        with gr.Tab("History"):
-            history = history_tab(runs)
+        tabs = []
+        with gr.Tab(L("tab.calculator")) as tab:
+            calculator = calculator_tab(policy, lang)
+        tabs.append(tab)
+        with gr.Tab(L("tab.generation")) as tab:
+            generation = generation_tab(default_model, policy, sessions, lang)
+        tabs.append(tab)
+        with gr.Tab(L("tab.compare")) as tab:
+            compare_tab(default_model, policy, lang)
+        tabs.append(tab)
+        with gr.Tab(L("tab.batch")) as tab:
+            batch = batch_tab(default_model, policy, sessions, lang)
+        tabs.append(tab)
+        with gr.Tab(L("tab.lifecycle")) as tab:
+            lifecycle = lifecycle_tab(lang)
+        tabs.append(tab)
+        with gr.Tab(L("tab.serving")) as tab:
+            serving = serving_tab(policy, engine, sessions, lang)
+        tabs.append(tab)
+        with gr.Tab(L("tab.history")) as tab:
+            history = history_tab(runs, lang)
+        tabs.append(tab)
 
         generation.generated.then(
             draw_finished_run(sessions), runs,
@@ -124,6 +135,12 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
         for event, published in serving.published:
             event.success(add_serving_runs, [runs, published], [runs, history.table], api_visibility="private",
                           concurrency_limit=None)
-        demo.load(calculator.answer, calculator.inputs, calculator.outputs, api_visibility="private",
-                  show_progress="hidden", preprocess=False, queue=not policy.hosted)
+        # The language: on load the switch takes the browser's (or the visitor's earlier choice), then the
+        # calculator answers in it; moving the switch relabels the tabs out of view and answers again.
+        relabel = dict(fn=lambda value: tab_labels(value, TABS), inputs=lang, outputs=tabs, api_visibility="private",
+                       queue=False, show_progress="hidden")
+        answer = dict(fn=calculator.answer, inputs=calculator.inputs, outputs=calculator.outputs,
+                      api_visibility="private", show_progress="hidden", preprocess=False, queue=not policy.hosted)
+        demo.load(None, outputs=lang, js=LOAD_JS, api_visibility="private").then(**relabel).then(**answer)
+        lang.input(None, lang, lang, js=SWITCH_JS, api_visibility="private").then(**relabel).then(**answer)
     return demo

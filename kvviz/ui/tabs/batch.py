@@ -73,7 +73,7 @@ def follow(job: WorkerJob, progress: Callable, answer: type, idle: tuple) -> Gen
     return got, loaded, failure
 
 
-def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore) -> BatchTab:
+def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, lang: gr.Radio) -> BatchTab:
     """One batch (rows, passes, cache, life cycle) and the batch sweep (measured beside predicted)."""
     gr.Markdown(INTRO)
     top = min(MAX_BATCH, policy.max_concurrency) if policy.hosted else MAX_BATCH

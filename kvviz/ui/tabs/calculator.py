@@ -39,7 +39,7 @@ class CalculatorTab:
     answer: object  # the /kv_memory handler, which the page's first load runs too
 
 
-def calculator_tab(policy: HostPolicy) -> CalculatorTab:
+def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
     """The calculator's layout and events; its handler answers the page and /kv_memory alike."""
     gr.Markdown(INTRO)
     with gr.Row():
@@ -84,12 +84,12 @@ def calculator_tab(policy: HostPolicy) -> CalculatorTab:
         details = gr.JSON(label="report")
 
     inputs = [preset, config, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size, tp, pp,
-              dp]
+              dp, lang]
     outputs = [summary, formula, memory_fig, curves_fig, attention_fig, window_fig, roofline_fig, details]
 
     def kv_memory(preset=D["preset"], config=D["config"], batch=D["batch"], seq_len=D["seq_len"], layers=D["layers"],
                   kv_heads=D["kv_heads"], head_dim=D["head_dim"], kv_dtype=D["kv_dtype"], gpu=D["gpu"],
-                  mem_util=D["mem_util"], block_size=D["block_size"], tp=D["tp"], pp=D["pp"], dp=D["dp"]):
+                  mem_util=D["mem_util"], block_size=D["block_size"], tp=D["tp"], pp=D["pp"], dp=D["dp"], lang="en"):
         """The KV cache's size and what fits, for a model (a preset, or a config.json path or hub id) and a
         batch × seq_len on tp × pp × dp GPUs, with the figures the page draws and the report
         `python -m kvviz memory --json` prints."""

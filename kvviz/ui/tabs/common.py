@@ -16,6 +16,7 @@ from gradio.components.plot import PlotData
 from kvviz.base.errors import first_line
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
+from kvviz.i18n.errors import translate
 from kvviz.ui.present import time_limit_message
 from kvviz.ui.worker import Failed, JobKind, WorkerJob, start_job
 
@@ -34,16 +35,18 @@ def plot(fig: dict) -> PlotData:
     return PlotData(type="plotly", plot=json.dumps(fig))
 
 
-def refusal(exc: Exception | str) -> gr.Error:
-    """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge."""
-    return gr.Error(first_line(exc if isinstance(exc, Exception) else ValueError(exc)), print_exception=False)
+def refusal(exc: Exception | str, lang: object = "en") -> gr.Error:
+    """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge; in the
+    page's language (kvviz.i18n.errors.translate; English where no translation is known)."""
+    line = first_line(exc if isinstance(exc, Exception) else ValueError(exc))
+    return gr.Error(translate(line, lang), print_exception=False)
 
 
-def no_answer(job: WorkerJob, failure: Failed | None, what: str) -> gr.Error:
+def no_answer(job: WorkerJob, failure: Failed | None, what: str, lang: object = "en") -> gr.Error:
     """The refusal for a worker job that ended without its answer: its failure, the time limit, or that."""
     if failure is not None:
-        return refusal(failure.message)
-    return refusal(time_limit_message(job.time_limit_s) if job.timed_out else f"{what} ended without a result")
+        return refusal(failure.message, lang)
+    return refusal(time_limit_message(job.time_limit_s) if job.timed_out else f"{what} ended without a result", lang)
 
 
 def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
@@ -62,7 +65,7 @@ def max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:
 
 
 def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None, seed=None,
-                  chat_template=True, use_cache=True, static=False) -> GenerationRequest:
+                  chat_template=True, use_cache=True, static=False, lang="en") -> GenerationRequest:
     """The GenerationRequest for the values the page or the API sent, as sent; gr.Error for the first bad one.
 
     None (a cleared field) means the default: greedy, no top-k, no top-p, no seed; so do "" and -1 for the seed.
@@ -72,14 +75,15 @@ def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, 
             prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
             chat_template=chat_template, use_cache=use_cache, static=static, policy=policy)
     except ValueError as exc:
-        raise refusal(exc) from None
+        raise refusal(exc, lang) from None
 
 
-def start(kind: JobKind, model: object, request: GenerationRequest, policy: HostPolicy) -> tuple[WorkerJob, str]:
+def start(kind: JobKind, model: object, request: GenerationRequest, policy: HostPolicy,
+          lang: object = "en") -> tuple[WorkerJob, str]:
     """Start a job on the device worker: (the job, the model spec it loads). A model the host does not
     offer is refused at once."""
     try:
         spec = policy.check_model(model)
         return start_job(kind, spec, request, policy.request_time_limit_s, policy.hosted), spec
     except ValueError as exc:
-        raise refusal(exc) from None
+        raise refusal(exc, lang) from None

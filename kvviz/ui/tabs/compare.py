@@ -76,7 +76,7 @@ def follow_comparison(job: WorkerJob, progress: Callable) -> Generator[tuple, No
     return CompareOutcome(result, loaded, failure)
 
 
-def compare_tab(default_model: str, policy: HostPolicy) -> None:
+def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
     """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
     gr.Markdown(INTRO)
     with gr.Row():

@@ -84,7 +84,8 @@ def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable) -> 
     return failure
 
 
-def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStore) -> GenerationTab:
+def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStore,
+                   lang: gr.Radio) -> GenerationTab:
     """Model picker, prompt, sampling settings, streaming text and live plots, Stop."""
     gr.Markdown(INTRO)
     with gr.Row():

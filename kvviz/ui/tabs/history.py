@@ -23,7 +23,7 @@ class HistoryTab:
     run_picker: gr.Dropdown
 
 
-def history_tab(runs: gr.State) -> HistoryTab:
+def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
     """The table, its download, the overlay picker and plot; `runs` holds the session's RunHistory."""
     gr.Markdown("Every run of this session. Download it as CSV, or overlay runs' per-token latency.")
     table = gr.DataFrame(label="runs", interactive=False)

@@ -25,6 +25,6 @@ class LifecycleTab:
     ttft: gr.Plot
 
 
-def lifecycle_tab() -> LifecycleTab:
+def lifecycle_tab(lang: gr.Radio) -> LifecycleTab:
     gr.Markdown(INTRO)
     return LifecycleTab(timeline=gr.Plot(show_label=False, elem_id="lifecycle-plot"), ttft=gr.Plot(show_label=False))

@@ -115,7 +115,8 @@ def history_rows(outcome: Outcome) -> list[dict]:
     return [serving_text.history_row(r, f"{label} c={r.load.concurrency}") for r in outcome.runs]
 
 
-def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore) -> ServingTab:
+def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
+                lang: gr.Radio) -> ServingTab:
     """Target, load, Start/Stop; live plots; the finished figures and their explanation."""
     gr.Markdown(INTRO)
     last = gr.State(None)

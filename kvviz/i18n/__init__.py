@@ -1,0 +1,72 @@
+"""Two languages for everything kvviz says: English (en) and Simplified Chinese (zh).
+
+Every sentence a person reads (the app's labels, explanations, results, plot titles and axes, error messages,
+the CLI's messages and reports) is looked up here by key: t("compare.verdict.headline", lang, speedup=...).
+The texts live in the catalogue modules of this package, one per area of kvviz (kvviz/i18n/common.py,
+calculator.py, ...); each defines EN and ZH, two dicts with the same keys, and calls register(EN, ZH). All of
+them are imported when this package is, so t() knows every key. Texts are str.format templates with named
+fields; a static label (no fields) is also what the app hands Gradio's I18n, which translates it in the browser.
+
+Chinese uses the terms Chinese inference engineers use (预填充 prefill, 解码 decode, 首 token 延迟 TTFT,
+每 token 延迟 TPOT, 吞吐 throughput, KV Cache), the English term beside it where that helps.
+Nothing here knows gradio, torch or models.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from collections.abc import Mapping
+
+LANGS = ("en", "zh")
+DEFAULT = "en"
+LANG_NAMES = {"en": "English", "zh": "中文"}
+
+CATALOG: dict[str, dict[str, str]] = {lang: {} for lang in LANGS}
+
+
+def normalize(lang: object) -> str:
+    """"zh" for any Chinese tag a browser, a locale or a caller sends (zh, zh-CN, zh_CN.UTF-8, zh-Hans, 中文), "en"
+    for anything else (None, "", junk included): every language kvviz does not speak falls back to English."""
+    if not isinstance(lang, str):
+        return DEFAULT
+    tag = lang.strip().lower()
+    return "zh" if tag.startswith("zh") or tag == "中文" else DEFAULT
+
+
+def locale_lang(environ: Mapping[str, str] = os.environ) -> str:
+    """The language of the process's locale (LC_ALL, then LC_MESSAGES, LANG, LANGUAGE; the first one set), as
+    normalize reads it: the CLI's default for --lang."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        if environ.get(name):
+            return normalize(environ[name])
+    return DEFAULT
+
+
+def register(en: Mapping[str, str], zh: Mapping[str, str]) -> None:
+    """Add one catalogue's texts. Both languages must have the same keys, and no key may be registered twice
+    (ValueError at import: a missing translation or a clash is a bug, found before anything runs)."""
+    if set(en) != set(zh):
+        raise ValueError(f"catalogue keys differ between en and zh: {sorted(set(en) ^ set(zh))[:10]}")
+    clash = set(en) & set(CATALOG["en"])
+    if clash:
+        raise ValueError(f"catalogue keys registered twice: {sorted(clash)[:10]}")
+    CATALOG["en"].update(en)
+    CATALOG["zh"].update(zh)
+
+
+def t(key: str, lang: object = DEFAULT, /, **values: object) -> str:
+    """The text of `key` in `lang` (normalized), its fields filled from `values`. KeyError for a key no
+    catalogue has: a typo in code, not something a visitor can cause."""
+    text = CATALOG[normalize(lang)][key]
+    return text.format(**values) if values else text
+
+
+def translations() -> dict[str, dict[str, str]]:
+    """Every text in both languages, as Gradio's I18n takes them (the browser's locale zh-CN falls back to zh)."""
+    return {lang: dict(texts) for lang, texts in CATALOG.items()}
+
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -1,0 +1,34 @@
+"""The texts of the app's frame: its title, its tabs, the language switch."""
+
+from __future__ import annotations
+
+from kvviz.i18n import register
+
+EN = {
+    "app.title": "kvviz: how LLM inference really behaves",
+    "app.intro": "# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT.",
+    "app.language": "Language / 语言",
+    "tab.calculator": "KV-cache calculator",
+    "tab.generation": "Live generation",
+    "tab.compare": "Cached vs uncached",
+    "tab.batch": "Batch",
+    "tab.lifecycle": "Request lifecycle",
+    "tab.serving": "Serving",
+    "tab.history": "History",
+    "tab.lesson": "Lesson",
+}
+ZH = {
+    "app.title": "kvviz：看清 LLM 推理的真实行为",
+    "app.intro": "# kvviz\n看清 LLM 推理的真实行为：KV Cache、预填充（prefill）与解码（decode）、"
+                 "首 token 延迟（TTFT）与每 token 延迟（TPOT）。",
+    "app.language": "Language / 语言",
+    "tab.calculator": "KV Cache 显存计算器",
+    "tab.generation": "实时生成",
+    "tab.compare": "有缓存 vs 无缓存",
+    "tab.batch": "批处理（Batch）",
+    "tab.lifecycle": "请求生命周期",
+    "tab.serving": "服务（Serving）",
+    "tab.history": "历史记录",
+    "tab.lesson": "课程",
+}
+register(EN, ZH)
