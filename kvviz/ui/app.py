@@ -15,7 +15,7 @@ import gradio as gr
 
 from kvviz.engine.hosting import HostPolicy
 from kvviz.serving.local import LocalEngine
-from kvviz.ui import figures
+from kvviz.ui import batch_run_figures, figures
 from kvviz.ui.lang import LOAD_JS, SWITCH_JS, L, language_switch, tab_labels
 from kvviz.ui.present import RunHistory
 from kvviz.ui.sessions import SessionStore, session_id
@@ -70,8 +70,8 @@ def draw_finished_batch(history: RunHistory, last: dict | None):
     result = last["result"]
     for row in last["rows"]:
         history = history.with_row(row)
-    return (plot(figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
-            plot(figures.batch_ttft_parts(result.summary)), history, history.table())
+    return (plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
+            plot(batch_run_figures.batch_ttft_parts(result.summary)), history, history.table())
 
 
 def add_serving_runs(history: RunHistory, last: dict | None):

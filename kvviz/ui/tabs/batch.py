@@ -17,7 +17,7 @@ import gradio as gr
 from kvviz.base.inputs import flag, text, whole_number
 from kvviz.engine.batch import BatchRequest
 from kvviz.engine.hosting import HostPolicy
-from kvviz.ui import batch_figures, batch_text, figures
+from kvviz.ui import batch_figures, batch_run_figures, batch_text
 from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
 from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.common import DEVICE, EXAMPLE_PROMPTS, max_new_slider, model_picker, no_answer, plot, refusal
@@ -140,9 +140,9 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         if got is None:
             raise no_answer(job, failure, "the batch")
         result = got.result
-        yield (batch_markdown(result, loaded), batch_rows(result), plot(figures.batch_steps(result.steps)),
-               plot(figures.batch_kv(result.steps)),
-               plot(figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
+        yield (batch_markdown(result, loaded), batch_rows(result), plot(batch_run_figures.batch_steps(result.steps)),
+               plot(batch_run_figures.batch_kv(result.steps)),
+               plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
                {"result": result, "rows": batch_history_rows(result)})
 
     def sweep(model, prompt_tokens, new_tokens, max_batch, request: gr.Request, progress=gr.Progress()):
