@@ -8,7 +8,8 @@ import pytest
 
 from kvviz.engine.batch import BatchRequest, run_batch
 from kvviz.engine.loading import load_model
-from kvviz.ui import batch_run_figures, figures
+from kvviz.ui import batch_run_figures as brf
+from kvviz.ui import figures
 from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
 
 PROMPTS = ("The kernel", "What is a package in the Debian system?", "A")
@@ -53,7 +54,7 @@ def test_the_life_cycle_draws_the_shared_phases_once_and_each_row(batch):
     the TTFT to the row's end, and one tick per token."""
     _, result = batch
     s = result.summary
-    fig = batch_run_figures.batch_lifecycle(s, result.rows, result.tokens)
+    fig = brf.batch_lifecycle(s, result.rows, result.tokens)
     figures.to_plotly(fig)
     shared = fig["data"][:3]
     assert [len(t["y"]) for t in shared] == [1, 1, 1] and len({t["y"][0] for t in shared}) == 1
@@ -67,13 +68,13 @@ def test_the_life_cycle_draws_the_shared_phases_once_and_each_row(batch):
 def test_the_pass_and_cache_figures_hold_the_steps(batch):
     _, result = batch
     steps = result.steps
-    for fig in (batch_run_figures.batch_steps(steps), batch_run_figures.batch_kv(steps), batch_run_figures.batch_ttft_parts(result.summary)):
+    for fig in (brf.batch_steps(steps), brf.batch_kv(steps), brf.batch_ttft_parts(result.summary)):
         figures.to_plotly(fig)
-    passes = batch_run_figures.batch_steps(steps)["data"]
+    passes = brf.batch_steps(steps)["data"]
     decode = steps[steps["phase"] == "decode"]
     assert passes[0]["y"] == pytest.approx((decode["dt_s"] * 1e3).tolist()) and len(passes[0]["y"]) == 5
-    kv = batch_run_figures.batch_kv(steps)["data"]
+    kv = brf.batch_kv(steps)["data"]
     assert kv[0]["y"] == pytest.approx((steps["kv_bytes"] / 2**20).tolist())
     assert kv[0]["y"] == kv[1]["y"], "measured equals predicted at every pass"
-    parts = batch_run_figures.batch_ttft_parts(result.summary)["data"]
+    parts = brf.batch_ttft_parts(result.summary)["data"]
     assert sum(p["y"][0] for p in parts) == pytest.approx(result.summary.ttft_s * 1e3)
