@@ -1,0 +1,70 @@
+"""kvviz.i18n: the two languages' catalogues agree, Chinese texts are Chinese, tags and locales normalize."""
+
+from __future__ import annotations
+
+import re
+import string
+
+import pytest
+
+from kvviz.i18n import CATALOG, locale_lang, normalize, register, t, translations
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# Texts the same in both languages on purpose: the language switch's own label is bilingual.
+SAME_IN_BOTH = {"app.language"}
+
+
+def fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def test_both_languages_have_every_key():
+    """Every key has a text in en and in zh (register refuses otherwise; this pins the result)."""
+    assert set(CATALOG["en"]) == set(CATALOG["zh"]) and len(CATALOG["en"]) > 10
+
+
+@pytest.mark.parametrize("key", sorted(CATALOG["en"]))
+def test_zh_text_is_chinese_with_the_same_fields(key):
+    """A Chinese text has Chinese characters where its English one has words, and fills the same fields: a
+    text copied over untranslated, or a field renamed in one language, shows here."""
+    en, zh = CATALOG["en"][key], CATALOG["zh"][key]
+    assert fields(en) == fields(zh), f"{key}: fields {fields(en)} in en, {fields(zh)} in zh"
+    words = re.findall(r"[A-Za-z]{3,}", re.sub(r"\{\w+\}", "", en))
+    if words and key not in SAME_IN_BOTH:
+        assert CJK.search(zh), f"{key} is not translated: {zh!r}"
+        assert zh != en, f"{key}: the zh text is the English one"
+
+
+def test_register_refuses_a_missing_translation_and_a_clash():
+    """Keys that differ between en and zh, or a key registered twice, are refused, and nothing is added."""
+    before = len(CATALOG["en"])
+    with pytest.raises(ValueError, match="differ"):
+        register({"test.a": "a", "test.b": "b"}, {"test.a": "甲"})
+    with pytest.raises(ValueError, match="twice"):
+        register({"app.title": "again"}, {"app.title": "又一次"})
+    assert len(CATALOG["en"]) == before and "test.a" not in CATALOG["en"]
+
+
+@pytest.mark.parametrize("tag,lang", [
+    ("zh", "zh"), ("zh-CN", "zh"), ("ZH-cn", "zh"), ("zh_CN.UTF-8", "zh"), ("zh-Hans", "zh"), ("中文", "zh"),
+    ("en", "en"), ("en-US", "en"), ("fr", "en"), ("", "en"), (None, "en"), (3, "en"), ("x" * 10_000, "en"),
+])
+def test_normalize(tag, lang):
+    assert normalize(tag) == lang
+
+
+@pytest.mark.parametrize("environ,lang", [
+    ({"LANG": "zh_CN.UTF-8"}, "zh"), ({"LANG": "en_US.UTF-8"}, "en"), ({}, "en"),
+    ({"LC_ALL": "en_US.UTF-8", "LANG": "zh_CN.UTF-8"}, "en"),  # LC_ALL wins over LANG
+    ({"LC_ALL": "", "LC_MESSAGES": "zh_TW.UTF-8", "LANG": "C"}, "zh"),  # an empty variable does not count
+])
+def test_locale_lang(environ, lang):
+    assert locale_lang(environ) == lang
+
+
+def test_t_formats_and_falls_back():
+    """t fills fields; an unknown language is English; an unknown key is a KeyError (a bug in code)."""
+    assert t("tab.lesson", "zh") == "课程" and t("tab.lesson", "de") == "Lesson"
+    with pytest.raises(KeyError):
+        t("no.such.key", "en")
+    assert translations()["zh"]["tab.lesson"] == "课程"
