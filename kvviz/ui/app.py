@@ -50,14 +50,15 @@ def draw_finished_run(sessions: SessionStore):
     """The step after a run: the session's finished run drawn on the life-cycle tab and added to the history
     (its table and the overlay picker, which offers every run and picks the last two)."""
 
-    def publish(history: RunHistory, request: gr.Request):
+    def publish(history: RunHistory, lang: str, request: gr.Request):
         record = sessions.take_last(session_id(request))
         if record is None or record.summary is None:
             return (gr.skip(),) * 5
         history = history.with_run(record)
         runs = [str(r) for r in history.run_ids]
-        return (plot(figures.lifecycle(record.phases, record.frame)), plot(figures.ttft_parts(record.phases,
-                record.frame)), history, history.table(), gr.update(choices=runs, value=runs[-2:]))
+        return (plot(figures.lifecycle(record.phases, record.frame, lang)),
+                plot(figures.ttft_parts(record.phases, record.frame, lang)), history, history.table(lang),
+                gr.update(choices=runs, value=runs[-2:]))
 
     return publish
 
@@ -126,7 +127,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
         tabs.append(tab)
 
         generation.generated.then(
-            draw_finished_run(sessions), runs,
+            draw_finished_run(sessions), [runs, lang],
             [lifecycle.timeline, lifecycle.ttft, runs, history.table, history.run_picker],
             api_visibility="private", concurrency_limit=None)
         batch.ran.success(draw_finished_batch, [runs, batch.last],

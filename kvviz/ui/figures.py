@@ -13,12 +13,21 @@ from __future__ import annotations
 import pandas as pd
 
 from kvviz.engine.request import MODE_LABELS
+from kvviz.i18n import normalize, t
 
 INK = "#8a8f98"  # mid grey: legible on white and on near-black
 GRID = "rgba(138, 143, 152, 0.25)"
 COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 
 Figure = dict
+
+
+def mode_label(mode: str, lang: str = "en") -> str:
+    """The name the page gives a generation mode: kvviz.engine.request.MODE_LABELS in English, its translation in
+    Chinese; an unknown mode as it is."""
+    if mode not in MODE_LABELS:
+        return str(mode)
+    return MODE_LABELS[mode] if normalize(lang) == "en" else t(f"compare.mode.{mode}", lang)
 
 
 def base_layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
@@ -69,7 +78,7 @@ def to_plotly(fig: Figure):
     return go.Figure(fig)
 
 
-def token_latency(frame: pd.DataFrame, title: str = "Per-token latency") -> Figure:
+def token_latency(frame: pd.DataFrame, title: str | None = None, lang: str = "en") -> Figure:
     """Time from the previous token (ms) for each output token, prefill (the first token) apart from decode.
 
     frame: per-token rows (kvviz.engine.loop.TokenEvent fields) with a `mode` or `run` column to group by.
@@ -79,84 +88,88 @@ def token_latency(frame: pd.DataFrame, title: str = "Per-token latency") -> Figu
     key = "run" if "run" in frame and frame["run"].nunique() > 1 else "mode"
     for i, (name, group) in enumerate(frame.groupby(key, sort=False) if len(frame) else []):
         color = COLORS[i % len(COLORS)]
-        label = f"run {name}" if key == "run" else MODE_LABELS.get(name, str(name))
+        label = t("fig.latency.run", lang, name=name) if key == "run" else mode_label(name, lang)
         decode = group[group["phase"] == "decode"]
         first = group[group["phase"] == "prefill"]
         data.append({"type": "scatter", "mode": "lines+markers", "x": decode["index"].tolist(),
-                     "y": (decode["dt_s"] * 1e3).tolist(), "name": f"{label}: decode", "marker": {"size": 4},
+                     "y": (decode["dt_s"] * 1e3).tolist(), "name": t("fig.latency.decode", lang, label=label),
+                     "marker": {"size": 4},
                      "line": {"color": color, "width": 1.5},
-                     "hovertemplate": "token %{x}: %{y:,.2f} ms<extra></extra>"})
+                     "hovertemplate": t("fig.latency.hover_decode", lang)})
         if len(first):
             data.append({"type": "scatter", "mode": "markers", "x": first["index"].tolist(),
-                         "y": (first["dt_s"] * 1e3).tolist(), "name": f"{label}: first token (TTFT)",
+                         "y": (first["dt_s"] * 1e3).tolist(), "name": t("fig.latency.first", lang, label=label),
                          "marker": {"size": 12, "symbol": "diamond", "color": color},
-                         "hovertemplate": "first token after %{y:,.2f} ms (queue + prefill)<extra></extra>"})
-    layout = base_layout(title, "output token index", "ms since the previous token (log)")
+                         "hovertemplate": t("fig.latency.hover_first", lang)})
+    layout = base_layout(t("fig.latency.title", lang) if title is None else title, t("fig.latency.x", lang),
+                         t("fig.latency.y", lang))
     layout["yaxis"] |= {"type": "log"}
     return {"data": data, "layout": layout}
 
 
-def kv_growth(frame: pd.DataFrame) -> Figure:
+def kv_growth(frame: pd.DataFrame, lang: str = "en") -> Figure:
     """KV-cache bytes measured from the cache tensors against the memory model's prediction, per step."""
     mib = 2**20
     data = [{"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
-             "y": (frame["kv_bytes"] / mib).tolist(), "name": "measured (cache tensors)",
+             "y": (frame["kv_bytes"] / mib).tolist(), "name": t("fig.kv.measured", lang),
              "line": {"color": COLORS[0], "width": 2}},
             {"type": "scatter", "mode": "markers", "x": frame["seq_len"].tolist(),
-             "y": (frame["kv_bytes_predicted"] / mib).tolist(), "name": "predicted (memory model)",
+             "y": (frame["kv_bytes_predicted"] / mib).tolist(), "name": t("fig.kv.predicted", lang),
              "marker": {"color": COLORS[1], "size": 7, "symbol": "circle-open"}}]
     if "cuda_allocated_bytes" in frame and frame["cuda_allocated_bytes"].notna().any():
         data.append({"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
-                     "y": (frame["cuda_allocated_bytes"] / mib).tolist(), "name": "CUDA allocator (whole run)",
+                     "y": (frame["cuda_allocated_bytes"] / mib).tolist(), "name": t("fig.kv.cuda", lang),
                      "line": {"color": COLORS[2], "dash": "dot"}})
-    return {"data": data, "layout": base_layout("KV cache per step: measured and predicted", "sequence length (tokens)",
-                                            "KV cache (MiB, 2^20 bytes)")}
+    return {"data": data, "layout": base_layout(t("fig.kv.title", lang), t("fig.seq_len", lang), t("fig.kv.y", lang))}
 
 
-def cumulative_time(frame: pd.DataFrame, prediction: pd.DataFrame | None = None) -> Figure:
+def cumulative_time(frame: pd.DataFrame, prediction: pd.DataFrame | None = None, lang: str = "en") -> Figure:
     """Seconds since the request against tokens generated, one line per mode; with the cache it is a
     straight line, without it a parabola. The roofline prediction (lower bound) is dashed beside it."""
     data = []
     for i, (mode, group) in enumerate(frame.groupby("mode", sort=False)):
-        label = MODE_LABELS.get(mode, mode)
+        label = mode_label(mode, lang)
         data.append({"type": "scatter", "mode": "lines", "x": (group["index"] + 1).tolist(),
-                     "y": group["t_s"].tolist(), "name": f"{label}: measured", "line": {"color": COLORS[i]}})
+                     "y": group["t_s"].tolist(), "name": t("fig.cumulative.measured", lang, label=label),
+                     "line": {"color": COLORS[i]}})
         if prediction is not None and len(prediction):
             column = f"{mode}_lower_bound_s"
             data.append({"type": "scatter", "mode": "lines", "x": (prediction["index"] + 1).tolist(),
-                         "y": prediction[column].cumsum().tolist(), "name": f"{label}: roofline lower bound",
+                         "y": prediction[column].cumsum().tolist(),
+                         "name": t("fig.cumulative.bound", lang, label=label),
                          "line": {"color": COLORS[i], "dash": "dash"}})
-    return {"data": data, "layout": base_layout("Total time: linear with the cache, quadratic without",
-                                            "tokens generated", "seconds since the request")}
+    return {"data": data, "layout": base_layout(t("fig.cumulative.title", lang), t("fig.cumulative.x", lang),
+                                                t("fig.cumulative.y", lang))}
 
 
-def step_work(prediction: pd.DataFrame) -> Figure:
+def step_work(prediction: pd.DataFrame, lang: str = "en") -> Figure:
     """The memory model's FLOPs per step in each mode that ran: flat with the cache, growing without; the static
     mode's steps attend over the whole preallocated cache, so they are flat at the cache's full length."""
     modes = [m for m in ("cached", "uncached", "static") if f"{m}_flops" in prediction]
     data = [{"type": "scatter", "mode": "lines", "x": prediction["seq_len"].tolist(),
-             "y": (prediction[f"{m}_flops"] / 1e9).tolist(), "name": f"{MODE_LABELS[m]} (predicted)",
+             "y": (prediction[f"{m}_flops"] / 1e9).tolist(),
+             "name": t("fig.work.name", lang, label=mode_label(m, lang)),
              "line": {"color": COLORS[i], "dash": "dot" if m == "static" else "solid"}} for i, m in enumerate(modes)]
     return {"data": data,
-            "layout": base_layout("Work per step (predicted)", "sequence length (tokens)", "GFLOP per step")}
+            "layout": base_layout(t("fig.work.title", lang), t("fig.seq_len", lang), t("fig.work.y", lang))}
 
 
-def decode_bandwidth(runs) -> Figure:
+def decode_bandwidth(runs, lang: str = "en") -> Figure:
     """Each mode's decode bandwidth (bytes a step reads × steps per second) against the device's limit, dashed.
 
     runs: kvviz.engine.compare.ModeRun, in the order to draw; a mode without a bandwidth figure (too few tokens
     for a decode rate) is drawn as a labelled gap."""
-    labels = [run.label for run in runs]
+    labels = [mode_label(run.mode, lang) for run in runs]
     achieved = [(run.summary.bandwidth_achieved or 0) / 1e9 for run in runs]
-    text = [f"{run.summary.bandwidth_utilisation:.0%} of the limit" if run.summary.bandwidth_utilisation
+    text = [t("fig.bandwidth.share", lang, share=run.summary.bandwidth_utilisation) if run.summary.bandwidth_utilisation
             else "n/a" for run in runs]
     data = [{"type": "bar", "x": labels, "y": achieved, "text": text, "textposition": "outside",
              "marker": {"color": [COLORS[i % len(COLORS)] for i in range(len(runs))]},
              "hovertemplate": "%{x}: %{y:,.2f} GB/s<extra></extra>", "showlegend": False}]
-    layout = base_layout("Decode bandwidth: achieved against the device's limit", "mode", "GB/s")
+    layout = base_layout(t("fig.bandwidth.title", lang), t("fig.bandwidth.x", lang), "GB/s")
     limit = next((run.summary.bandwidth_bound for run in runs if run.summary.bandwidth_bound), None)
     if limit:
-        shape, note = hline(limit / 1e9, f"limit {limit / 1e9:,.1f} GB/s")
+        shape, note = hline(limit / 1e9, t("fig.bandwidth.limit", lang, limit=limit / 1e9))
         layout |= {"shapes": [shape], "annotations": [note]}
         layout["yaxis"] |= {"range": [0, max([limit / 1e9, *achieved]) * 1.2]}
     return {"data": data, "layout": layout}
@@ -165,7 +178,7 @@ def decode_bandwidth(runs) -> Figure:
 PHASE_COLORS = {"queued": "#b279a2", "tokenize": "#72b7b2", "prefill": "#f58518", "decode": "#4c78a8"}
 
 
-def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
+def lifecycle(phases: dict[str, float], frame: pd.DataFrame, lang: str = "en") -> Figure:
     """The request's life on one time axis: queued, tokenized, prefill, then each decode token as a tick."""
     t_acq = phases.get("device acquired", 0.0)
     t_tok = phases.get("tokenized", t_acq)
@@ -173,37 +186,38 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
     t_end = frame["t_s"].iloc[-1] if len(frame) else phases.get("finished", t_pre)
     spans = [("queued", 0.0, t_acq), ("tokenize", t_acq, t_tok), ("prefill", t_tok, t_pre),
              ("decode", t_pre, t_end)]
-    data = [{"type": "bar", "orientation": "h", "y": ["request"], "x": [(end - start) * 1e3],
-             "base": [start * 1e3], "name": f"{name} {(end - start) * 1e3:,.2f} ms",
-             "marker": {"color": PHASE_COLORS[name]},
-             "hovertemplate": f"{name}: %{{base:,.2f}} → %{{x:,.2f}} ms long<extra></extra>"}
+    names = {name: t(f"fig.phase.{name}", lang) for name in PHASE_COLORS}
+    data = [{"type": "bar", "orientation": "h", "y": [t("fig.life.request", lang)], "x": [(end - start) * 1e3],
+             "base": [start * 1e3], "name": t("fig.life.span", lang, name=names[name], ms=(end - start) * 1e3),
+             "marker": {"color": PHASE_COLORS[name]}, "hovertemplate": t("fig.life.hover", lang, name=names[name])}
             for name, start, end in spans]
     if len(frame):
-        data.append({"type": "scatter", "mode": "markers", "y": ["tokens"] * len(frame),
-                     "x": (frame["t_s"] * 1e3).tolist(), "name": "tokens out",
+        data.append({"type": "scatter", "mode": "markers", "y": [t("fig.life.tokens", lang)] * len(frame),
+                     "x": (frame["t_s"] * 1e3).tolist(), "name": t("fig.life.tokens_out", lang),
                      "marker": {"symbol": "line-ns-open", "size": 14, "color": INK},
-                     "hovertemplate": "token at %{x:,.2f} ms<extra></extra>"})
+                     "hovertemplate": t("fig.life.hover_token", lang)})
     ttft = frame["t_s"].iloc[0] * 1e3 if len(frame) else None
-    shapes, notes = ([], []) if ttft is None else map(list, zip(vline(ttft, f"first token {ttft:,.1f} ms "),
+    shapes, notes = ([], []) if ttft is None else map(list, zip(vline(ttft, t("fig.life.first", lang, ms=ttft)),
                                                                 strict=True))
-    layout = base_layout("Request life cycle", "ms since the request arrived", "", height=320, barmode="overlay",
-                     shapes=shapes, annotations=notes)
+    layout = base_layout(t("fig.life.title", lang), t("fig.life.x", lang), "", height=320, barmode="overlay",
+                         shapes=shapes, annotations=notes)
     # A short plot: a legend below it would sit on the x axis's title, so the phases are listed at the right,
     # one per line, where plotly widens the margin to fit them.
     layout["legend"] = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}
     return {"data": data, "layout": layout}
 
 
-def ttft_parts(phases: dict[str, float], frame: pd.DataFrame) -> Figure:
+def ttft_parts(phases: dict[str, float], frame: pd.DataFrame, lang: str = "en") -> Figure:
     """TTFT split into its causes: queue wait, tokenization, prefill (and the first sampling step)."""
     if not len(frame):
-        return empty("no token yet")
+        return empty(t("fig.ttft.none", lang))
     t_acq = phases.get("device acquired", 0.0)
     t_tok = phases.get("tokenized", t_acq)
     ttft = frame["t_s"].iloc[0]
-    parts = [("queue", t_acq), ("tokenize", t_tok - t_acq), ("prefill + first sample", ttft - t_tok)]
+    parts = [(t("fig.ttft.queue", lang), t_acq), (t("fig.ttft.tokenize", lang), t_tok - t_acq),
+             (t("fig.ttft.prefill", lang), ttft - t_tok)]
     data = [{"type": "bar", "x": [name], "y": [value * 1e3], "name": name,
              "marker": {"color": color}, "text": [f"{value * 1e3:,.2f} ms ({value / ttft:.0%})"],
              "textposition": "outside", "cliponaxis": False}
             for (name, value), color in zip(parts, ("#b279a2", "#72b7b2", "#f58518"), strict=True)]
-    return {"data": data, "layout": base_layout(f"TTFT {ttft * 1e3:,.1f} ms, by cause", "", "ms", showlegend=False)}
+    return {"data": data, "layout": base_layout(t("fig.ttft.title", lang, ms=ttft * 1e3), "", "ms", showlegend=False)}

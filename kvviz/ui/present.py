@@ -14,6 +14,9 @@ import pandas as pd
 
 from kvviz.engine.batch import BatchResult
 from kvviz.engine.compare import Comparison
+from kvviz.i18n import CATALOG, t
+from kvviz.i18n.errors import translate
+from kvviz.ui.figures import mode_label
 from kvviz.ui.live import RunRecord
 from kvviz.ui.worker import Loaded
 
@@ -23,47 +26,46 @@ def ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e3:,.2f} ms"
 
 
-def time_limit_message(limit_s: float) -> str:
-    return f"stopped by the time limit: this demo allows {limit_s:g} s per request"
+def time_limit_message(limit_s: float, lang: str = "en") -> str:
+    return t("metrics.time_limit", lang, limit=limit_s)
 
 
-def metrics_markdown(record: RunRecord) -> str:
+def metrics_markdown(record: RunRecord, lang: str = "en") -> str:
     """The run's metrics table, what it was, and why prefill and decode differ, with this run's numbers."""
     s = record.summary
     if s is None:
-        return f"**{record.finish.reason}**: {record.finish.error}" if record.finish else "running…"
-    bw = (f"{s.bandwidth_achieved / 1e9:,.2f} GB/s, {s.bandwidth_utilisation:.0%} of {s.bandwidth_bound / 1e9:,.1f}"
-          if s.bandwidth_achieved else "n/a")
+        if record.finish is None:
+            return t("metrics.running", lang)
+        return t("metrics.failed", lang, reason=record.finish.reason, error=translate(str(record.finish.error), lang))
+    bw = (t("metrics.bandwidth", lang, achieved=s.bandwidth_achieved / 1e9, share=s.bandwidth_utilisation,
+            bound=s.bandwidth_bound / 1e9) if s.bandwidth_achieved else "n/a")
     lines = [
-        "| TTFT | TPOT | tokens/s | decode tokens/s | ITL p50 / p90 / p99 | queue | prefill | bandwidth |",
+        t("metrics.header", lang),
         "|---|---|---|---|---|---|---|---|",
         f"| {ms(s.ttft_s)} | {ms(s.tpot_s)} | {s.tokens_per_s or 0:,.1f} | {s.decode_tokens_per_s or 0:,.1f} | "
         f"{ms(s.itl_p50_s)} / {ms(s.itl_p90_s)} / {ms(s.itl_p99_s)} | {ms(s.queue_s)} | {ms(s.prefill_s)} | {bw} |",
         "",
-        f"run {record.run_id}: {s.model} on {s.device} in {s.dtype}, {s.mode}; {s.prompt_tokens} prompt tokens, "
-        f"{s.new_tokens} new, finished by {s.finish_reason}.",
+        t("metrics.run", lang, run_id=record.run_id, model=s.model, device=s.device, dtype=s.dtype,
+          mode=mode_label(s.mode, lang), prompt_tokens=s.prompt_tokens, new_tokens=s.new_tokens,
+          finish=s.finish_reason),
     ]
     if s.prefill_tokens_per_s and s.decode_tokens_per_s:
-        lines.append(
-            f"Prefill read {s.prompt_tokens} prompt tokens in {ms(s.prefill_s)} "
-            f"({s.prefill_tokens_per_s:,.0f} tokens/s); "
-            f"decode then made one token every {ms(s.tpot_s)} ({s.decode_tokens_per_s:,.0f} tokens/s). Prefill "
-            f"moves {s.prefill_tokens_per_s / s.decode_tokens_per_s:,.1f}× more tokens per second because it "
-            "multiplies every weight by all prompt tokens at once, while each decode step reads every weight "
-            "(and the cache) for a single token.")
+        lines.append(t("metrics.prefill_decode", lang, prompt_tokens=s.prompt_tokens, prefill=ms(s.prefill_s),
+                       prefill_rate=s.prefill_tokens_per_s, tpot=ms(s.tpot_s), decode_rate=s.decode_tokens_per_s,
+                       ratio=s.prefill_tokens_per_s / s.decode_tokens_per_s))
     if record.cpu_threads:
-        lines.append(f"The device worker runs this model with {record.cpu_threads} torch thread(s) on this CPU.")
+        lines.append(t("metrics.threads", lang, threads=record.cpu_threads))
     if record.random_weights:
-        lines.append("*Random weights: the timing and memory are real, the text is noise.*")
+        lines.append(t("metrics.random", lang))
     return "\n".join(lines)
 
 
-def final_metrics(record: RunRecord, time_limit_s: float | None) -> str:
+def final_metrics(record: RunRecord, time_limit_s: float | None, lang: str = "en") -> str:
     """The metrics at the end of a run; time_limit_s when the run was stopped by that limit."""
-    text = metrics_markdown(record)
+    text = metrics_markdown(record, lang)
     if time_limit_s is None:
         return text
-    return f"{text}\n\n**{time_limit_message(time_limit_s).capitalize()}.**"
+    return f"{text}\n\n{t('metrics.stopped', lang, message=time_limit_message(time_limit_s, lang).capitalize())}"
 
 
 def run_details(record: RunRecord, stopped_by_time_limit: bool) -> dict:
@@ -74,81 +76,74 @@ def run_details(record: RunRecord, stopped_by_time_limit: bool) -> dict:
     return details
 
 
-def agreement(result: Comparison) -> str:
+def agreement(result: Comparison, lang: str = "en") -> str:
     """Whether the cached and uncached runs made the same tokens, in one sentence."""
     if result.tokens_identical:
-        return "The tokens are identical."
+        return t("compare.identical", lang)
     if result.first_divergence is not None:
-        return f"The tokens part at position {result.first_divergence}."
-    return "The tokens agree where both ran; one run stopped earlier."
+        return t("compare.part", lang, position=result.first_divergence)
+    return t("compare.shorter", lang)
 
 
-def compare_verdict(result: Comparison, loaded: Loaded) -> str:
+def compare_verdict(result: Comparison, loaded: Loaded, lang: str = "en") -> str:
     """The comparison's headline: the speedup, agreement, every mode's figures side by side, what ran where, and
     (with the static mode) why the fast path is faster, in this run's numbers."""
-    per_token = f" ({result.decode_speedup:.2f}× per decode token)" if result.decode_speedup else ""
-    parts = [f"### {result.speedup:.2f}× faster with the cache{per_token}",
-             f"{agreement(result)} {loaded.spec} on {loaded.device} in {loaded.dtype}.", mode_table(result)]
+    per_token = t("compare.per_token", lang, speedup=result.decode_speedup) if result.decode_speedup else ""
+    parts = [t("compare.headline", lang, speedup=result.speedup, per_token=per_token),
+             t("compare.where", lang, agreement=agreement(result, lang), spec=loaded.spec, device=loaded.device,
+               dtype=loaded.dtype), mode_table(result, lang)]
     if result.static is not None:
-        parts.append(static_verdict(result))
-        parts.append(fast_path_why(result, loaded.device))
+        parts.append(static_verdict(result, lang))
+        parts.append(fast_path_why(result, loaded.device, lang))
     if loaded.random_weights:
-        parts.append("*Random weights: the timing is real, the text is noise.*")
+        parts.append(t("compare.random", lang))
     return "\n\n".join(parts)
 
 
-def mode_table(result: Comparison) -> str:
+def mode_table(result: Comparison, lang: str = "en") -> str:
     """One line per mode: TTFT, TPOT, decode rate, time against the uncached run, decode bandwidth against the
     device's limit (the uncached loop re-reads the whole sequence each step: no bandwidth figure applies)."""
-    lines = ["| mode | TTFT | TPOT | decode tokens/s | time (no queue or compile) | × uncached | "
-             "bandwidth (decode) | of the limit |", "|---|---|---|---|---|---|---|---|"]
+    lines = [t("compare.table_header", lang), "|---|---|---|---|---|---|---|---|"]
     for run in result.runs:
         s = run.summary
-        bw = f"{s.bandwidth_achieved / 1e9:,.2f} GB/s" if s.bandwidth_achieved else "n/a"
-        share = (f"{s.bandwidth_utilisation:.0%} of {s.bandwidth_bound / 1e9:,.1f} GB/s"
+        bw = t("compare.bandwidth", lang, achieved=s.bandwidth_achieved / 1e9) if s.bandwidth_achieved else "n/a"
+        share = (t("compare.share", lang, share=s.bandwidth_utilisation, bound=s.bandwidth_bound / 1e9)
                  if s.bandwidth_utilisation else "n/a")
-        lines.append(f"| {run.label} | {ms(s.ttft_s)} | {ms(s.tpot_s)} | {s.decode_tokens_per_s or 0:,.1f} | "
-                     f"{ms(s.e2e_s - s.queue_s)} | {run.speedup:.2f}× | {bw} | {share} |")
+        lines.append(f"| {mode_label(run.mode, lang)} | {ms(s.ttft_s)} | {ms(s.tpot_s)} | "
+                     f"{s.decode_tokens_per_s or 0:,.1f} | {ms(s.e2e_s - s.queue_s)} | {run.speedup:.2f}× | {bw} | "
+                     f"{share} |")
     return "\n".join(lines)
 
 
-def static_verdict(result: Comparison) -> str:
+def static_verdict(result: Comparison, lang: str = "en") -> str:
     """The static mode's line: its speed against the plain cached loop, its agreement, its compile."""
     run, c = result.static, result.cached
     s = run.summary
-    pace = f"{c.tpot_s / s.tpot_s:.2f}× the plain cached loop per decode token" if c.tpot_s and s.tpot_s else \
-        "too few tokens for a per-token rate"
-    agree = ("the same tokens as the cached loop" if run.tokens_identical else
-             f"parts from the cached loop at token {run.first_divergence}" if run.first_divergence is not None
-             else "agrees with the cached loop where both ran")
-    compiled = (f"compiling its step took {run.compile_s:,.1f} s, left out of its time"
-                if run.compile_s else "its compiled step was reused from an earlier request: no compile")
-    return (f"**{run.label}**: {pace}; {agree}; {compiled}. Its cache was allocated for {run.cache_tokens:,} "
-            "tokens before the first step.")
+    pace = (t("compare.pace", lang, ratio=c.tpot_s / s.tpot_s) if c.tpot_s and s.tpot_s else
+            t("compare.pace_none", lang))
+    agree = (t("compare.agree_same", lang) if run.tokens_identical else
+             t("compare.agree_part", lang, position=run.first_divergence) if run.first_divergence is not None
+             else t("compare.agree_shorter", lang))
+    compiled = (t("compare.compiled", lang, seconds=run.compile_s) if run.compile_s else t("compare.reused", lang))
+    return t("compare.static_line", lang, label=mode_label(run.mode, lang), pace=pace, agree=agree,
+             compiled=compiled, tokens=run.cache_tokens)
 
 
-def fast_path_why(result: Comparison, device: str) -> str:
+def fast_path_why(result: Comparison, device: str, lang: str = "en") -> str:
     """Why the static mode decodes faster, with this run's numbers: the floor the weights and cache set at the
     device's bandwidth, how far the plain loop stands above it (per-step overhead), how close the static one is."""
     c, s = result.cached, result.static.summary
     if not (c.bytes_per_decode_step and c.bandwidth_bound and c.tpot_s and s.tpot_s and s.bytes_per_decode_step):
-        return "Too few decode tokens to weigh the two loops against the bandwidth limit."
+        return t("compare.why_none", lang)
     limit = c.bandwidth_bound
     floor_c, floor_s = c.bytes_per_decode_step / limit, s.bytes_per_decode_step / limit
-    how = ("replayed as one CUDA graph, so the GPU is handed the whole step at once" if device.startswith("cuda")
-           else "compiled by inductor into fused kernels, the weights prepacked for its matrix kernels")
-    text = (f"**Why the fast path is faster.** A decode step must read every weight and the cache: "
-            f"{c.bytes_per_decode_step / 1e6:,.1f} MB per token for the plain loop. At this device's "
-            f"{limit / 1e9:,.1f} GB/s ({c.bandwidth_source or 'its bandwidth'}) that read alone takes "
-            f"{ms(floor_c)}: the floor under TPOT. The plain cached loop took {ms(c.tpot_s)}, "
-            f"{ms(max(c.tpot_s - floor_c, 0.0))} above the floor: Python calling the model's modules one by one, a "
-            "kernel launched for every small operation, the cache grown by a copy at every step. The static mode "
-            f"runs the same step on a cache allocated once, {how}: {ms(s.tpot_s)} per token against a floor of "
-            f"{ms(floor_s)} (it reads the whole preallocated cache, {s.bytes_per_decode_step / 1e6:,.1f} MB a step, "
-            f"unwritten positions masked), {s.bandwidth_utilisation:.0%} of the limit.")
+    how = t("compare.how_cuda" if device.startswith("cuda") else "compare.how_cpu", lang)
+    text = t("compare.why", lang, step_mb=c.bytes_per_decode_step / 1e6, limit=limit / 1e9,
+             source=c.bandwidth_source or t("compare.its_bandwidth", lang), floor_c=ms(floor_c), tpot_c=ms(c.tpot_s),
+             above=ms(max(c.tpot_s - floor_c, 0.0)), how=how, tpot_s=ms(s.tpot_s), floor_s=ms(floor_s),
+             static_mb=s.bytes_per_decode_step / 1e6, share=s.bandwidth_utilisation)
     if s.bandwidth_utilisation and s.bandwidth_utilisation > 1:
-        text += (" Above 100%: the limit is the speed of a measured matrix-vector product, and the compiled step "
-                 "streams its packed weights faster than that probe, or finds part of them still in the caches.")
+        text += t("compare.above", lang)
     return text
 
 
@@ -174,14 +169,20 @@ class RunHistory:
     def run_ids(self) -> list[int]:
         return list(self.frames)
 
-    def table(self) -> pd.DataFrame:
-        """The history table (and its CSV): one row per run."""
-        return pd.DataFrame(list(self.rows))
+    def table(self, lang: str = "en") -> pd.DataFrame:
+        """The history table: one row per run, its columns named in `lang` (the CSV takes the English keys)."""
+        frame = pd.DataFrame(list(self.rows))
+        return frame.rename(columns=lambda key: column_name(key, lang))
 
     def overlay(self, picked: object) -> pd.DataFrame | None:
         """The per-token rows of the runs picked (as the picker sends them), together; None if none is known."""
         frames = [self.frames[i] for i in run_ids(picked) if i in self.frames]
         return pd.concat(frames) if frames else None
+
+
+def column_name(key: str, lang: str = "en") -> str:
+    """A history column's header in `lang`: the row's key in English, a key no catalogue names as it is."""
+    return t(f"history.col.{key}", lang) if f"history.col.{key}" in CATALOG["en"] else key
 
 
 def run_ids(picked: object) -> list[int]:

@@ -19,8 +19,8 @@ PARAMETERS = {
     "/kv_memory": ["preset", "config", "batch", "seq_len", "layers", "kv_heads", "head_dim", "kv_dtype", "gpu",
                    "mem_util", "block_size", "tp", "pp", "dp"],
     "/generate": ["model", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat_template",
-                  "use_cache"],
-    "/compare": ["model", "prompt", "max_new_tokens", "static"],
+                  "use_cache", "lang"],
+    "/compare": ["model", "prompt", "max_new_tokens", "static", "lang"],
     "/stop": [],
     "/start_vllm": ["model", "kv_space_gib"],  # python -m kvviz.serving start MODEL --kv-space-gib
     "/stop_vllm": [],

@@ -15,7 +15,10 @@ import gradio as gr
 
 from kvviz.engine.compare import Comparison
 from kvviz.engine.hosting import HostPolicy
+from kvviz.i18n import t
+from kvviz.i18n.errors import translate
 from kvviz.ui import figures
+from kvviz.ui.lang import L
 from kvviz.ui.present import compare_verdict, time_limit_message
 from kvviz.ui.tabs.common import (
     DEVICE,
@@ -29,19 +32,6 @@ from kvviz.ui.tabs.common import (
 )
 from kvviz.ui.worker import Compared, Done, Failed, JobKind, Loaded, Progress, Tick, WorkerJob
 
-INTRO = """
-Without the cache every step re-reads the whole sequence: step *n* costs a prefill of *n* tokens, so
-per-token time grows with position and total time grows quadratically. With the cache a step feeds
-one token and reads the stored keys and values: per-token time stays nearly flat and total time
-grows linearly. Both runs use the same prompt, settings and device, after a warm-up. In fp32 the
-tokens are identical; in bf16/fp16 they may part, because the two modes multiply matrices of
-different shapes, and the first position where they do is reported.
-
-Tick **static + compiled** to run a third mode: the same cached loop on a cache allocated once for the whole
-run, its decode step compiled (CUDA graphs on a GPU, inductor on the CPU). The first request of a shape
-compiles (tens of seconds on a CPU; the time is reported apart), later ones reuse it. The bandwidth plot
-shows how close each loop comes to the device's limit.
-"""
 POLL_S = 0.25
 OUTPUTS = 8  # verdict, three texts, four figures
 
@@ -53,16 +43,18 @@ class CompareOutcome:
     failure: Failed | None = None
 
 
-def follow_comparison(job: WorkerJob, progress: Callable) -> Generator[tuple, None, CompareOutcome]:
-    """Report the job's progress, yielding nothing new to the page on every Tick; returns what came back."""
+def follow_comparison(job: WorkerJob, progress: Callable,
+                      lang: str = "en") -> Generator[tuple, None, CompareOutcome]:
+    """Report the job's progress in `lang`, yielding nothing new to the page on every Tick; returns what came
+    back."""
     result = loaded = failure = None
     for message in job.follow(POLL_S):
         match message:
             case Progress():
-                progress(message.fraction / 2, desc=message.message)
+                progress(message.fraction / 2, desc=translate(message.message, lang))
             case Loaded():
                 loaded = message
-                progress(0.5, desc="running every mode (after a warm-up)")
+                progress(0.5, desc=t("compare.progress", lang))
             case Compared():
                 result = message.comparison
             case Failed():
@@ -78,18 +70,19 @@ def follow_comparison(job: WorkerJob, progress: Callable) -> Generator[tuple, No
 
 def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
     """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
-    gr.Markdown(INTRO)
+    gr.Markdown(L("compare.intro"))
     with gr.Row():
         model = model_picker(policy, default_model, scale=2)
-        prompt = gr.Textbox(label="prompt", value=EXAMPLE_PROMPTS[2], scale=3)  # a long answer: a clear curve
+        # A long answer: a clear curve.
+        prompt = gr.Textbox(label=L("generation.prompt"), value=EXAMPLE_PROMPTS[2], scale=3)
         max_new_tokens = max_new_slider(policy, 512, scale=2)
-        static = gr.Checkbox(False, label="static + compiled (third mode)", elem_id="compare-static", scale=1)
-        go = gr.Button("Compare", variant="primary", elem_id="compare-btn", scale=1)
+        static = gr.Checkbox(False, label=L("compare.static"), elem_id="compare-static", scale=1)
+        go = gr.Button(L("compare.go"), variant="primary", elem_id="compare-btn", scale=1)
     verdict = gr.Markdown(elem_id="compare-verdict")
     with gr.Row():
-        cached_text = gr.Textbox(label="with the KV cache", lines=6)
-        uncached_text = gr.Textbox(label="without the cache", lines=6)
-        static_text = gr.Textbox(label="static + compiled", lines=6, visible=False, elem_id="compare-static-text")
+        cached_text = gr.Textbox(label=L("compare.with"), lines=6)
+        uncached_text = gr.Textbox(label=L("compare.without"), lines=6)
+        static_text = gr.Textbox(label=L("compare.static_text"), lines=6, visible=False, elem_id="compare-static-text")
     with gr.Row():
         latency = gr.Plot(show_label=False)
         cumulative = gr.Plot(show_label=False)
@@ -97,31 +90,31 @@ def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
         work = gr.Plot(show_label=False)
         bandwidth = gr.Plot(show_label=False)
 
-    def compare(model, prompt, max_new_tokens, static=False, progress=gr.Progress()):
+    def compare(model, prompt, max_new_tokens, static=False, lang="en", progress=gr.Progress()):
         """Generate greedily with the KV cache and without it, and with static also on a static cache with a
         compiled step; the verdict (speedups, agreement, every mode's figures, why the fast path is faster),
         the texts (the static one empty when it did not run) and four figures: per-token latency, total time
-        against the prediction, the work per step and the decode bandwidth against the device's limit."""
-        req = build_request(policy, prompt, max_new_tokens, static=static)
-        job, _ = start(JobKind.COMPARE, model, req, policy)
+        against the prediction, the work per step and the decode bandwidth against the device's limit; all in `lang`."""
+        req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
+        job, _ = start(JobKind.COMPARE, model, req, policy, lang)
         try:
-            outcome = yield from follow_comparison(job, progress)
+            outcome = yield from follow_comparison(job, progress, lang)
         finally:
             job.abandon()  # a cancelled call, a closed tab, an error here, the app shutting down: free the device
         result = outcome.result
         if job.timed_out and result is None:
-            raise refusal(time_limit_message(job.time_limit_s))
+            raise refusal(time_limit_message(job.time_limit_s, lang), lang)
         if outcome.failure is not None:
-            raise refusal(outcome.failure.message)
+            raise refusal(outcome.failure.message, lang)
         if result is None:
-            raise refusal("the comparison ended without a result")
+            raise refusal(t("compare.no_result", lang), lang)
         ran = result.static is not None
-        yield (compare_verdict(result, outcome.loaded), result.cached_text, result.uncached_text,
+        yield (compare_verdict(result, outcome.loaded, lang), result.cached_text, result.uncached_text,
                gr.update(value=result.static.text if ran else "", visible=ran),
-               plot(figures.token_latency(result.rows, "Per-token latency, mode against mode")),
-               plot(figures.cumulative_time(result.rows, result.prediction)),
-               plot(figures.step_work(result.prediction)), plot(figures.decode_bandwidth(result.runs)))
+               plot(figures.token_latency(result.rows, t("fig.compare.latency", lang), lang)),
+               plot(figures.cumulative_time(result.rows, result.prediction, lang)),
+               plot(figures.step_work(result.prediction, lang)), plot(figures.decode_bandwidth(result.runs, lang)))
 
-    go.click(compare, [model, prompt, max_new_tokens, static],
+    go.click(compare, [model, prompt, max_new_tokens, static, lang],
              [verdict, cached_text, uncached_text, static_text, latency, cumulative, work, bandwidth],
              api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)

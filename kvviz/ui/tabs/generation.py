@@ -16,7 +16,10 @@ from gradio.components.plot import PlotData
 
 from kvviz.base.inputs import whole_number
 from kvviz.engine.hosting import HostPolicy
+from kvviz.i18n import t
+from kvviz.i18n.errors import translate
 from kvviz.ui import figures
+from kvviz.ui.lang import L
 from kvviz.ui.live import RunRecord, Throttle
 from kvviz.ui.present import final_metrics, metrics_markdown, run_details, time_limit_message
 from kvviz.ui.sessions import SessionStore, session_id
@@ -32,14 +35,6 @@ from kvviz.ui.tabs.common import (
 )
 from kvviz.ui.worker import Done, Failed, JobKind, Loaded, Progress, Tick, Tokens, WorkerJob
 
-INTRO = """
-A request's life: it arrives, waits for the device, is tokenized, then **prefill** reads the whole
-prompt in one forward pass (many tokens at once: bound by compute) and samples the first token. Then
-**decode** feeds one token at a time, reading every weight and the whole KV cache for each (bound by
-memory bandwidth). **TTFT** (time to first token) is queue + tokenization + prefill; **TPOT** (time per
-output token) is the mean gap after it; **tokens/s** is new tokens over the whole request. Batching
-more requests raises throughput but lengthens each one's TPOT; a long prompt lengthens TTFT.
-"""
 TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
 PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the end
 
@@ -47,22 +42,24 @@ PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the e
 @dataclass(frozen=True)
 class GenerationTab:
     generated: gr.events.Dependency  # the Generate event; build_app chains the finished run's drawing on it
+    prompt: gr.Textbox | None = None  # the Lesson tab's questions 1 and 6 set it to a long prompt
 
 
-def live_plots(record: RunRecord) -> tuple[PlotData, PlotData]:
+def live_plots(record: RunRecord, lang: str = "en") -> tuple[PlotData, PlotData]:
     """Per-token latency and KV growth of the run so far."""
     frame = record.frame
-    return plot(figures.token_latency(frame)), plot(figures.kv_growth(frame))
+    return plot(figures.token_latency(frame, lang=lang)), plot(figures.kv_growth(frame, lang))
 
 
-def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable) -> Generator[tuple, None, Failed | None]:
+def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable,
+                      lang: str = "en") -> Generator[tuple, None, Failed | None]:
     """Feed the job's messages into `record`, yielding the page's update (text, metrics, both plots, no
-    details yet) on every Tick; returns the job's failure, if it failed."""
+    details yet) on every Tick, in `lang`; returns the job's failure, if it failed."""
     plots, latest, failure = Throttle(PLOT_INTERVAL_S), (None, None), None
     for message in job.follow(TEXT_INTERVAL_S):
         match message:
             case Progress():
-                progress(message.fraction, desc=message.message)
+                progress(message.fraction, desc=translate(message.message, lang))
             case Loaded():
                 record.model, record.random_weights = message.spec, message.random_weights
                 record.cpu_threads = message.cpu_threads
@@ -73,10 +70,10 @@ def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable) -> 
                 failure = message
             case Tick() if failure is None:
                 if plots.due():
-                    latest = live_plots(record)
+                    latest = live_plots(record, lang)
                 # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
                 # which costs more than the model's own step on a small model.
-                yield record.text, metrics_markdown(record), *latest, None
+                yield record.text, metrics_markdown(record, lang), *latest, None
             case Tick() | Done():
                 pass
             case _:
@@ -87,45 +84,46 @@ def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable) -> 
 def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStore,
                    lang: gr.Radio) -> GenerationTab:
     """Model picker, prompt, sampling settings, streaming text and live plots, Stop."""
-    gr.Markdown(INTRO)
+    gr.Markdown(L("generation.intro"))
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             model = model_picker(policy, default_model, elem_id="gen-model")
-            prompt = gr.Textbox(label="prompt", lines=3, value=EXAMPLE_PROMPTS[0], elem_id="gen-prompt")
+            prompt = gr.Textbox(label=L("generation.prompt"), lines=3, value=EXAMPLE_PROMPTS[0], elem_id="gen-prompt")
             # A Dataset with a checked handler rather than gr.Examples, whose own handler fails without a
             # message on an example index that does not exist (anyone can send one over HTTP).
-            examples = gr.Dataset(components=[prompt], samples=[[p] for p in EXAMPLE_PROMPTS], label="examples",
-                                  type="index")
+            examples = gr.Dataset(components=[prompt], samples=[[p] for p in EXAMPLE_PROMPTS],
+                                  label=L("generation.examples"), type="index")
             max_new_tokens = max_new_slider(policy, 1024, elem_id="gen-max-new")
-            use_cache = gr.Checkbox(True, label="use the KV cache")
-            chat_template = gr.Checkbox(True, label="apply the chat template (when the tokenizer has one)")
-            with gr.Accordion("sampling", open=False):
-                temperature = gr.Slider(0, 2, value=0, step=0.05, label="temperature (0 = greedy)")
-                top_k = gr.Slider(0, 200, value=0, step=1, label="top-k (0 = off)")
-                top_p = gr.Slider(0.01, 1, value=1, step=0.01, label="top-p")
-                seed = gr.Number(value=0, precision=0, label="seed")
+            use_cache = gr.Checkbox(True, label=L("generation.use_cache"))
+            chat_template = gr.Checkbox(True, label=L("generation.chat_template"))
+            with gr.Accordion(L("generation.sampling"), open=False):
+                temperature = gr.Slider(0, 2, value=0, step=0.05, label=L("generation.temperature"))
+                top_k = gr.Slider(0, 200, value=0, step=1, label=L("generation.top_k"))
+                top_p = gr.Slider(0.01, 1, value=1, step=0.01, label=L("generation.top_p"))
+                seed = gr.Number(value=0, precision=0, label=L("generation.seed"))
             with gr.Row():
-                go = gr.Button("Generate", variant="primary", elem_id="generate-btn")
-                stop_button = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+                go = gr.Button(L("generation.go"), variant="primary", elem_id="generate-btn")
+                stop_button = gr.Button(L("generation.stop"), variant="stop", elem_id="stop-btn")
         with gr.Column(scale=2):
-            text = gr.Textbox(label="output (streams as it is generated)", lines=8, elem_id="gen-text")
+            text = gr.Textbox(label=L("generation.output"), lines=8, elem_id="gen-text")
             metrics = gr.Markdown(elem_id="gen-metrics")
             latency = gr.Plot(show_label=False, elem_id="latency-plot")
             kv = gr.Plot(show_label=False)
-    with gr.Accordion("this run as JSON (summary with the lesson's keys)", open=False):
-        details = gr.JSON(label="run")
+    with gr.Accordion(L("generation.json"), open=False):
+        details = gr.JSON(label=L("generation.json_label"))
 
     def generate(model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache,
-                 request: gr.Request, progress=gr.Progress()):
-        """Generate on the device worker, streaming (text, metrics, latency plot, KV plot, None); the last
-        update carries the run as JSON: the lesson's keys, the whole summary and the text."""
-        req = build_request(policy, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache)
-        job, spec = start(JobKind.GENERATE, model, req, policy)
+                 lang="en", request: gr.Request = None, progress=gr.Progress()):
+        """Generate on the device worker, streaming (text, metrics, latency plot, KV plot, None) in `lang`; the
+        last update carries the run as JSON: the lesson's keys, the whole summary and the text."""
+        req = build_request(policy, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache,
+                            lang=lang)
+        job, spec = start(JobKind.GENERATE, model, req, policy, lang)
         session = session_id(request)
         sessions.begin(session, job)
         record = RunRecord(model=spec, mode=req.mode, prompt=req.prompt)
         try:
-            failure = yield from follow_generation(job, record, progress)
+            failure = yield from follow_generation(job, record, progress, lang)
         finally:
             # Stop pressed: the job is done already. The tab closed or the client cancelled: Gradio closes
             # this generator from its event loop, so the job is stopped (within a token) and followed on a
@@ -133,28 +131,28 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
             job.abandon()
             sessions.end(session, job)
         if failure is not None:
-            raise refusal(failure.message)
+            raise refusal(failure.message, lang)
         if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
-            raise refusal(time_limit_message(job.time_limit_s) if job.timed_out else
-                          (record.finish and record.finish.error) or "the run ended without a result")
+            raise refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
+                          (record.finish and record.finish.error) or t("generation.no_result", lang), lang)
         sessions.keep_last(session, record)
-        yield (record.text, final_metrics(record, job.time_limit_s if job.timed_out else None), *live_plots(record),
-               run_details(record, job.timed_out))
+        yield (record.text, final_metrics(record, job.time_limit_s if job.timed_out else None, lang),
+               *live_plots(record, lang), run_details(record, job.timed_out))
 
-    def pick_example(index):
+    def pick_example(index, lang="en"):
         try:
             return EXAMPLE_PROMPTS[whole_number(index, "example", 0, len(EXAMPLE_PROMPTS) - 1)]
         except ValueError as exc:
-            raise refusal(exc) from None
+            raise refusal(exc, lang) from None
 
     def stop(request: gr.Request):
         """Stop this session's running generation before its next token."""
         sessions.stop(session_id(request))
 
     generated = go.click(generate, [model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template,
-                                    use_cache], [text, metrics, latency, kv, details], api_name="generate",
+                                    use_cache, lang], [text, metrics, latency, kv, details], api_name="generate",
                          concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
     stop_button.click(stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
-    examples.click(pick_example, examples, prompt, api_name="load_example", api_visibility="private", queue=False,
-                   preprocess=False, show_progress="hidden")
-    return GenerationTab(generated)
+    examples.click(pick_example, [examples, lang], prompt, api_name="load_example", api_visibility="private",
+                   queue=False, preprocess=False, show_progress="hidden")
+    return GenerationTab(generated, prompt)

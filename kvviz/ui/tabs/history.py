@@ -12,7 +12,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from kvviz.i18n import t
 from kvviz.ui import figures
+from kvviz.ui.lang import L
 from kvviz.ui.present import RunHistory
 from kvviz.ui.tabs.common import plot
 
@@ -24,12 +26,13 @@ class HistoryTab:
 
 
 def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
-    """The table, its download, the overlay picker and plot; `runs` holds the session's RunHistory."""
-    gr.Markdown("Every run of this session. Download it as CSV, or overlay runs' per-token latency.")
-    table = gr.DataFrame(label="runs", interactive=False)
+    """The table, its download, the overlay picker and plot; `runs` holds the session's RunHistory. The table's
+    headers follow the page's language: it is redrawn in it whenever the runs or the language change."""
+    gr.Markdown(L("history.intro"))
+    table = gr.DataFrame(label=L("history.runs"), interactive=False)
     with gr.Row():
-        download = gr.DownloadButton("Download CSV")
-        run_picker = gr.Dropdown([], multiselect=True, label="runs to overlay")
+        download = gr.DownloadButton(L("history.download"))
+        run_picker = gr.Dropdown([], multiselect=True, label=L("history.pick"))
     overlay = gr.Plot(show_label=False, elem_id="overlay-plot")
 
     def to_csv(history: RunHistory) -> str:
@@ -37,13 +40,18 @@ def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
         history.table().to_csv(path, index=False)
         return str(path)
 
-    def overlay_runs(history: RunHistory, picked):
+    def overlay_runs(history: RunHistory, picked, lang="en"):
         frame = history.overlay(picked)
         if frame is None:
-            return plot(figures.empty("pick runs to overlay"))
-        return plot(figures.token_latency(frame, "Per-token latency of the chosen runs"))
+            return plot(figures.empty(t("history.empty", lang)))
+        return plot(figures.token_latency(frame, t("history.overlay", lang), lang))
+
+    def show(history: RunHistory, lang="en"):
+        return history.table(lang)
 
     table.change(to_csv, runs, download, api_visibility="private", concurrency_limit=None)
-    run_picker.change(overlay_runs, [runs, run_picker], overlay, api_visibility="private", concurrency_limit=None,
-                      preprocess=False)
+    gr.on([runs.change, lang.change], show, [runs, lang], table, api_visibility="private", concurrency_limit=None,
+          show_progress="hidden")
+    gr.on([run_picker.change, lang.change], overlay_runs, [runs, run_picker, lang], overlay, api_visibility="private",
+          concurrency_limit=None, preprocess=False)
     return HistoryTab(table, run_picker)

@@ -10,13 +10,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-INTRO = """
-The latest run from the live-generation tab, or the latest batch from the batch tab (its shared queue,
-tokenization and prefill once, then each sequence's decode to its own end), on one time axis. A slow first
-token points at its cause: a long **queue** (the device was busy), a long **prefill** (a long prompt, or a
-cold model), or tokenization. Decode ticks that spread apart mean each step is getting slower (no cache, or
-a growing one).
-"""
+from kvviz.ui.lang import L
 
 
 @dataclass(frozen=True)
@@ -26,5 +20,5 @@ class LifecycleTab:
 
 
 def lifecycle_tab(lang: gr.Radio) -> LifecycleTab:
-    gr.Markdown(INTRO)
+    gr.Markdown(L("lifecycle.intro"))
     return LifecycleTab(timeline=gr.Plot(show_label=False, elem_id="lifecycle-plot"), ttft=gr.Plot(show_label=False))
