@@ -4,6 +4,8 @@ shared prefix saved, and one history row per run.
 Pure functions from kvviz.serving's results (a RunResult, a sweep_frame DataFrame, the server's samples) to
 markdown and flat dicts; every number in a sentence comes from the data given, so each can be checked
 without a browser or a server. The lesson's questions 5 and 6 are answered with the sweep's own numbers.
+Every function takes lang ("en" or "zh", kvviz.i18n) and says it in that language; messages that come from
+the server or the core (a request's error) are translated by kvviz.i18n.errors where a template knows them.
 Nothing here imports gradio or plotly, measures anything, or knows how the page lays the text out.
 """
 
@@ -13,6 +15,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from kvviz.i18n import t
+from kvviz.i18n.errors import translate
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import ServerView, server_view
 from kvviz.serving.stats import Distribution, RunStats
@@ -41,34 +45,35 @@ def _latency_row(name: str, d: Distribution) -> str:
     return f"| {name} | {ms(d.mean)} | {ms(d.p50)} | {ms(d.p90)} | {ms(d.p99)} |"
 
 
-def stats_markdown(s: RunStats) -> str:
+def stats_markdown(s: RunStats, lang: str = "en") -> str:
     """The run's counts and rates, then its latencies (mean, p50, p90, p99) as a table."""
     return "\n".join([
-        "| completed | failed | output tokens/s | requests/s | goodput (requests/s within the SLO) | duration |",
+        t("serving.stats.header", lang),
         "|---|---|---|---|---|---|",
-        f"| {s.completed} of {s.requests} | {s.failed} | {s.output_tokens_per_s:,.1f} | {s.requests_per_s:,.2f} | "
-        f"{s.goodput_requests_per_s:,.2f} (TTFT ≤ {ms(s.slo.ttft_s)}, TPOT ≤ {ms(s.slo.tpot_s)}) | "
-        f"{s.duration_s:,.2f} s |",
+        t("serving.stats.row", lang, completed=s.completed, requests=s.requests, failed=s.failed,
+          tokens_per_s=f"{s.output_tokens_per_s:,.1f}", requests_per_s=f"{s.requests_per_s:,.2f}",
+          goodput=f"{s.goodput_requests_per_s:,.2f}", slo_ttft=ms(s.slo.ttft_s), slo_tpot=ms(s.slo.tpot_s),
+          duration=f"{s.duration_s:,.2f}"),
         "",
-        "| latency | mean | p50 | p90 | p99 |",
+        t("serving.latency.header", lang),
         "|---|---|---|---|---|",
-        _latency_row("TTFT (time to first token)", s.ttft),
-        _latency_row("TPOT (time per output token)", s.tpot),
-        _latency_row("ITL (gap between chunks)", s.itl),
-        _latency_row("E2E (whole request)", s.e2e),
+        _latency_row(t("serving.latency.ttft", lang), s.ttft),
+        _latency_row(t("serving.latency.tpot", lang), s.tpot),
+        _latency_row(t("serving.latency.itl", lang), s.itl),
+        _latency_row(t("serving.latency.e2e", lang), s.e2e),
     ])
 
 
-def kv_sentence(view: ServerView) -> str | None:
+def kv_sentence(view: ServerView, lang: str = "en") -> str | None:
     """The peak KV-cache usage the server reported, beside kvviz's predicted peak."""
     if view.max_kv_usage is None:
         return None
     predicted = "" if view.max_predicted_kv_usage is None else \
-        f" (kvviz predicted {pct(view.max_predicted_kv_usage, 2)})"
-    return f"peak KV-cache usage {pct(view.max_kv_usage, 2)}{predicted}"
+        t("serving.kv.predicted", lang, pct=pct(view.max_predicted_kv_usage, 2))
+    return t("serving.kv.peak", lang, pct=pct(view.max_kv_usage, 2), predicted=predicted)
 
 
-def server_markdown(result: RunResult) -> str | None:
+def server_markdown(result: RunResult, lang: str = "en") -> str | None:
     """The run as the server saw it (its /metrics): where a request's time went, its TTFT beside the client's,
     prefix-cache hits, preemptions, peak KV usage against kvviz's prediction; None without two samples."""
     view = server_view(result.samples)
@@ -76,34 +81,35 @@ def server_markdown(result: RunResult) -> str | None:
         return None
     parts = []
     if view.queue_mean_s is not None:
-        parts.append(f"per request, queued {ms(view.queue_mean_s)}, prefill {ms(view.prefill_mean_s)}, "
-                     f"decode {ms(view.decode_mean_s)}")
+        parts.append(t("serving.server.phases", lang, queued=ms(view.queue_mean_s), prefill=ms(view.prefill_mean_s),
+                       decode=ms(view.decode_mean_s)))
     if view.ttft_mean_s is not None:
-        parts.append(f"TTFT mean {ms(view.ttft_mean_s)} on the server against {ms(result.stats.ttft.mean)} at the "
-                     "client (the difference: HTTP, tokenization and streaming)")
+        parts.append(t("serving.server.ttft", lang, server=ms(view.ttft_mean_s), client=ms(result.stats.ttft.mean)))
     if view.prefix_hit_rate is not None:
-        parts.append(f"prefix-cache hits {pct(view.prefix_hit_rate)} of the prompt tokens looked up")
+        parts.append(t("serving.server.prefix", lang, pct=pct(view.prefix_hit_rate)))
     if view.preemptions is not None:
-        parts.append(f"{view.preemptions:,.0f} preemptions")
+        parts.append(t("serving.server.preemptions", lang, count=f"{view.preemptions:,.0f}"))
     if view.max_waiting is not None:
-        parts.append(f"at most {view.max_running or 0:,.0f} running and {view.max_waiting:,.0f} waiting")
-    parts.append(kv_sentence(view))
+        parts.append(t("serving.server.queue", lang, running=f"{view.max_running or 0:,.0f}",
+                       waiting=f"{view.max_waiting:,.0f}"))
+    parts.append(kv_sentence(view, lang))
     said = [p for p in parts if p]
-    return f"**The server's view** (its /metrics): {'; '.join(said)}." if said else None
+    return t("serving.server.line", lang, parts=t("serving.server.sep", lang).join(said)) if said else None
 
 
-def run_markdown(result: RunResult) -> str:
+def run_markdown(result: RunResult, lang: str = "en") -> str:
     """A finished run: its table, the server's view when it had one, and why requests failed when some did."""
-    lines = [stats_markdown(result.stats)]
-    server = server_markdown(result)
+    lines = [stats_markdown(result.stats, lang)]
+    server = server_markdown(result, lang)
     if server:
         lines += ["", server]
     if result.metrics_error:
-        lines += ["", f"The server's metrics could not be read: {result.metrics_error}"]
+        lines += ["", t("serving.run.metrics_error", lang, error=translate(result.metrics_error, lang))]
     if result.stats.first_error:
-        lines += ["", f"**{result.stats.failed} request(s) failed**; the first: {result.stats.first_error}"]
+        lines += ["", t("serving.run.failed", lang, failed=result.stats.failed,
+                        error=translate(result.stats.first_error, lang))]
     if result.cancelled:
-        lines += ["", "*Cancelled: the requests in flight were recorded as failed.*"]
+        lines += ["", t("serving.run.cancelled", lang)]
     return "\n".join(lines)
 
 
@@ -121,56 +127,46 @@ def _row(frame: pd.DataFrame, concurrency: int) -> pd.Series:
     return frame[frame["concurrency"] == concurrency].iloc[0]
 
 
-def q5_markdown(frame: pd.DataFrame) -> str:
+def q5_markdown(frame: pd.DataFrame, lang: str = "en") -> str:
     """What TTFT, TPOT and throughput measure, and how this sweep traded them, from its first level to its best."""
     f = frame.sort_values("concurrency")
     first = f.iloc[0]
     best = int(f.loc[f["output_tokens_per_s"].idxmax(), "concurrency"])
     top = _row(f, best) if best != int(first["concurrency"]) else f.iloc[-1]  # the best, else the last level
     gain = f"{top['output_tokens_per_s'] / first['output_tokens_per_s']:.1f}×" if first["output_tokens_per_s"] \
-        else "from nothing"
+        else t("serving.q5.from_nothing", lang)
     users = ""
     if pd.notna(first["tokens_per_s_per_user"]) and pd.notna(top["tokens_per_s_per_user"]):
-        users = (f" (each user's decode speed from {first['tokens_per_s_per_user']:,.0f} to "
-                 f"{top['tokens_per_s_per_user']:,.0f} tokens/s)")
-    return (f"**Q5: what TTFT, TPOT and throughput measure, and how they trade** ({Q5}) TTFT is how long a user "
-            "waits for the first token (queueing + prefill); TPOT is how fast the rest streams to that user (one "
-            "decode step); throughput is what the server produces for everyone together. "
-            f"From {int(first['concurrency'])} to {int(top['concurrency'])} in flight, total output throughput went "
-            f"from {first['output_tokens_per_s']:,.0f} to {top['output_tokens_per_s']:,.0f} tokens/s "
-            f"({gain}) while each user's TPOT p50 went from {ms(first['tpot_p50_s'])} to "
-            f"{ms(top['tpot_p50_s'])}{users} and TTFT p50 from {ms(first['ttft_p50_s'])} to "
-            f"{ms(top['ttft_p50_s'])}. {_tpot_reading(first['tpot_p50_s'], top['tpot_p50_s'])}")
+        users = t("serving.q5.users", lang, first=f"{first['tokens_per_s_per_user']:,.0f}",
+                  top=f"{top['tokens_per_s_per_user']:,.0f}")
+    return t("serving.q5.text", lang, question=Q5, first=int(first["concurrency"]), top=int(top["concurrency"]),
+             first_tps=f"{first['output_tokens_per_s']:,.0f}", top_tps=f"{top['output_tokens_per_s']:,.0f}",
+             gain=gain, first_tpot=ms(first["tpot_p50_s"]), top_tpot=ms(top["tpot_p50_s"]), users=users,
+             first_ttft=ms(first["ttft_p50_s"]), top_ttft=ms(top["ttft_p50_s"]),
+             reading=_tpot_reading(first["tpot_p50_s"], top["tpot_p50_s"], lang))
 
 
-def _tpot_reading(before: float | None, after: float | None) -> str:
+def _tpot_reading(before: float | None, after: float | None, lang: str = "en") -> str:
     """What the TPOT change says about batching, only as far as the numbers say it."""
     if before is None or after is None or pd.isna(before) or pd.isna(after):
-        return "Batching shares each read of the weights among more requests, so a server makes more tokens per step."
+        return t("serving.q5.batching", lang)
     if after > before * 1.05:
-        return ("Batching shares each read of the weights among more requests, so the server makes more tokens "
-                f"per step while each step, and so each user's next token, takes longer ({after / before:.1f}× "
-                "the TPOT): throughput bought with each user's speed.")
-    return ("Batching shares each read of the weights among more requests, so the server makes more tokens per step; "
-            "here each user's TPOT did not grow with it: the steps were still bound by fixed costs per step "
-            "(scheduling, the read of the weights), not by the batch, so batching was nearly free. Past that point "
-            "a step's work grows with the batch and TPOT rises.")
+        return t("serving.q5.batching_slower", lang, ratio=f"{after / before:.1f}")
+    return t("serving.q5.batching_free", lang)
 
 
-def saturation_markdown(frame: pd.DataFrame) -> str:
+def saturation_markdown(frame: pd.DataFrame, lang: str = "en") -> str:
     """Where throughput stopped growing, or that it had not yet at the sweep's last level."""
     f = frame.sort_values("concurrency")
     level, last = saturation_level(f), int(f["concurrency"].iloc[-1])
     at = _row(f, level)
     if level == last:
-        return (f"Throughput was still growing at the sweep's last level ({last} in flight, "
-                f"{at['output_tokens_per_s']:,.0f} tokens/s): the server was not saturated yet.")
+        return t("serving.saturation.growing", lang, last=last, tokens_per_s=f"{at['output_tokens_per_s']:,.0f}")
     best = f.loc[f["output_tokens_per_s"].idxmax()]
-    return (f"Throughput stopped growing at about {level} in flight ({at['output_tokens_per_s']:,.0f} tokens/s): "
-            f"the best level, {int(best['concurrency'])} in flight, made {best['output_tokens_per_s']:,.0f} "
-            f"tokens/s, {best['output_tokens_per_s'] / at['output_tokens_per_s'] - 1:.1%} more, while TTFT p50 "
-            f"went from {ms(at['ttft_p50_s'])} to {ms(best['ttft_p50_s'])}. Past saturation more requests in "
-            "flight only wait longer.")
+    return t("serving.saturation.stopped", lang, level=level, tokens_per_s=f"{at['output_tokens_per_s']:,.0f}",
+             best=int(best["concurrency"]), best_tps=f"{best['output_tokens_per_s']:,.0f}",
+             more=f"{best['output_tokens_per_s'] / at['output_tokens_per_s'] - 1:.1%}", ttft=ms(at["ttft_p50_s"]),
+             best_ttft=ms(best["ttft_p50_s"]))
 
 
 def views_by_level(results: Sequence[RunResult]) -> dict[int, ServerView]:
@@ -179,65 +175,61 @@ def views_by_level(results: Sequence[RunResult]) -> dict[int, ServerView]:
     return {c: v for c, v in views.items() if v is not None}
 
 
-def q6_markdown(frame: pd.DataFrame, results: Sequence[RunResult]) -> str:
+def q6_markdown(frame: pd.DataFrame, results: Sequence[RunResult], lang: str = "en") -> str:
     """Why the first token got slower with load while the later ones did not (much): the server's queue, its
     prefill time and its scheduling, with the levels' own numbers."""
     f = frame.sort_values("concurrency")
     first, last = f.iloc[0], f.iloc[-1]
-    text = (f"**Q6: first token slow, later tokens fast: what to check first** ({Q6}) Queueing, prefill and "
-            "scheduling, which TTFT includes and TPOT does not. Here TTFT p50 grew from "
-            f"{ms(first['ttft_p50_s'])} at {int(first['concurrency'])} in flight to {ms(last['ttft_p50_s'])} at "
-            f"{int(last['concurrency'])} (p99 {ms(last['ttft_p99_s'])}), TPOT p50 from {ms(first['tpot_p50_s'])} "
-            f"to {ms(last['tpot_p50_s'])}.")
+    text = t("serving.q6.text", lang, question=Q6, first_ttft=ms(first["ttft_p50_s"]), first=int(first["concurrency"]),
+             last_ttft=ms(last["ttft_p50_s"]), last=int(last["concurrency"]), last_p99=ms(last["ttft_p99_s"]),
+             first_tpot=ms(first["tpot_p50_s"]), last_tpot=ms(last["tpot_p50_s"]))
     views = views_by_level(results)
     if not views:
-        return text + " The server's metrics were not read, so its queue cannot be seen here."
+        return text + t("serving.q6.no_metrics", lang)
     queued = {c: v.max_waiting for c, v in views.items() if v.max_waiting}
     if queued:
-        said = ", ".join(f"{c} in flight (up to {w:,.0f})" for c, w in sorted(queued.items()))
-        text += f" The server had requests waiting at {said}: they queued before their prefill."
+        said = t("serving.q6.sep", lang).join(t("serving.q6.level", lang, concurrency=c, waiting=f"{w:,.0f}")
+                                               for c, w in sorted(queued.items()))
+        text += t("serving.q6.queued", lang, levels=said)
     else:
-        text += (" The server never had a request waiting, so the growth is not its queue: a new request's "
-                 "prefill shares the scheduler's steps with the others' decode.")
+        text += t("serving.q6.no_queue", lang)
     top = views.get(int(last["concurrency"]))
     if top is not None and top.queue_mean_s is not None:
-        text += (f" At {int(last['concurrency'])} in flight the server's mean request queued "
-                 f"{ms(top.queue_mean_s)} and was prefilled in {ms(top.prefill_mean_s)}; a long prompt lengthens "
-                 "the prefill, and the scheduler's batch limits (max-num-seqs, the token budget per step) the queue.")
+        text += t("serving.q6.top", lang, concurrency=int(last["concurrency"]), queued=ms(top.queue_mean_s),
+                  prefill=ms(top.prefill_mean_s))
     return text
 
 
-def sweep_markdown(frame: pd.DataFrame, results: Sequence[RunResult]) -> str:
+def sweep_markdown(frame: pd.DataFrame, results: Sequence[RunResult], lang: str = "en") -> str:
     """What the sweep's curves say about the lesson's questions 5 and 6, with this sweep's numbers."""
     if frame is None or not len(frame):
-        return "No sweep yet."
+        return t("serving.sweep.none", lang)
     if len(frame) == 1:
-        return (f"One level only ({int(frame['concurrency'].iloc[0])} in flight): the trade-offs of questions 5 and "
-                "6 show from two levels on.")
-    return "\n\n".join([q5_markdown(frame), saturation_markdown(frame), q6_markdown(frame, results)])
+        return t("serving.sweep.one", lang, concurrency=int(frame["concurrency"].iloc[0]))
+    return "\n\n".join([q5_markdown(frame, lang), saturation_markdown(frame, lang), q6_markdown(frame, results, lang)])
 
 
 # --- a shared prefix, and the history ------------------------------------------------------------------------
 
 
-def _change(before: float | None, after: float | None) -> str:
+def _change(before: float | None, after: float | None, lang: str = "en") -> str:
     if before is None or after is None:
-        return f"from {ms(before)} to {ms(after)}"
-    relative = f", {after / before - 1:+.0%}" if before else ""
-    return f"from {ms(before)} to {ms(after)} ({(after - before) * 1e3:+,.1f} ms{relative})"
+        return t("serving.change.plain", lang, before=ms(before), after=ms(after))
+    relative = t("serving.change.relative", lang, relative=f"{after / before - 1:+.0%}") if before else ""
+    return t("serving.change.delta", lang, before=ms(before), after=ms(after), delta=f"{(after - before) * 1e3:+,.1f}",
+             relative=relative)
 
 
-def prefix_markdown(without: RunResult, with_: RunResult) -> str:
+def prefix_markdown(without: RunResult, with_: RunResult, lang: str = "en") -> str:
     """What a shared prompt prefix saved: the server's prefix-cache hit rate, the client's TTFT p50 and the
     server's mean prefill, without and with it."""
     a, b = server_view(without.samples), server_view(with_.samples)
-    hits = "The server reported no prefix-cache hits." if b is None or b.prefix_hit_rate is None else (
-        f"With the shared prefix, {pct(b.prefix_hit_rate)} of the prompt tokens the server looked up were already "
-        f"in its prefix cache (without it: {pct(a.prefix_hit_rate if a else None)}).")
+    hits = t("serving.prefix.no_hits", lang) if b is None or b.prefix_hit_rate is None else \
+        t("serving.prefix.hits", lang, with_=pct(b.prefix_hit_rate), without=pct(a.prefix_hit_rate if a else None))
     prefill = "" if a is None or b is None or a.prefill_mean_s is None else \
-        f" The server's mean prefill went {_change(a.prefill_mean_s, b.prefill_mean_s)}."
-    return (f"{hits} TTFT p50 went {_change(without.stats.ttft.p50, with_.stats.ttft.p50)}.{prefill} "
-            "Tokens found in the cache skip prefill: their keys and values are already stored.")
+        t("serving.prefix.prefill", lang, change=_change(a.prefill_mean_s, b.prefill_mean_s, lang))
+    return t("serving.prefix.text", lang, hits=hits, ttft=_change(without.stats.ttft.p50, with_.stats.ttft.p50, lang),
+             prefill=prefill)
 
 
 HISTORY_STATS = ("completed", "failed", "duration_s", "output_tokens", "output_tokens_per_s", "requests_per_s",
@@ -257,20 +249,15 @@ def history_row(result: RunResult, label: str) -> dict:
     return row | {"cancelled": result.cancelled}
 
 
-def engine_vs_server_markdown(server: RunResult, engine: RunResult) -> str:
+def engine_vs_server_markdown(server: RunResult, engine: RunResult, lang: str = "en") -> str:
     """The same load on a batching server and on kvviz's engine (one request at a time), with both runs' numbers:
     what continuous batching did to throughput, TTFT and TPOT."""
     s, e, c = server.stats, engine.stats, server.load.concurrency
     ratio = f"{s.output_tokens_per_s / e.output_tokens_per_s:.1f}×" if e.output_tokens_per_s else "n/a"
-    return (f"**The same load, {c} in flight, {server.load.requests} requests of {server.load.output_tokens} tokens.** "
-            f"vLLM (continuous batching): {s.output_tokens_per_s:,.0f} tokens/s, TTFT p50 {ms(s.ttft.p50)}, TPOT p50 "
-            f"{ms(s.tpot.p50)}. kvviz's engine (one request at a time): {e.output_tokens_per_s:,.0f} tokens/s, TTFT "
-            f"p50 {ms(e.ttft.p50)}, TPOT p50 {ms(e.tpot.p50)}. Batching made {ratio} the tokens per second: each of "
-            "vLLM's steps decodes every running request at once, one read of the weights for all of them, while "
-            "kvviz's engine runs the requests in turn, so its TPOT is one request's alone and its TTFT includes "
-            f"waiting for the {c - 1} request(s) ahead of it to finish." if c > 1 else
-            f"**The same load, one request at a time.** vLLM: {s.output_tokens_per_s:,.0f} tokens/s, TPOT p50 "
-            f"{ms(s.tpot.p50)}; kvviz's engine: {e.output_tokens_per_s:,.0f} tokens/s, TPOT p50 {ms(e.tpot.p50)} "
-            f"({ratio}). With one request in flight there is nothing to batch: the difference is the engines' own "
-            "speed (vLLM's kernels and scheduler against kvviz's plain PyTorch loop); raise the concurrency to see "
-            "what batching adds.")
+    if c > 1:
+        return t("serving.engine.many", lang, concurrency=c, requests=server.load.requests,
+                 tokens=server.load.output_tokens, s_tps=f"{s.output_tokens_per_s:,.0f}", s_ttft=ms(s.ttft.p50),
+                 s_tpot=ms(s.tpot.p50), e_tps=f"{e.output_tokens_per_s:,.0f}", e_ttft=ms(e.ttft.p50),
+                 e_tpot=ms(e.tpot.p50), ratio=ratio, ahead=c - 1)
+    return t("serving.engine.one", lang, s_tps=f"{s.output_tokens_per_s:,.0f}", s_tpot=ms(s.tpot.p50),
+             e_tps=f"{e.output_tokens_per_s:,.0f}", e_tpot=ms(e.tpot.p50), ratio=ratio)

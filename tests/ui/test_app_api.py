@@ -22,13 +22,13 @@ PARAMETERS = {
                   "use_cache", "lang"],
     "/compare": ["model", "prompt", "max_new_tokens", "static", "lang"],
     "/stop": [],
-    "/start_vllm": ["model", "kv_space_gib"],  # python -m kvviz.serving start MODEL --kv-space-gib
-    "/stop_vllm": [],
+    "/start_vllm": ["model", "kv_space_gib", "lang"],  # python -m kvviz.serving start MODEL --kv-space-gib
+    "/stop_vllm": ["lang"],
     "/serve": ["target", "url", "model", "api", "api_key", "tokenizer", "kind", "arrivals", "concurrency", "rate",
                "prompt_tokens", "shared_prefix_tokens", "output_tokens", "requests", "duration", "max_concurrency",
-               "per_level", "slo_ttft", "slo_tpot"],  # python -m kvviz.serving run / sweep
+               "per_level", "slo_ttft", "slo_tpot", "lang"],  # python -m kvviz.serving run / sweep
     "/stop_serving": [],
-    "/serve_on_engine": ["model"],  # the last load again on kvviz's engine
+    "/serve_on_engine": ["model", "lang"],  # the last load again on kvviz's engine
     "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos"],
     "/batch_sweep": ["model", "prompt_tokens", "new_tokens", "max_batch"],  # python -m kvviz batch
 }

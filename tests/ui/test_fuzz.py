@@ -77,9 +77,11 @@ VALID = {
     "overlay_runs": [st.lists(st.sampled_from(["1", "2", 3]), max_size=3)],
     # "serve" is the Serving tab's load against the fake server the test starts (serving_values(url) below)
     "stop_serving": [],
-    "start_vllm": [bad_models, st.integers(1, 4)],  # never a model that exists: no fuzz call starts vLLM
-    "stop_vllm": [],
-    "serve_on_engine": [st.sampled_from(["tiny", "random:gpt2"])],  # no load ran on a local vLLM: refused
+    # never a model that exists: no fuzz call starts vLLM
+    "start_vllm": [bad_models, st.integers(1, 4), st.sampled_from(["en", "zh"])],
+    "stop_vllm": [st.sampled_from(["en", "zh"])],
+    # no load ran on a local vLLM: refused
+    "serve_on_engine": [st.sampled_from(["tiny", "random:gpt2"]), st.sampled_from(["en", "zh"])],
     "batch": [st.just("tiny"), st.sampled_from(["The kernel\nA", "What is a package?"]), st.integers(1, 4),
               st.integers(1, 4), st.booleans(), st.booleans()],
     "batch_sweep": [st.just("tiny"), st.integers(1, 16), st.integers(2, 4), st.integers(1, 2)],
@@ -231,7 +233,7 @@ def serving_values(url: str) -> list:
     return [st.just(REMOTE), st.just(url), st.just(MODEL), st.sampled_from(["completions", "chat"]), st.just(""),
             st.just(""), st.just(ONE), st.sampled_from(list(ARRIVALS)), st.integers(1, 4), st.floats(5, 50),
             st.integers(1, 16), st.just(0), st.integers(1, 4), st.integers(1, 4), st.floats(5, 30), st.integers(1, 2),
-            st.integers(1, 2), st.floats(0.1, 2), st.floats(0.01, 1)]
+            st.integers(1, 2), st.floats(0.1, 2), st.floats(0.01, 1), st.sampled_from(["en", "zh"])]
 
 
 def test_every_endpoint_answers_or_refuses_clearly(app, monkeypatch):
