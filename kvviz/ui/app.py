@@ -25,10 +25,12 @@ from kvviz.ui.tabs.common import plot
 from kvviz.ui.tabs.compare import compare_tab
 from kvviz.ui.tabs.generation import generation_tab
 from kvviz.ui.tabs.history import history_tab
+from kvviz.ui.tabs.lesson import LessonTargets, lesson_tab
 from kvviz.ui.tabs.lifecycle import lifecycle_tab
 from kvviz.ui.tabs.serving import serving_tab
 
-TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.history"]
+TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.history",
+        "tab.lesson"]
 
 
 class CountedBlocks(gr.Blocks):
@@ -104,27 +106,37 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             gr.Markdown(policy.note(), elem_id="hosted-note")
         runs = gr.State(RunHistory())
         tabs = []
-        with gr.Tab(L("tab.calculator")) as tab:
+        # The tab set made explicit (entered here, left after the last tab, so the tabs keep their indentation):
+        # the Lesson tab's buttons select a tab by its id.
+        tab_set = gr.Tabs()
+        tab_set.__enter__()
+        with gr.Tab(L("tab.calculator"), id="calculator") as tab:
             calculator = calculator_tab(policy, lang)
         tabs.append(tab)
-        with gr.Tab(L("tab.generation")) as tab:
+        with gr.Tab(L("tab.generation"), id="generation") as tab:
             generation = generation_tab(default_model, policy, sessions, lang)
         tabs.append(tab)
-        with gr.Tab(L("tab.compare")) as tab:
+        with gr.Tab(L("tab.compare"), id="compare") as tab:
             compare_tab(default_model, policy, lang)
         tabs.append(tab)
-        with gr.Tab(L("tab.batch")) as tab:
+        with gr.Tab(L("tab.batch"), id="batch") as tab:
             batch = batch_tab(default_model, policy, sessions, lang)
         tabs.append(tab)
-        with gr.Tab(L("tab.lifecycle")) as tab:
+        with gr.Tab(L("tab.lifecycle"), id="lifecycle") as tab:
             lifecycle = lifecycle_tab(lang)
         tabs.append(tab)
-        with gr.Tab(L("tab.serving")) as tab:
+        with gr.Tab(L("tab.serving"), id="serving") as tab:
             serving = serving_tab(policy, engine, sessions, lang)
         tabs.append(tab)
-        with gr.Tab(L("tab.history")) as tab:
+        with gr.Tab(L("tab.history"), id="history") as tab:
             history = history_tab(runs, lang)
         tabs.append(tab)
+        with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
+            lesson_tab(default_model, policy, runs, lang, LessonTargets(
+                tab_set, "generation", "compare", "calculator", "serving", generation.prompt,
+                *calculator.inputs[0:1], *calculator.inputs[2:4], serving.kind))
+        tabs.append(tab)
+        tab_set.__exit__(None, None, None)
 
         generation.generated.then(
             draw_finished_run(sessions), [runs, lang],

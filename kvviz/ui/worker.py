@@ -8,7 +8,8 @@ process, which loads and keeps the models.
 The protocol is typed. The app sends a Job (its kind a JobKind: an unknown kind cannot be built); the
 worker answers with messages tagged with the job's id: Progress while loading, Loaded, then Tokens
 (batches of kvviz.engine.loop's events), Compared, Served (a load's RunResult, kvviz.serving.engine_load),
-Batched (a batch's BatchResult, kvviz.engine.batch) or Swept (a batch sweep's table), Failed when
+Batched (a batch's BatchResult, kvviz.engine.batch), Swept (a batch sweep's table) or Scripted (the lesson
+script's run beside kvviz's, kvviz.engine.lesson_script), Failed when
 something went wrong, and always Done last. WorkerJob.follow() is the one loop that reads them, for every
 caller. Stop sets an event the generation loop checks before every token (every request of a load checks
 it, and the load sends no more; a batch checks it before every step); a job that has not ended KILL_GRACE_S
@@ -33,6 +34,7 @@ from kvviz.base.inputs import whole_number
 from kvviz.engine.batch import BatchRequest, BatchResult
 from kvviz.engine.compare import Comparison
 from kvviz.engine.events import Event, Finished
+from kvviz.engine.lesson_script import LessonRun
 from kvviz.engine.request import MAX_NEW_TOKENS, GenerationRequest
 from kvviz.engine.threads import choose_cpu_threads
 from kvviz.serving.engine_load import engine_requests
@@ -47,6 +49,7 @@ class JobKind(Enum):
     LOAD = "load"  # a load of requests on kvviz's own engine (kvviz.serving.engine_load), answered with one Served
     BATCH = "batch"  # prompts decoded together (kvviz.engine.batch.run_batch), answered with one Batched
     BATCH_SWEEP = "batch sweep"  # B = 1, 2, 4, ... (kvviz.engine.batch_sweep), answered with one Swept
+    LESSON = "lesson"  # the lesson's script, then kvviz's loop (kvviz.engine.lesson_script), answered with one Scripted
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,14 @@ class Swept:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Scripted:
+    """A LESSON job's answer: the lesson script's run beside kvviz's on the same prompt (kvviz.engine.lesson_script)."""
+
+    job_id: int
+    result: LessonRun
+
+
+@dataclass(frozen=True, kw_only=True)
 class Failed:
     job_id: int
     message: str
@@ -190,7 +201,7 @@ class Tick:
     """Not from the worker: WorkerJob.follow's beat, once every period, for a caller that redraws."""
 
 
-Message = Progress | Loaded | Tokens | Compared | Served | Batched | Swept | Failed | Done
+Message = Progress | Loaded | Tokens | Compared | Served | Batched | Swept | Scripted | Failed | Done
 
 
 def events(messages: list) -> list[Event]:
@@ -254,6 +265,10 @@ def _run(job: Job, send, cancel, threads: dict[tuple, int], cores: int) -> None:
             send(Batched(job_id=job.job_id, result=run_batch(lm, job.batch, cancel)))
         elif job.kind is JobKind.BATCH_SWEEP:
             _sweep(job, lm, send, cancel)
+        elif job.kind is JobKind.LESSON:
+            from kvviz.engine.lesson_script import run_lesson
+
+            send(Scripted(job_id=job.job_id, result=run_lesson(lm, job.request, cancel)))
         else:  # a JobKind added without a way to run it
             raise NotImplementedError(f"the worker cannot run a {job.kind} job")
     except (LoadError, ValueError) as exc:

@@ -1,0 +1,145 @@
+"""The Lesson tab: the lesson's six questions as a guided path through the app, and the lesson's own script.
+
+Each question has a button that opens the view that shows it, already set to make the point (the Live
+generation tab with a long prompt, the Cached vs uncached tab, the calculator at the lesson's batch 16 ×
+seq_len 4096, the Serving tab's sweep). "Answer with my measurements" fills every answer from the session's
+history (kvviz.lesson, in the page's language). The script section runs the lesson's loop and kvviz's on the
+device worker (JobKind.LESSON) and shows the script's dict beside kvviz's metrics for the same request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gradio as gr
+
+from kvviz.engine.hosting import HostPolicy
+from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, LESSON_PROMPT, known_architecture
+from kvviz.i18n import t
+from kvviz.lesson import QUESTIONS, answers
+from kvviz.serving.live import SWEEP
+from kvviz.ui.lang import L
+from kvviz.ui.present import RunHistory
+from kvviz.ui.tabs.common import DEVICE, build_request, max_new_slider, model_picker, no_answer, start
+from kvviz.ui.worker import Done, Failed, JobKind, Loaded, Progress, Scripted, Tick
+
+POLL_S = 0.25
+# A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6).
+LONG_PROMPT = ("During training we care about one batch's forward pass, backward pass and optimizer step. During "
+               "inference we care about the whole path of one user request: when it queues, when it gets the GPU, "
+               "when its first token comes back, and how fast the following tokens flow. LLM inference is not a "
+               "uniform process: prefill is like reading the whole question, decode like answering one word at a "
+               "time. The two differ in the shape of their computation, their bottleneck and how to optimise them. "
+               "With that in mind, explain in three sentences what the KV cache stores and why it makes decode "
+               "faster.")
+LESSON_EXAMPLE = {"preset": "llama-2-7b", "batch": 16, "seq_len": 4096}  # 32 layers, 32 KV heads, head_dim 128
+
+
+@dataclass(frozen=True)
+class LessonTargets:
+    """What the questions' buttons open and set: the tab set, each view's tab id, and the controls they set."""
+
+    tabs: gr.Tabs
+    generation_id: str
+    compare_id: str
+    calculator_id: str
+    serving_id: str
+    gen_prompt: gr.Textbox | None
+    calc_preset: gr.components.Component
+    calc_batch: gr.components.Component
+    calc_seq_len: gr.components.Component
+    serving_kind: gr.Radio | None
+
+
+def opener(targets: LessonTargets, question: int) -> tuple[Callable, list]:
+    """The handler and outputs of question `question`'s button: the view selected, its controls set."""
+    gen = [targets.gen_prompt] if targets.gen_prompt is not None else []
+    kind = [targets.serving_kind] if targets.serving_kind is not None else []
+    if question in (1, 6):
+        return (lambda: (gr.Tabs(selected=targets.generation_id), *[gr.update(value=LONG_PROMPT)] * len(gen)),
+                [targets.tabs, *gen])
+    if question == 2:
+        return lambda: gr.Tabs(selected=targets.compare_id), [targets.tabs]
+    if question in (3, 4):
+        return (lambda: (gr.Tabs(selected=targets.calculator_id), gr.update(value=LESSON_EXAMPLE["preset"]),
+                         gr.update(value=LESSON_EXAMPLE["batch"]), gr.update(value=LESSON_EXAMPLE["seq_len"])),
+                [targets.tabs, targets.calc_preset, targets.calc_batch, targets.calc_seq_len])
+    return (lambda: (gr.Tabs(selected=targets.serving_id), *[gr.update(value=SWEEP)] * len(kind)),
+            [targets.tabs, *kind])
+
+
+def script_verdict(result: dict, lang: str) -> str:
+    """Whether the script and kvviz's loop made the same tokens, with the counts."""
+    script, kvviz = result["script"], result["kvviz"]
+    if result["tokens_identical"]:
+        return t("lesson.script.same", lang, n=kvviz["new_tokens"], prompt=kvviz["prompt_tokens"],
+                 new=kvviz["new_tokens"])
+    return t("lesson.script.differ", lang, script_new=script["new_tokens"], new=kvviz["new_tokens"])
+
+
+def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.Radio,
+               targets: LessonTargets) -> None:
+    """The six questions with their answers and buttons, then the lesson's script beside kvviz's run."""
+    gr.Markdown(L("lesson.intro"))
+    refresh = gr.Button(L("lesson.refresh"), variant="primary", elem_id="lesson-refresh")
+    shown = []
+    for q in QUESTIONS:
+        with gr.Group():
+            with gr.Row():
+                gr.Markdown(L(q.key))
+                go = gr.Button(L("lesson.open"), size="sm", scale=0, min_width=120, elem_id=f"lesson-open-{q.number}")
+            shown.append(gr.Markdown(L("lesson.pending"), elem_id=f"lesson-answer-{q.number}"))
+        fn, outputs = opener(targets, q.number)
+        go.click(fn, None, outputs, api_visibility="private", queue=False)
+
+    gr.Markdown(L("lesson.script.title"))
+    with gr.Row():
+        model = model_picker(policy, default_model, scale=2, elem_id="lesson-model")
+        prompt = gr.Textbox(LESSON_PROMPT, label=L("lesson.script.prompt"), scale=3, elem_id="lesson-prompt")
+        max_new_tokens = max_new_slider(policy, 1024, scale=2)
+        run = gr.Button(L("lesson.script.run"), variant="primary", scale=1, elem_id="lesson-run")
+    max_new_tokens.value = min(LESSON_MAX_NEW_TOKENS, max_new_tokens.maximum)
+    max_new_tokens.label = L("lesson.script.max_new")
+    verdict = gr.Markdown(elem_id="lesson-verdict")
+    with gr.Row():
+        script_box = gr.JSON(label=L("lesson.script.script"), elem_id="lesson-script-dict")
+        kvviz_box = gr.JSON(label=L("lesson.script.kvviz"), elem_id="lesson-kvviz-dict")
+
+    def answer(history: RunHistory, model: str, lang: str = "en"):
+        """The six answers from the session's runs, in `lang`; Q3 with the chosen model's numbers."""
+        return tuple(answers(history, lang, known_architecture(model)))
+
+    def lesson_script(model, prompt=LESSON_PROMPT, max_new_tokens=LESSON_MAX_NEW_TOKENS, lang="en",
+                      progress=gr.Progress()):
+        """The lesson's script on `model` (prefill, then the last token with past_key_values, greedy, EOS), then
+        kvviz's loop on the same raw prompt: whether they agree, the script's dict, kvviz's metrics."""
+        req = build_request(policy, prompt, max_new_tokens, chat_template=False, lang=lang)
+        job, _ = start(JobKind.LESSON, model, req, policy, lang)
+        result = failure = None
+        try:
+            for message in job.follow(POLL_S):
+                match message:
+                    case Progress():
+                        progress(message.fraction / 2, desc=message.message)
+                    case Loaded():
+                        progress(0.5)
+                    case Scripted():
+                        result = message.result.as_dict()
+                    case Failed():
+                        failure = message
+                    case Tick():
+                        yield gr.skip(), gr.skip(), gr.skip()
+                    case Done():
+                        pass
+                    case _:
+                        raise TypeError(f"a lesson job sent {message!r}")
+        finally:
+            job.abandon()
+        if result is None:
+            raise no_answer(job, failure, t("lesson.script.what", lang), lang)
+        yield script_verdict(result, lang), result["script"], result["kvviz"]
+
+    refresh.click(answer, [runs, model, lang], shown, api_visibility="private", concurrency_limit=None)
+    run.click(lesson_script, [model, prompt, max_new_tokens, lang], [verdict, script_box, kvviz_box],
+              api_name="lesson_script", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)

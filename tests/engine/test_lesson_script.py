@@ -1,0 +1,35 @@
+"""The lesson's own script on a tiny real model saved to disk, beside kvviz's loop on the same request."""
+
+from __future__ import annotations
+
+from kvviz.engine.lesson_script import LESSON_PROMPT, lesson_script, run_lesson
+from kvviz.engine.loading import load_model
+from kvviz.engine.loop import run_to_end
+from kvviz.engine.request import GenerationRequest
+
+KEYS = ["prompt_tokens", "new_tokens", "ttft_s", "tpot_s", "tokens_per_s"]
+
+
+def test_script_tokens_equal_kvvizs_cached_greedy_tokens(tiny_models):
+    """The script's new tokens are kvviz's cached greedy tokens on the raw prompt; both count the same."""
+    lm = load_model(str(tiny_models["qwen2"]), device="cpu", dtype="fp32")
+    for prompt in (LESSON_PROMPT, "The kernel", "A package is"):
+        script = lesson_script(lm, prompt, 24)
+        tokens, finished = run_to_end(lm, GenerationRequest(prompt, 24, chat_template=False))
+        assert script.new_token_ids == tuple(t.token_id for t in tokens), f"{prompt!r}: the loops part"
+        lesson = finished.summary.lesson()
+        assert script.lesson["prompt_tokens"] == lesson["prompt_tokens"], "the script tokenizes the raw prompt"
+        assert script.lesson["new_tokens"] == lesson["new_tokens"] == len(tokens), "EOS is one rule in both"
+
+
+def test_run_lesson_returns_the_scripts_dict_beside_kvvizs(tiny_models):
+    """run_lesson: the script's five keys and decoded text, kvviz's metrics for the same run, the same tokens."""
+    lm = load_model(str(tiny_models["qwen2"]), device="cpu", dtype="fp32")
+    result = run_lesson(lm, GenerationRequest("The kernel", 16))  # chat_template True is turned off, as the script
+    shown = result.as_dict()
+    assert list(shown["script"]) == [*KEYS, "text"]
+    assert result.tokens_identical and shown["tokens_identical"]
+    assert shown["script"]["prompt_tokens"] == shown["kvviz"]["prompt_tokens"]
+    assert shown["script"]["new_tokens"] == shown["kvviz"]["new_tokens"] == len(result.new_token_ids) > 0
+    assert shown["script"]["text"].startswith("The kernel"), "the script decodes the prompt and the answer"
+    assert all(shown["kvviz"][k] is not None for k in ("ttft_s", "tokens_per_s", "prefill_s"))
