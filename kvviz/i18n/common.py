@@ -16,6 +16,9 @@ EN = {
     "tab.serving": "Serving",
     "tab.history": "History",
     "tab.lesson": "Lesson",
+    "common.model.hosted": "model (what this hosted demo offers)",
+    "common.model.local": "model (SmolLM2-135M-Instruct, bundled tiny, random:<preset> twins, a hub id, a folder)",
+    "common.max_new_tokens": "max new tokens",
 }
 ZH = {
     "app.title": "kvviz：看清 LLM 推理的真实行为",
@@ -30,5 +33,9 @@ ZH = {
     "tab.serving": "服务（Serving）",
     "tab.history": "历史记录",
     "tab.lesson": "课程",
+    "common.model.hosted": "模型（本托管演示提供的）",
+    "common.model.local": "模型（SmolLM2-135M-Instruct、自带的 tiny、random:<预设> 随机权重孪生模型、"
+                          "hub id 或本地文件夹）",
+    "common.max_new_tokens": "最大新 token 数",
 }
 register(EN, ZH)

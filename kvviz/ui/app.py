@@ -65,16 +65,16 @@ def draw_finished_run(sessions: SessionStore):
     return publish
 
 
-def draw_finished_batch(history: RunHistory, last: dict | None):
+def draw_finished_batch(history: RunHistory, last: dict | None, lang: str = "en"):
     """The step after a batch: its life cycle on the life-cycle tab (the shared phases once, a row per sequence),
-    its shared TTFT by cause, and one history row per sequence."""
+    its shared TTFT by cause, and one history row per sequence; in lang."""
     if not last:
         return (gr.skip(),) * 4
     result = last["result"]
     for row in last["rows"]:
         history = history.with_row(row)
-    return (plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
-            plot(batch_run_figures.batch_ttft_parts(result.summary)), history, history.table())
+    return (plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
+            plot(batch_run_figures.batch_ttft_parts(result.summary, lang)), history, history.table(lang))
 
 
 def add_serving_runs(history: RunHistory, last: dict | None):
@@ -142,7 +142,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             draw_finished_run(sessions), [runs, lang],
             [lifecycle.timeline, lifecycle.ttft, runs, history.table, history.run_picker],
             api_visibility="private", concurrency_limit=None)
-        batch.ran.success(draw_finished_batch, [runs, batch.last],
+        batch.ran.success(draw_finished_batch, [runs, batch.last, lang],
                           [lifecycle.timeline, lifecycle.ttft, runs, history.table], api_visibility="private",
                           concurrency_limit=None)
         for event, published in serving.published:

@@ -195,40 +195,38 @@ def run_ids(picked: object) -> list[int]:
 _BATCH_IDS = itertools.count(1)
 
 
-def batch_markdown(result: BatchResult, loaded: Loaded | None) -> str:
+def batch_markdown(result: BatchResult, loaded: Loaded | None, lang: str = "en") -> str:
     """A batch's headline with its own numbers: what ran, the shared prefill, the decode pass, the rates, the
     cache and its padding, and why a pass costs about the same for one row or many."""
     s = result.summary
-    step = ms(s.decode_step_median_s)
-    lines = [f"### {s.batch_size} sequences decoded together: {s.tokens_per_s:,.1f} tokens/s in all, "
-             f"{s.tokens_per_s_per_sequence:,.1f} per sequence",
-             f"{s.model} on {s.device} in {s.dtype}, {s.mode}. One prefill pass read every row's prompt "
-             f"({sum(s.prompt_tokens)} tokens, left-padded to {s.padded_len} each) in {ms(s.prefill_s)}: every row's "
-             f"first token came at {ms(s.ttft_s)}. Then each decode pass fed one token per row in {step} (median "
-             f"over {s.decode_steps} passes). The cache peaked at {s.peak_kv_bytes / 2**20:,.2f} MiB, of which "
-             f"{s.peak_padding_bytes / 2**20:,.2f} MiB held padding; measured from its tensors, it equals the memory "
-             "model's batch × seq_len × layers × 2 × kv_heads × head_dim × bytes at every pass (the KV plot).",
-             "A decode pass reads every weight once for the whole batch, and each row adds only its own cache and "
-             "its own arithmetic: while the pass is bound by reading memory (or, on a small model, by the fixed "
-             "cost of launching it), B rows cost about what one does. The batch sweep below measures that."]
+    lines = [t("batch.md.headline", lang, batch_size=s.batch_size, rate=f"{s.tokens_per_s:,.1f}",
+               rate_seq=f"{s.tokens_per_s_per_sequence:,.1f}"),
+             t("batch.md.body", lang, model=s.model, device=s.device, dtype=s.dtype, mode=mode_label(s.mode, lang),
+               prompt_tokens=sum(s.prompt_tokens), padded_len=s.padded_len, prefill=ms(s.prefill_s),
+               ttft=ms(s.ttft_s), step=ms(s.decode_step_median_s), steps=s.decode_steps,
+               peak=f"{s.peak_kv_bytes / 2**20:,.2f}", padding=f"{s.peak_padding_bytes / 2**20:,.2f}"),
+             t("batch.md.why", lang)]
     if loaded is not None and loaded.random_weights:
-        lines.append("*Random weights: the timing and memory are real, the text is noise.*")
+        lines.append(t("batch.md.random", lang))
     return "\n\n".join(lines)
 
 
-def batch_rows(result: BatchResult) -> pd.DataFrame:
-    """One line per sequence of a batch: its prompt, padding, tokens, how it ended and its text."""
-    return pd.DataFrame([{"row": r.row, "prompt_tokens": r.prompt_tokens, "padding": r.padding,
-                          "new_tokens": r.new_tokens, "finish": r.finish_reason, "end_ms": round(r.end_s * 1e3, 2),
-                          "prompt": r.prompt[:60], "text": r.text[:200]} for r in result.rows])
+def batch_rows(result: BatchResult, lang: str = "en") -> pd.DataFrame:
+    """One line per sequence of a batch: its prompt, padding, tokens, how it ended and its text; the columns named
+    in lang (in English, the names the API has always returned)."""
+    frame = pd.DataFrame([{"row": r.row, "prompt_tokens": r.prompt_tokens, "padding": r.padding,
+                           "new_tokens": r.new_tokens, "finish": r.finish_reason, "end_ms": round(r.end_s * 1e3, 2),
+                           "prompt": r.prompt[:60], "text": r.text[:200]} for r in result.rows])
+    return frame.rename(columns={c: t(f"batch.col.{c}", lang) for c in frame.columns})
 
 
-def batch_history_rows(result: BatchResult) -> list[dict]:
+def batch_history_rows(result: BatchResult, lang: str = "en") -> list[dict]:
     """The history's rows for a batch: one per sequence, the batch's shared figures repeated on each (its id,
-    size, TTFT, decode pass, tokens/s in all) beside the sequence's own (tokens, finish, tokens/s)."""
+    size, TTFT, decode pass, tokens/s in all) beside the sequence's own (tokens, finish, tokens/s); the label a
+    person reads in lang."""
     s, batch = result.summary, next(_BATCH_IDS)
-    return [{"kind": "batch", "label": f"batch {batch} row {r.row}", "model": s.model, "mode": s.mode,
-             "batch": batch, "batch_size": s.batch_size, "row": r.row, "finish": r.finish_reason,
+    return [{"kind": "batch", "label": t("batch.history.label", lang, batch=batch, row=r.row), "model": s.model,
+             "mode": s.mode, "batch": batch, "batch_size": s.batch_size, "row": r.row, "finish": r.finish_reason,
              "prompt": r.prompt[:60], "prompt_tokens": r.prompt_tokens, "padding": r.padding,
              "new_tokens": r.new_tokens, "ttft_s": round(r.ttft_s, 6),
              "tokens_per_s": round(r.new_tokens / r.end_s, 6) if r.end_s else None,

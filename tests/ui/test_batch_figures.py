@@ -101,3 +101,34 @@ def test_overview_has_four_panels_per_model_and_each_legend_entry_once():
     assert len(titles) == 8 and titles[0].startswith("tiny: Decode step") and titles[4].startswith("other: ")
     other_step = next(t for t in fig["data"] if t["xaxis"] == "x5" and t["name"] == "measured step (median)")
     assert other_step["x"] == [1, 2, 4]
+
+
+@pytest.mark.parametrize("draw", FIGURES)
+def test_english_is_the_default_language(draw):
+    """lang="en" and no lang draw the same figure."""
+    assert draw(hand_frame(), lang="en") == draw(hand_frame())
+
+
+def test_chinese_titles_axes_and_legend():
+    """Titles, axes, legend names and notes in Chinese (typed by hand); the numbers are the same."""
+    f = hand_frame()
+    step = bf.step_time(f, lang="zh")
+    assert step["layout"]["title"]["text"] == "解码步耗时"
+    assert step["layout"]["xaxis"]["title"]["text"] == "批大小 B（对数）"
+    assert step["layout"]["yaxis"]["title"]["text"] == "每个解码步 ms（对数）"
+    assert _trace(step, "实测步耗时（中位数）")["y"] == pytest.approx(list(f["step_s"] * 1e3))
+    assert _trace(step, "计算受限的批次（屋顶线）")["text"][1] == "从 B=22 起计算受限 "
+    short = bf.step_time(hand_frame(batches=(1, 2, 4, 8)), lang="zh")
+    assert short["layout"]["title"]["text"] == "解码步耗时<br><sup>从 B=22 起计算受限（屋顶线），超出扫描范围</sup>"
+    kv = bf.kv_bytes(f, lang="zh")
+    assert kv["layout"]["title"]["text"] == "最后一步之后的 KV Cache<br><sup>B=208,595 之后显存耗尽（计算器）</sup>"
+    assert [t["name"] for t in kv["data"]] == ["KV 预测（显存模型）", "KV 实测（缓存张量）",
+                                              "KV 预算（计算器）：19.1 GiB"]
+    assert {t["name"] for t in bf.throughput(f, lang="zh")["data"]} == {
+        "总 tokens/s，实测", "总 tokens/s，屋顶线", "每条序列，实测", "每条序列，屋顶线"}
+    empty = bf.prefill_time(f.iloc[0:0], lang="zh")
+    assert empty["layout"]["annotations"][0]["text"] == "运行一次批处理扫描即可看到此图"
+    overview = bf.overview(f, lang="zh")
+    to_plotly(overview)
+    assert overview["layout"]["title"]["text"] == "批处理扫描：实测与屋顶线模型对比"
+    assert overview["layout"]["annotations"][1]["text"] == "tiny: tokens/s：总计与每条序列"

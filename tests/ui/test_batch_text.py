@@ -3,7 +3,10 @@ roofline is claimed only where the data shows it."""
 
 from __future__ import annotations
 
+import string
+
 from kvviz.engine.batch_sweep import STOP_MEMORY
+from kvviz.i18n.batch import EN, ZH
 from kvviz.ui.batch_text import ms, rate, sweep_markdown, sweep_table
 from tests.batch_frames import hand_frame
 
@@ -112,3 +115,47 @@ def test_table_has_a_line_per_batch():
 def test_single_batch_and_empty():
     assert sweep_markdown(hand_frame(batches=(1,))).startswith("Only B=1 ran")
     assert sweep_markdown(hand_frame().iloc[0:0]) == "No batch ran."
+
+
+def test_english_is_the_default_language():
+    """lang="en" and no lang give the same text, byte for byte."""
+    assert sweep_markdown(hand_frame(), "en") == sweep_markdown(hand_frame())
+    assert sweep_table(hand_frame(), lang="en") == sweep_table(hand_frame())
+
+
+def test_the_sweep_in_chinese_keeps_the_runs_numbers():
+    """The same numbers as the English text, in Chinese sentences (expected text typed by hand)."""
+    text = sweep_markdown(hand_frame(), "zh")
+    assert text.startswith("从 B=1 到 B=64，解码步从 3.00 ms 变为 8.00 ms（2.7×），"
+                           "而 tokens/s 从 333 变为 8,000（24.0×）：权重（20.5 MB）每步只为整个批次读一遍")
+    assert "扫描停在所要求的最大批次（B=64）。" in text
+    assert "实测 / 预测在 B=1 时为 2.92，B=64 时为 2.41（最低 2.41，在 B=64）。" in text
+    assert "B=1 时一步搬运 20.5 MB，耗时 3.00 ms：6.8 GB/s，是本设备实测带宽 20.0 GB/s 的 34%。" in text
+    assert "从 B=22 起屋顶线模型判为计算受限（compute-bound）" in text
+    assert "屋顶线模型判定预填充在 B=1 时为访存受限，从 B=2 起为计算受限" in text
+    assert "在每个批次都与显存模型的预测相等，精确到字节" in text
+    assert "所以在 B=208,595 条 48 token 的序列之后显存耗尽。" in text
+    for english in ("the decode step", "roofline", "measured", "sequence", "memory"):
+        assert english not in text, f"{english!r} left untranslated"
+
+
+def test_chinese_stop_reasons_single_batch_and_empty():
+    assert "按计算器估算，下一个批次放不下" in sweep_markdown(hand_frame(stop=STOP_MEMORY), "zh")
+    one = sweep_markdown(hand_frame(batches=(1,)), "zh")
+    assert one.startswith("只运行了 B=1：一次解码步耗时 3.00 ms（333 tokens/s）。")
+    assert sweep_markdown(hand_frame().iloc[0:0], "zh") == "没有运行任何批次。"
+
+
+def test_chinese_table():
+    lines = sweep_table(hand_frame(), "zh").splitlines()
+    assert lines[0].startswith("| B | 解码步 | 屋顶线 | 实测 / 屋顶线 | 瓶颈（屋顶线） |")
+    assert lines[2].startswith("| 1 | 3.00 ms | 1.03 ms | 2.92 | 访存 | 333 | 333 | 2.00 ms | 96.3 KB | 是 |")
+
+
+def test_the_batch_catalogue_has_the_same_fields_in_both_languages():
+    """A Chinese template that drops or renames a {field} of the English one is a KeyError or a lost number."""
+    fields = string.Formatter()
+    for key, en in EN.items():
+        if "%{" in en and "{{" not in en:
+            continue  # a plotly hover template used without fields
+        assert ({f for _, f, _, _ in fields.parse(en) if f} == {f for _, f, _, _ in fields.parse(ZH[key]) if f}), key

@@ -78,3 +78,40 @@ def test_the_pass_and_cache_figures_hold_the_steps(batch):
     assert kv[0]["y"] == kv[1]["y"], "measured equals predicted at every pass"
     parts = brf.batch_ttft_parts(result.summary)["data"]
     assert sum(p["y"][0] for p in parts) == pytest.approx(result.summary.ttft_s * 1e3)
+
+
+def test_english_is_the_default_language(batch):
+    _, result = batch
+    assert batch_markdown(result, None, "en") == batch_markdown(result, None)
+    assert batch_rows(result, "en").columns.tolist() == ["row", "prompt_tokens", "padding", "new_tokens", "finish",
+                                                          "end_ms", "prompt", "text"]
+    assert brf.batch_lifecycle(result.summary, result.rows, result.tokens, "en") == brf.batch_lifecycle(
+        result.summary, result.rows, result.tokens)
+
+
+def test_the_batch_in_chinese(batch):
+    """The headline, the table's columns, the history's label and the figures in Chinese (typed by hand), with the
+    batch's own numbers."""
+    _, result = batch
+    s = result.summary
+    text = batch_markdown(result, None, "zh")
+    assert text.startswith(f"### 3 条序列一起解码：合计 {s.tokens_per_s:,.1f} tokens/s，"
+                           f"每条序列 {s.tokens_per_s_per_sequence:,.1f} tokens/s")
+    assert f"每行左填充到 {s.padded_len}）" in text and "有缓存" in text
+    assert "sequences" not in text and "decode pass" not in text
+    assert batch_rows(result, "zh").columns.tolist() == ["行", "提示词 token 数", "填充", "新 token 数", "结束原因",
+                                                          "结束时刻 ms", "提示词", "文本"]
+    rows = batch_history_rows(result, "zh")
+    assert rows[1]["label"] == f"批次 {rows[1]['batch']} 第 1 行" and rows[1]["kind"] == "batch"
+    life = brf.batch_lifecycle(s, result.rows, result.tokens, "zh")
+    figures.to_plotly(life)
+    assert life["layout"]["title"]["text"] == "批次的生命周期：共享阶段只画一次，然后每条序列一行"
+    assert life["data"][0]["y"] == ["3 条序列的批次（共享）"] and life["data"][0]["name"].startswith("排队 ")
+    assert life["data"][3]["y"] == ["第 0 行", "第 1 行", "第 2 行"]
+    steps = brf.batch_steps(result.steps, "zh")
+    assert steps["layout"]["title"]["text"] == "批次的每次前向" and steps["data"][0]["name"] == "解码前向"
+    assert brf.batch_kv(result.steps, "zh")["data"][2]["name"] == "其中的填充"
+    parts = brf.batch_ttft_parts(s, "zh")
+    figures.to_plotly(parts)
+    assert [p["name"] for p in parts["data"]] == ["排队", "分词", "预填充（3 行）"]
+    assert parts["layout"]["title"]["text"] == f"批次的首 token 延迟（TTFT）{s.ttft_s * 1e3:,.1f} ms，按成因拆分"

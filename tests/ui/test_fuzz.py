@@ -83,8 +83,9 @@ VALID = {
     # no load ran on a local vLLM: refused
     "serve_on_engine": [st.sampled_from(["tiny", "random:gpt2"]), st.sampled_from(["en", "zh"])],
     "batch": [st.just("tiny"), st.sampled_from(["The kernel\nA", "What is a package?"]), st.integers(1, 4),
-              st.integers(1, 4), st.booleans(), st.booleans()],
-    "batch_sweep": [st.just("tiny"), st.integers(1, 16), st.integers(2, 4), st.integers(1, 2)],
+              st.integers(1, 4), st.booleans(), st.booleans(), st.sampled_from(["en", "zh"])],
+    "batch_sweep": [st.just("tiny"), st.integers(1, 16), st.integers(2, 4), st.integers(1, 2),
+                    st.sampled_from(["en", "zh"])],
 }
 # Domain-specific wrong values, mixed in with the generic junk at these positions.
 SPECIAL = {("kv_memory", 0): st.one_of(text, st.just(HUGE)), ("kv_memory", 1): bad_sources,
@@ -152,7 +153,7 @@ def assert_valid(name: str, out) -> None:
     elif name == "overlay_runs":
         assert "plot" in out[0]
     elif name == "batch":
-        assert "sequences decoded together" in out[0]
+        assert "sequences decoded together" in out[0] or "条序列一起解码" in out[0]  # lang en or zh
     elif name == "batch_sweep":
         assert "From B=1" in out[0] or "B=1" in out[0]
     elif name == "serve":

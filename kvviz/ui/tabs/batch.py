@@ -4,7 +4,8 @@ One batch runs on the device worker (JobKind.BATCH): its rows, each forward pass
 the memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one
 history row per sequence: build_app chains that on `ran`). The sweep (JobKind.BATCH_SWEEP) measures
 B = 1, 2, 4, ... beside the roofline's prediction (kvviz.engine.batch_sweep) and explains where they part
-(kvviz.ui.batch_text). Hosted, a batch holds at most the host's max concurrency of sequences.
+(kvviz.ui.batch_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
+the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals.
 """
 
 from __future__ import annotations
@@ -17,20 +18,15 @@ import gradio as gr
 from kvviz.base.inputs import flag, text, whole_number
 from kvviz.engine.batch import BatchRequest
 from kvviz.engine.hosting import HostPolicy
+from kvviz.i18n import t
+from kvviz.i18n.errors import translate
 from kvviz.ui import batch_figures, batch_run_figures, batch_text
+from kvviz.ui.lang import L
 from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
 from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.common import DEVICE, EXAMPLE_PROMPTS, max_new_slider, model_picker, no_answer, plot, refusal
 from kvviz.ui.worker import Batched, Done, Failed, Loaded, Progress, SweepAsk, Swept, Tick, WorkerJob, start_batch_job
 
-INTRO = """
-The lesson's memory formula has a batch term (question 4) and its question 5 asks what throughput costs in
-latency. Here kvviz's own engine decodes **B prompts together**: they are left-padded to the longest, one
-prefill pass reads them all, then every decode pass feeds one token per row. A decode pass reads every weight
-once for the whole batch, so while it is bound by memory (or by the fixed cost of a pass) B rows cost about what
-one does, and tokens/s grows about B-fold; each row's cache adds to memory linearly. The **sweep** measures
-B = 1, 2, 4, ... beside the roofline's prediction for this device.
-"""
 POLL_S = 0.25
 MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.batch.MAX_BATCH)
 
@@ -41,23 +37,25 @@ class BatchTab:
     last: gr.State  # the session's last batch: {"result": BatchResult, "rows": history rows}
 
 
-def batch_prompts(prompts: object, batch_size: object, limit: int) -> tuple[str, ...]:
-    """B prompts from the page's text (one per line, cycled to fill the batch); ValueError in one line."""
-    b = whole_number(batch_size, "batch size", 1, limit)
-    lines = [line.strip() for line in text(prompts, "prompts", 200_000).splitlines() if line.strip()]
+def batch_prompts(prompts: object, batch_size: object, limit: int, lang: str = "en") -> tuple[str, ...]:
+    """B prompts from the page's text (one per line, cycled to fill the batch); ValueError in one line, in lang."""
+    b = whole_number(batch_size, t("batch.field.batch_size", lang), 1, limit)
+    lines = [line.strip() for line in text(prompts, t("batch.field.prompts", lang), 200_000).splitlines()
+             if line.strip()]
     if not lines:
-        raise ValueError("no prompts: write one per line")
+        raise ValueError(t("batch.error.no_prompts", lang))
     return tuple(lines[i % len(lines)] for i in range(b))
 
 
-def follow(job: WorkerJob, progress: Callable, answer: type, idle: tuple) -> Generator[tuple, None, tuple]:
+def follow(job: WorkerJob, progress: Callable, answer: type, idle: tuple,
+           lang: str = "en") -> Generator[tuple, None, tuple]:
     """Read the job's messages, yielding `idle` (the page unchanged) on every Tick, so that Gradio can close the
-    handler when the tab goes away; returns (the answer, Loaded, Failed)."""
+    handler when the tab goes away; returns (the answer, Loaded, Failed). Progress is told in lang."""
     got = loaded = failure = None
     for message in job.follow(POLL_S):
         match message:
             case Progress():
-                progress(message.fraction, desc=message.message)
+                progress(message.fraction, desc=translate(message.message, lang))
             case Loaded():
                 loaded = message
             case Batched() | Swept() if isinstance(message, answer):
@@ -75,32 +73,33 @@ def follow(job: WorkerJob, progress: Callable, answer: type, idle: tuple) -> Gen
 
 def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, lang: gr.Radio) -> BatchTab:
     """One batch (rows, passes, cache, life cycle) and the batch sweep (measured beside predicted)."""
-    gr.Markdown(INTRO)
+    gr.Markdown(L("batch.intro"))
     top = min(MAX_BATCH, policy.max_concurrency) if policy.hosted else MAX_BATCH
     last = gr.State(None)
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             model = model_picker(policy, default_model, elem_id="batch-model")
-            prompts = gr.Textbox("\n".join(EXAMPLE_PROMPTS), lines=5, label="prompts, one per line (cycled to fill "
-                                 "the batch; different lengths show the padding)", elem_id="batch-prompts")
-            size = gr.Slider(1, top, value=min(4, top), step=1, label="batch size B", elem_id="batch-size")
+            prompts = gr.Textbox("\n".join(EXAMPLE_PROMPTS), lines=5, label=L("batch.prompts"), elem_id="batch-prompts")
+            size = gr.Slider(1, top, value=min(4, top), step=1, label=L("batch.size"), elem_id="batch-size")
             max_new = max_new_slider(policy, 512, elem_id="batch-max-new")
-            use_cache = gr.Checkbox(True, label="use the KV cache")
-            ignore_eos = gr.Checkbox(False, label="ignore EOS (every row runs to max new tokens)")
-            go = gr.Button("Run batch", variant="primary", elem_id="batch-run")
+            use_cache = gr.Checkbox(True, label=L("batch.use_cache"))
+            ignore_eos = gr.Checkbox(False, label=L("batch.ignore_eos"))
+            go = gr.Button(L("batch.run"), variant="primary", elem_id="batch-run")
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="batch-summary")
-            rows = gr.DataFrame(label="one row per sequence", interactive=False, elem_id="batch-rows")
+            rows = gr.DataFrame(label=L("batch.rows"), interactive=False, elem_id="batch-rows")
             with gr.Row():
                 steps = gr.Plot(show_label=False, elem_id="batch-steps")
                 kv = gr.Plot(show_label=False, elem_id="batch-kv")
             life = gr.Plot(show_label=False, elem_id="batch-lifecycle")
-    gr.Markdown("### The batch sweep: B = 1, 2, 4, ... measured beside the roofline's prediction")
+    gr.Markdown(L("batch.sweep.heading"))
     with gr.Row():
-        sweep_prompt = gr.Slider(1, 512, value=32, step=1, label="prompt tokens", elem_id="sweep-prompt-tokens")
-        sweep_new = gr.Slider(2, 256, value=16, step=1, label="new tokens per sequence", elem_id="sweep-new-tokens")
-        sweep_top = gr.Slider(1, top, value=min(16, top), step=1, label="largest B", elem_id="sweep-max-batch")
-        sweep_go = gr.Button("Run sweep", variant="primary", elem_id="sweep-run")
+        sweep_prompt = gr.Slider(1, 512, value=32, step=1, label=L("batch.sweep.prompt_tokens"),
+                                 elem_id="sweep-prompt-tokens")
+        sweep_new = gr.Slider(2, 256, value=16, step=1, label=L("batch.sweep.new_tokens"), elem_id="sweep-new-tokens")
+        sweep_top = gr.Slider(1, top, value=min(16, top), step=1, label=L("batch.sweep.max_batch"),
+                              elem_id="sweep-max-batch")
+        sweep_go = gr.Button(L("batch.sweep.run"), variant="primary", elem_id="sweep-run")
     sweep_text = gr.Markdown(elem_id="sweep-text")
     with gr.Row():
         step_plot = gr.Plot(show_label=False, elem_id="sweep-step")
@@ -109,12 +108,12 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         prefill_plot = gr.Plot(show_label=False, elem_id="sweep-prefill")
         kv_plot = gr.Plot(show_label=False, elem_id="sweep-kv")
 
-    def start(spec_value, work, request):
+    def start(spec_value, work, request, lang):
         try:
             spec = policy.check_model(spec_value)
             job = start_batch_job(spec, work, policy.request_time_limit_s, policy.hosted)
         except ValueError as exc:
-            raise refusal(exc) from None
+            raise refusal(exc, lang) from None
         sessions.begin(session_id(request), job)
         return job
 
@@ -122,55 +121,60 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         job.abandon()  # a cancelled call, a closed tab, the app shutting down: free the device
         sessions.end(session_id(request), job)
 
-    def run(model, prompts, batch_size, max_new_tokens, use_cache, ignore_eos, request: gr.Request,
+    def run(model, prompts, batch_size, max_new_tokens, use_cache, ignore_eos, lang="en", request: gr.Request = None,
             progress=gr.Progress()):
-        """Decode the prompts together; the headline, one row per sequence, the passes, the cache, the life cycle."""
+        """Decode the prompts together; the headline, one row per sequence, the passes, the cache, the life cycle,
+        all in lang."""
         try:
             if policy.hosted:
-                policy.check_request(whole_number(max_new_tokens, "max new tokens", 1, 10**6))
-            req = BatchRequest(batch_prompts(prompts, batch_size, top), max_new_tokens,
-                               use_cache=flag(use_cache, "use the KV cache"), ignore_eos=flag(ignore_eos, "ignore EOS"))
+                policy.check_request(whole_number(max_new_tokens, t("batch.field.max_new_tokens", lang), 1, 10**6))
+            req = BatchRequest(batch_prompts(prompts, batch_size, top, lang), max_new_tokens,
+                               use_cache=flag(use_cache, t("batch.field.use_cache", lang)),
+                               ignore_eos=flag(ignore_eos, t("batch.field.ignore_eos", lang)))
         except ValueError as exc:
-            raise refusal(exc) from None
-        job = start(model, req, request)
+            raise refusal(exc, lang) from None
+        job = start(model, req, request, lang)
         try:
-            got, loaded, failure = yield from follow(job, progress, Batched, (gr.skip(),) * 6)
+            got, loaded, failure = yield from follow(job, progress, Batched, (gr.skip(),) * 6, lang)
         finally:
             finish(job, request)
         if got is None:
-            raise no_answer(job, failure, "the batch")
+            raise no_answer(job, failure, t("batch.what.batch", lang), lang)
         result = got.result
-        yield (batch_markdown(result, loaded), batch_rows(result), plot(batch_run_figures.batch_steps(result.steps)),
-               plot(batch_run_figures.batch_kv(result.steps)),
-               plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens)),
-               {"result": result, "rows": batch_history_rows(result)})
+        yield (batch_markdown(result, loaded, lang), batch_rows(result, lang),
+               plot(batch_run_figures.batch_steps(result.steps, lang)),
+               plot(batch_run_figures.batch_kv(result.steps, lang)),
+               plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
+               {"result": result, "rows": batch_history_rows(result, lang)})
 
-    def sweep(model, prompt_tokens, new_tokens, max_batch, request: gr.Request, progress=gr.Progress()):
-        """B = 1, 2, 4, ... to the largest B: the explanation and four figures, measured beside predicted."""
+    def sweep(model, prompt_tokens, new_tokens, max_batch, lang="en", request: gr.Request = None,
+              progress=gr.Progress()):
+        """B = 1, 2, 4, ... to the largest B: the explanation and four figures, measured beside predicted, in lang."""
         try:
             if policy.hosted:
-                policy.check_request(whole_number(new_tokens, "new tokens", 1, 10**6))
-            ask = SweepAsk(whole_number(max_batch, "largest B", 1, top), prompt_tokens, new_tokens)
+                policy.check_request(whole_number(new_tokens, t("batch.field.new_tokens", lang), 1, 10**6))
+            ask = SweepAsk(whole_number(max_batch, t("batch.field.max_batch", lang), 1, top), prompt_tokens, new_tokens)
             if policy.hosted and ask.prompt_tokens > policy.max_prompt_tokens:
-                raise ValueError(f"prompt tokens is {ask.prompt_tokens:,}; this demo allows up to "
-                                 f"{policy.max_prompt_tokens:,}")
+                raise ValueError(t("batch.error.prompt_limit", lang, tokens=f"{ask.prompt_tokens:,}",
+                                   limit=f"{policy.max_prompt_tokens:,}"))
         except ValueError as exc:
-            raise refusal(exc) from None
-        job = start(model, ask, request)
+            raise refusal(exc, lang) from None
+        job = start(model, ask, request, lang)
         try:
-            got, _, failure = yield from follow(job, progress, Swept, (gr.skip(),) * 5)
+            got, _, failure = yield from follow(job, progress, Swept, (gr.skip(),) * 5, lang)
         finally:
             finish(job, request)
         if got is None:
-            raise no_answer(job, failure, "the sweep")
+            raise no_answer(job, failure, t("batch.what.sweep", lang), lang)
         frame = got.frame
-        yield (batch_text.sweep_markdown(frame), plot(batch_figures.step_time(frame)),
-               plot(batch_figures.throughput(frame)), plot(batch_figures.prefill_time(frame)),
-               plot(batch_figures.kv_bytes(frame)))
+        yield (batch_text.sweep_markdown(frame, lang), plot(batch_figures.step_time(frame, lang)),
+               plot(batch_figures.throughput(frame, lang)), plot(batch_figures.prefill_time(frame, lang)),
+               plot(batch_figures.kv_bytes(frame, lang)))
 
-    ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos], [summary, rows, steps, kv, life, last],
+    ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos, lang],
+                   [summary, rows, steps, kv, life, last],
                    api_name="batch", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
-    sweep_go.click(sweep, [model, sweep_prompt, sweep_new, sweep_top],
+    sweep_go.click(sweep, [model, sweep_prompt, sweep_new, sweep_top, lang],
                    [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot], api_name="batch_sweep",
                    concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
     return BatchTab(ran, last)

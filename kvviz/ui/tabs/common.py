@@ -17,6 +17,7 @@ from kvviz.base.errors import first_line
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
 from kvviz.i18n.errors import translate
+from kvviz.ui.lang import L
 from kvviz.ui.present import time_limit_message
 from kvviz.ui.worker import Failed, JobKind, WorkerJob, start_job
 
@@ -53,15 +54,15 @@ def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
     """The model dropdown: anything locally; hosted, only what the host offers (the server checks again)."""
     if policy.hosted:
         return gr.Dropdown(policy.model_choices(), value=default_model, allow_custom_value=False,
-                           label="model (what this hosted demo offers)", **kw)
+                           label=L("common.model.hosted"), **kw)
     return gr.Dropdown(MODEL_CHOICES, value=default_model, allow_custom_value=True,
-                       label="model (SmolLM2-135M-Instruct, bundled tiny, random:<preset> twins, a hub id, a folder)",
+                       label=L("common.model.local"),
                        **kw)
 
 
 def max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:
     top = min(top, policy.max_new_tokens) if policy.hosted else top
-    return gr.Slider(1, top, value=min(128, top), step=1, label="max new tokens", **kw)
+    return gr.Slider(1, top, value=min(128, top), step=1, label=L("common.max_new_tokens"), **kw)
 
 
 def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None, seed=None,
