@@ -113,7 +113,7 @@ ZH = {
     "lesson.script.title": "## 课程里的脚本\n课程自己的循环（先预填充整段 prompt，之后只喂最后一个 token 并传回 "
                            "past_key_values，贪心解码，遇到 EOS 停止），在所选模型上运行，旁边是 kvviz 引擎在同一 "
                            "prompt 和设置下的结果（原始 prompt，不套对话模板）。",
-    "lesson.script.prompt": "prompt",
+    "lesson.script.prompt": "提示词（prompt）",
     "lesson.script.max_new": "最多生成 token 数",
     "lesson.script.run": "运行课程脚本",
     "lesson.script.script": "脚本输出的字典",
