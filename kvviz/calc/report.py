@@ -2,11 +2,13 @@
 
 This is the single entry point the CLI and the app call. It validates the query, runs the memory
 model, the parameter count, the capacity and roofline estimates, and renders the result as a
-JSON-ready dict or as text with every formula shown. It holds no arithmetic of its own.
+JSON-ready dict (English keys and notes, whatever the reader's language) or as text with every formula shown,
+in English or Chinese (lang="zh": kvviz.i18n.calculator's texts). It holds no arithmetic of its own.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import asdict, dataclass, field, replace
 
 from kvviz.base.inputs import number, whole_number
@@ -14,11 +16,15 @@ from kvviz.base.units import GIB, fmt_bytes, fmt_int, fmt_seconds, fmt_si
 from kvviz.calc.arch import CHUNKED, FULL, NONE, SLIDING, Architecture
 from kvviz.calc.capacity import Capacity
 from kvviz.calc.dtypes import DType, kv_dtype, weight_dtype
+from kvviz.calc.formula import Formula
 from kvviz.calc.hardware import DEFAULT_ACCELERATOR, Accelerator, get_accelerator
 from kvviz.calc.memory import KVBreakdown, PagedAllocation, kv_breakdown, paged_allocation
 from kvviz.calc.parallel import Deployment, Parallelism, Stage, deploy
 from kvviz.calc.params import ParamCount, count_params, weight_bytes
 from kvviz.calc.roofline import PhaseEstimate, decode_estimate, prefill_estimate
+from kvviz.i18n import normalize, t
+from kvviz.i18n.calculator import COMPONENTS, FORMULA_PHRASES, UNITS
+from kvviz.i18n.errors import translate
 
 MAX_BATCH = 1_000_000
 MAX_SEQ_LEN = 100_000_000
@@ -210,153 +216,207 @@ def _parallel_dict(d: Deployment) -> dict:
     }
 
 
+def _width(text: str) -> int:
+    """Columns a terminal gives `text`: a wide (CJK) character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int, left: bool) -> str:
+    fill = " " * (width - _width(text))
+    return text + fill if left else fill + text
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-    line = lambda cells: "  ".join(str(c).rjust(w) if i else str(c).ljust(w)  # noqa: E731
+    widths = [max(_width(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
+    line = lambda cells: "  ".join(_pad(str(c), w, left=not i)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _headers(key: str, lang: str) -> list[str]:
+    return t(key, lang).split("|")
 
 
 def _indent(text: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in text.splitlines())
 
 
-def _deployment_text(r: MemoryReport) -> list[str]:
+def formula_text(f: Formula, lang: str = "en") -> str:
+    """A formula as Formula.text() renders it, in `lang`: in Chinese its label, the words inside its formula and
+    its units translated, its identifiers (batch, seq_len, kv_heads) and numbers as they are."""
+    if normalize(lang) == "en":
+        return f.text()
+    symbolic, substituted = f.symbolic, f.substituted
+    for en, zh in FORMULA_PHRASES.items():
+        symbolic, substituted = symbolic.replace(en, zh), substituted.replace(en, zh)
+    lines = replace(f, label=translate(f.label, lang), symbolic=symbolic, substituted=substituted,
+                    unit=UNITS.get(f.unit, f.unit)).text().splitlines()
+    byte_lines = (" bytes", " GiB (2^30 bytes)", " GB (10^9 bytes)")
+    return "\n".join(_zh_bytes(line) if line.endswith(byte_lines) else line for line in lines)
+
+
+def _zh_bytes(line: str) -> str:
+    return (line.replace(" GiB (2^30 bytes)", " GiB（2^30 字节）").replace(" GB (10^9 bytes)", " GB（10^9 字节）")
+            .replace(" bytes", " 字节"))
+
+
+def accelerator_name(acc: Accelerator, lang: str = "en") -> str:
+    """The accelerator's name in `lang`: a preset's as it is, the measured CPU's ("this CPU, 2 cores") translated."""
+    return translate(acc.name, lang) if acc.measured else acc.name
+
+
+def note_text(note: str, lang: str = "en") -> str:
+    """One of a report's notes (kept in English in MemoryReport.notes and the JSON) in `lang`."""
+    return translate(note, lang)
+
+
+def state_why(lang: str = "en") -> str:
+    """Why a linear layer's state does not grow with seq_len, in `lang` (STATE_WHY is the English)."""
+    return t("calc.state_why", lang)
+
+
+def _deployment_text(r: MemoryReport, lang: str = "en") -> list[str]:
     """The deployment section of the text report: the rules with their numbers, each stage, one GPU and all."""
     d, q = r.parallel, r.query
     p, one = d.parallel, d.binding
-    out = [f"Deployment: tp {p.tp} × pp {p.pp} × dp {p.dp} = {d.gpus:,} GPUs ({r.accelerator.name})",
-           *(_indent(f.text()) for f in d.formulas)]
+    out = [t("report.deployment", lang, tp=p.tp, pp=p.pp, dp=p.dp, gpus=f"{d.gpus:,}",
+             accel=accelerator_name(r.accelerator, lang)),
+           *(_indent(formula_text(f, lang)) for f in d.formulas)]
     if len(d.stages) > 1:
         out.append(_indent(_table(
-            ["stage", "layers", "weights per GPU (GB)", "KV per GPU (GB)", "KV bytes per token per GPU",
-             "token slots", "largest batch"],
+            _headers("report.stages", lang),
             [[str(s.index), f"{s.first_layer}-{s.first_layer + s.layers - 1}", f"{s.weights_bytes / 1e9:,.3f}",
               f"{s.kv.bytes / 1e9:,.3f}", fmt_int(s.kv.bytes_per_token), fmt_int(s.capacity.token_slots),
               fmt_int(s.capacity.max_batch)] for s in d.stages])))
     return [
         *out,
-        f"  per GPU (stage {one.index}, which fills first): weights {fmt_bytes(one.weights_bytes)}; "
-        f"KV cache of batch {q.batch:,} × seq_len {q.seq_len:,}: {fmt_bytes(one.kv.bytes)}",
-        f"  in all: {d.gpus:,} GPUs, weights {fmt_bytes(d.weights_bytes_all)} (every copy); {p.dp:,} "
-        f"{'replicas hold' if p.dp > 1 else 'replica holds'} {fmt_int(d.token_slots)} token slots and "
-        f"{fmt_int(d.max_batch)} sequences of seq_len {q.seq_len:,} at once",
+        t("report.per_gpu", lang, stage=one.index, weights=fmt_bytes(one.weights_bytes), batch=f"{q.batch:,}",
+          seq_len=f"{q.seq_len:,}", kv=fmt_bytes(one.kv.bytes)),
+        t("report.in_all", lang, gpus=f"{d.gpus:,}", weights=fmt_bytes(d.weights_bytes_all), dp=f"{p.dp:,}",
+          hold=t("report.replicas_hold" if p.dp > 1 else "report.replica_holds", lang), slots=fmt_int(d.token_slots),
+          batch=fmt_int(d.max_batch), seq_len=f"{q.seq_len:,}"),
     ]
 
 
-STATE_WHY = ("a linear-attention, Mamba or convolution layer folds every token it reads into a state of fixed "
-             "size (the last few inputs of its short convolution and a recurrent matrix), so what it keeps does not "
-             "grow with seq_len: batch × layers × state, whatever the length")
+STATE_WHY = state_why()  # in the JSON report (as_dict), which stays English
 
 
-def describe(a: Architecture) -> str:
+def describe(a: Architecture, lang: str = "en") -> str:
     """One line on the attention shape: what drives the cache."""
     if a.kv_layers == 0:
-        shape = "no attention layer"
+        shape = t("calc.describe.no_attention", lang)
     elif a.mla is not None:
-        shape = (f"MLA: {a.num_heads} heads, latent {a.mla.kv_lora_rank} + rope {a.mla.qk_rope_head_dim} "
-                 "per token and layer")
+        shape = t("calc.describe.mla", lang, heads=a.num_heads, rank=a.mla.kv_lora_rank, rope=a.mla.qk_rope_head_dim)
     elif a.attention_kind == "MHA":
-        shape = f"MHA: {a.num_heads} heads, each its own K/V, head_dim {a.head_dim}"
+        shape = t("calc.describe.mha", lang, heads=a.num_heads, head_dim=a.head_dim)
     else:
-        shape = (f"{a.attention_kind}: {a.num_heads} query heads share {a.num_kv_heads} KV head"
-                 f"{'s' if a.num_kv_heads > 1 else ''}, head_dim {a.head_dim}")
-    return f"{a.model_type}, {shape}, {describe_layers(a)}"
+        shape = t("calc.describe.shared", lang, kind=a.attention_kind, heads=a.num_heads, kv_heads=a.num_kv_heads,
+                  s="s" if a.num_kv_heads > 1 else "", head_dim=a.head_dim)
+    return t("calc.describe", lang, model_type=a.model_type, shape=shape, layers=describe_layers(a, lang))
 
 
-def describe_layers(a: Architecture) -> str:
+def describe_layers(a: Architecture, lang: str = "en") -> str:
     """The layers by what they cache: "48 layers (36 chunked, chunk 8,192; 12 full)", "32 layers (4 full;
     28 keep a Mamba state, no per-token KV)"."""
     parts = []
-    for kind, label in ((FULL, "full"), (SLIDING, "sliding"), (CHUNKED, "chunked")):
+    all_full = False
+    for kind, key in ((FULL, "calc.layers.full"), (SLIDING, "calc.layers.sliding"), (CHUNKED, "calc.layers.chunked")):
         n = sum(k == kind for k in a.layer_types)
         window = a.window_of(kind)
         if n:
-            span = "chunk" if kind == CHUNKED else "window"
-            parts.append(f"{n} {label}" + (f", {span} {window:,}" if window else ""))
+            span = "calc.layers.chunk" if kind == CHUNKED else "calc.layers.window"
+            parts.append(t(key, lang, n=n) + (t(span, lang, window=f"{window:,}") if window else ""))
+            all_full = kind == FULL and n == a.num_layers and not window
     state_only = sum(k == NONE for k in a.layer_types)
     if a.state is not None:
         hybrid = a.state.layers - state_only
-        parts.append(f"{a.state.layers} keep a {a.state.kind} state" + (
-            f" ({hybrid} of them beside their KV)" if hybrid > 0 else ", no per-token KV"))
+        parts.append(t("calc.layers.state", lang, n=a.state.layers, kind=a.state.kind) + (
+            t("calc.layers.hybrid", lang, hybrid=hybrid) if hybrid > 0 else t("calc.layers.state_only", lang)))
         state_only = max(state_only - a.state.layers, 0)
     if state_only:
-        parts.append(f"{state_only} keep nothing (MLP-only or sharing another layer's KV)")
-    if parts == [f"{a.num_layers} full"]:
-        return f"{a.num_layers} layers"
-    return f"{a.num_layers} layers ({'; '.join(parts)})"
+        parts.append(t("calc.layers.nothing", lang, n=state_only))
+    if all_full and len(parts) == 1:
+        return t("calc.layers.count", lang, n=a.num_layers)
+    return t("calc.layers.parts", lang, n=a.num_layers, parts=t("calc.layers.sep", lang).join(parts))
 
 
-def _capacity_text(r: MemoryReport) -> list[str]:
+def _capacity_text(r: MemoryReport, lang: str = "en") -> list[str]:
     """The capacity section: one GPU's budget and what fits (the whole model's GPU, or one GPU's share of it)."""
     acc, q, cap = r.accelerator, r.query, r.capacity
-    where = acc.name if r.parallel.gpus == 1 else f"one {acc.name} of {r.parallel.gpus:,}"
+    name = accelerator_name(acc, lang)
+    where = name if r.parallel.gpus == 1 else t("report.one_of", lang, accel=name, gpus=f"{r.parallel.gpus:,}")
     return [
-        f"Capacity on {where} ({acc.memory_bytes / 1e9:,.1f} GB{', measured' if acc.measured else ''}), "
-        f"mem_util {cap.mem_util:g}, reserve {q.reserve_gib:g} GiB",
-        _indent(cap.formula.text()),
-        f"  token slots (every layer keeps every token): {fmt_int(cap.token_slots)}",
-        f"  largest batch at seq_len {q.seq_len:,}: {fmt_int(cap.max_batch)}",
-        f"  longest seq_len at batch {q.batch:,}: {fmt_int(cap.max_seq_len)}"
-        + (" (the model's context limit, not memory)" if cap.seq_len_capped else ""),
-        f"  batch {q.batch:,} × seq_len {q.seq_len:,} fits: {'yes' if cap.fits else 'NO'}",
+        t("report.capacity", lang, where=where, memory=f"{acc.memory_bytes / 1e9:,.1f}",
+          measured=t("report.measured", lang) if acc.measured else "", util=f"{cap.mem_util:g}",
+          reserve=f"{q.reserve_gib:g}"),
+        _indent(formula_text(cap.formula, lang)),
+        t("report.slots", lang, slots=fmt_int(cap.token_slots)),
+        t("report.largest", lang, seq_len=f"{q.seq_len:,}", batch=fmt_int(cap.max_batch)),
+        t("report.longest", lang, batch=f"{q.batch:,}", longest=fmt_int(cap.max_seq_len))
+        + (t("report.context_limit", lang) if cap.seq_len_capped else ""),
+        t("report.fits", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}",
+          answer=t("report.yes" if cap.fits else "report.no", lang)),
     ]
 
 
-def render_text(r: MemoryReport) -> str:
-    """The report as a reader wants it in a terminal: each figure with its formula."""
+def render_text(r: MemoryReport, lang: str = "en") -> str:
+    """The report as a reader wants it in a terminal, in `lang`: each figure with its formula."""
     a, q, kv, pg = r.arch, r.query, r.kv, r.paged
     acc = r.accelerator
+    zh = normalize(lang) == "zh"
     out = [
-        f"model     {a.name}: {describe(a)}",
-        f"source    {a.source}",
-        f"query     batch {q.batch:,} × seq_len {q.seq_len:,}, KV {r.kv_dtype.name}, block {q.block_size}",
-        f"KV format {r.kv_dtype.scheme}",
+        t("report.model", lang, name=a.name, describe=describe(a, lang)),
+        t("report.source", lang, source=a.source),
+        t("report.query", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}", dtype=r.kv_dtype.name,
+          block=q.block_size),
+        t("report.format", lang, scheme=r.kv_dtype.scheme),
         "",
-        "KV cache",
-        _indent(kv.formula.text()),
-        _indent(kv.per_token_formula.text()),
+        t("report.kv", lang),
+        _indent(formula_text(kv.formula, lang)),
+        _indent(formula_text(kv.per_token_formula, lang)),
     ]
     for extra in (kv.no_window_formula, kv.mla_expanded_formula):
         if extra is not None:
-            out.append(_indent(extra.text()))
+            out.append(_indent(formula_text(extra, lang)))
     if kv.state_formula is not None:
-        out += ["", f"State of the {a.state.kind} layers (per sequence, apart from the KV cache; "
-                    f"each layer: {a.state.shapes})", _indent(kv.state_formula.text()), f"  {STATE_WHY}"]
+        out += ["", t("report.state", lang, kind=a.state.kind, shapes=a.state.shapes),
+                _indent(formula_text(kv.state_formula, lang)), f"  {state_why(lang)}"]
     if len(kv.groups) > 1:
-        out.append(_indent(_table(["layers", "count", "window", "tokens kept", "bytes"],
+        out.append(_indent(_table(_headers("report.groups", lang),
                                   [[g.group.kind, str(g.group.count), str(g.group.window or "-"),
                                     fmt_int(g.tokens_kept), fmt_int(g.bytes)] for g in kv.groups])))
     out += [
         "",
-        f"Paged allocation (block_size {pg.block_size}, as vLLM)",
-        f"  blocks per sequence (full layer): {pg.blocks_per_seq:,}; "
-        f"one block, all layers: {fmt_bytes(pg.block_bytes)}",
-        _indent(pg.formula.text()),
-        f"  wasted in last blocks: {fmt_bytes(pg.wasted_bytes_per_seq)} per sequence, "
-        f"{fmt_bytes(pg.wasted_bytes)} in all",
+        t("report.paged", lang, block=pg.block_size),
+        t("report.blocks", lang, blocks=f"{pg.blocks_per_seq:,}", bytes=fmt_bytes(pg.block_bytes)),
+        _indent(formula_text(pg.formula, lang)),
+        t("report.wasted", lang, per_seq=fmt_bytes(pg.wasted_bytes_per_seq), all=fmt_bytes(pg.wasted_bytes)),
     ]
     if r.params is not None:
-        out += ["", f"Weights ({r.weight_dtype.name}: {r.weight_dtype.scheme})",
-                _indent(_table(["component", "params"], [[c.name, fmt_int(c.total)] for c in r.params.components
-                                                         if c.total] + [["total", fmt_int(r.params.total)]])),
-                f"  weights: {fmt_bytes(r.weights_bytes)}"]
+        name = (lambda c: COMPONENTS.get(c, c)) if zh else (lambda c: c)
+        out += ["", t("report.weights_title", lang, dtype=r.weight_dtype.name, scheme=r.weight_dtype.scheme),
+                _indent(_table(_headers("report.params", lang),
+                               [[name(c.name), fmt_int(c.total)] for c in r.params.components if c.total]
+                               + [[t("report.total", lang), fmt_int(r.params.total)]])),
+                t("report.weights", lang, bytes=fmt_bytes(r.weights_bytes))]
         if r.params.active != r.params.total:
-            out.append(f"  a token uses {fmt_int(r.params.active)} of them (routed experts outside its top-k and any "
-                       "vision or audio tower are not run)")
+            out.append(t("report.active", lang, active=fmt_int(r.params.active)))
     if r.parallel.gpus > 1:
-        out += ["", *_deployment_text(r)]
-    out += ["", *_capacity_text(r)]
+        out += ["", *_deployment_text(r, lang)]
+    out += ["", *_capacity_text(r, lang)]
     if r.prefill is not None:
-        out += ["", f"Roofline lower bounds on {acc.name} ({fmt_si(acc.peak_flops, 'FLOP/s')} {acc.peak_dtype}, "
-                    f"{fmt_si(acc.bandwidth, 'B/s')}; ridge {acc.ridge_point:,.0f} FLOP/B)",
-                _indent(_table(["phase", "FLOPs", "bytes", "FLOP/B", "bound", "time >="],
-                               [[p.phase, fmt_si(p.flops, "FLOP"), fmt_si(p.bytes, "B"), f"{p.intensity:,.1f}",
-                                 p.bound, fmt_seconds(p.lower_bound_s)] for p in (r.prefill, r.decode)]))]
-        out += [_indent(f.text()) for p in (r.prefill, r.decode) for f in p.formulas]
-        out.append(f"  decode tokens/s at batch {q.batch:,} cannot exceed {q.batch / r.decode.lower_bound_s:,.1f}")
+        phases = (r.prefill, r.decode)
+        out += ["", t("report.roofline", lang, accel=accelerator_name(acc, lang),
+                      flops=fmt_si(acc.peak_flops, "FLOP/s"), dtype=acc.peak_dtype,
+                      bandwidth=fmt_si(acc.bandwidth, "B/s"), ridge=f"{acc.ridge_point:,.0f}"),
+                _indent(_table(_headers("report.phases", lang),
+                               [[t(f"calc.phase.{p.phase}", lang) if zh else p.phase, fmt_si(p.flops, "FLOP"),
+                                 fmt_si(p.bytes, "B"), f"{p.intensity:,.1f}", t(f"report.bound.{p.bound}", lang),
+                                 fmt_seconds(p.lower_bound_s)] for p in phases]))]
+        out += [_indent(formula_text(f, lang)) for p in phases for f in p.formulas]
+        out.append(t("report.tokens_per_s", lang, batch=f"{q.batch:,}", tps=f"{q.batch / r.decode.lower_bound_s:,.1f}"))
     if acc.measured:
-        out.append(f"  ({acc.note})")
+        out.append(f"  ({note_text(acc.note, lang)})")
     if r.notes:
-        out += ["", *[f"note: {n}" for n in r.notes]]
+        out += ["", *[t("report.note", lang, note=note_text(n, lang)) for n in r.notes]]
     return "\n".join(out)

@@ -1,7 +1,7 @@
 """The calculator's figures: one GPU's memory, the KV cache against sequence length, attention variants, the
 sliding-window effect and the roofline. Plain functions from a report or a DataFrame to a figure
-specification, in kvviz.ui.figures' style (its layout, colours and rules); nothing here computes the numbers
-it draws.
+specification, in kvviz.ui.figures' style (its layout, colours and rules), its words in `lang` (English or
+Chinese: kvviz.i18n.calculator); nothing here computes the numbers it draws.
 """
 
 from __future__ import annotations
@@ -11,25 +11,29 @@ import math
 import pandas as pd
 
 from kvviz.base.units import GIB, fmt_seconds
-from kvviz.calc.report import MemoryReport
+from kvviz.calc.report import MemoryReport, accelerator_name
+from kvviz.i18n import normalize, t
 from kvviz.ui.figures import COLORS, INK, Figure, base_layout, hline, vline
 
 
-def memory_bar(report: MemoryReport) -> Figure:
+def memory_bar(report: MemoryReport, lang: str = "en") -> Figure:
     """One GPU's weights + KV cache + reserve stacked against its memory and usable share: the whole model on one
     device, or with tp × pp > 1 the share of the GPU that fills first."""
     acc, cap, one = report.accelerator, report.capacity, report.parallel.binding
     gpus = report.parallel.gpus
-    parts = [("weights", one.weights_bytes), ("KV cache", one.kv.bytes), ("runtime reserve", cap.reserve_bytes)]
+    parts = [(t("calc.fig.weights", lang), one.weights_bytes), (t("calc.fig.kv", lang), one.kv.bytes),
+             (t("calc.fig.reserve", lang), cap.reserve_bytes)]
     if one.kv.state_bytes:  # linear-attention / Mamba layers: a fixed state per sequence beside the KV
-        parts.insert(2, ("linear-layer state", one.kv.state_bytes))
-    label = acc.name if gpus == 1 else f"one {acc.name} of {gpus:,}"
+        parts.insert(2, (t("calc.fig.state", lang), one.kv.state_bytes))
+    name = accelerator_name(acc, lang)
+    label = name if gpus == 1 else t("calc.fig.one_of", lang, accel=name, gpus=f"{gpus:,}")
     data = [{"type": "bar", "orientation": "h", "y": [label], "x": [value / GIB], "name": name,
              "marker": {"color": color}, "hovertemplate": f"{name}: %{{x:,.2f}} GiB<extra></extra>"}
             for (name, value), color in zip(parts, COLORS, strict=False)]
-    usable = vline(cap.usable_bytes / GIB, f"usable ({cap.mem_util:g} × memory) ", top=False)
-    device = vline(acc.memory_bytes / GIB, "device memory ", dash="solid")
-    layout = base_layout("What fits on the device", "GiB (2^30 bytes)", "", height=260, barmode="stack",
+    usable = vline(cap.usable_bytes / GIB, t("calc.fig.usable", lang, util=f"{cap.mem_util:g}"), top=False)
+    device = vline(acc.memory_bytes / GIB, t("calc.fig.device_memory", lang), dash="solid")
+    layout = base_layout(t("calc.fig.memory_title", lang), t("calc.fig.gib_axis", lang), "", height=260,
+                         barmode="stack",
                      shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
     # A short plot: the legend goes top right, beside a left-aligned title, clear of the axis title.
     layout["title"] |= {"x": 0.0, "xanchor": "left"}
@@ -37,42 +41,61 @@ def memory_bar(report: MemoryReport) -> Figure:
     return {"data": data, "layout": layout}
 
 
-def kv_curves(frame: pd.DataFrame, budget_bytes: int | None, one_gpu: bool = False) -> Figure:
+def kv_curves(frame: pd.DataFrame, budget_bytes: int | None, one_gpu: bool = False, lang: str = "en") -> Figure:
     """KV cache against seq_len, one line per batch size, with the KV budget as a ceiling; one_gpu: the frame is
     one GPU's share of a deployment, and the budget that GPU's."""
     data = [{"type": "scatter", "mode": "lines", "x": group["seq_len"].tolist(), "y": group["kv_gib"].tolist(),
-             "name": f"batch {batch}", "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"}
+             "name": t("calc.fig.batch", lang, batch=batch),
+             "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"}
             for batch, group in frame.groupby("batch")]
     extra = {}
     if budget_bytes:
-        shape, note = hline(budget_bytes / GIB, "KV budget on one GPU" if one_gpu else "KV budget on this device")
+        shape, note = hline(budget_bytes / GIB, t("calc.fig.budget_one_gpu" if one_gpu else "calc.fig.budget_device",
+                                                  lang))
         extra = {"shapes": [shape], "annotations": [note]}
-    return {"data": data, "layout": base_layout("KV cache grows linearly with sequence length and batch",
-                                            "seq_len (tokens)", "KV cache on one GPU (GiB)" if one_gpu else
-                                            "KV cache (GiB)", **extra)}
+    return {"data": data, "layout": base_layout(t("calc.fig.curves_title", lang), t("calc.fig.seq_len_axis", lang),
+                                                t("calc.fig.kv_one_gpu_axis" if one_gpu else "calc.fig.kv_axis", lang),
+                                                **extra)}
 
 
-def attention_bars(frame: pd.DataFrame) -> Figure:
+_THIS_MODEL = " (this model)"  # how kvviz.calc.curves.attention_variants marks the model's own shape
+
+
+def _attention_name(name: str, lang: str) -> str:
+    if normalize(lang) == "en" or not name.endswith(_THIS_MODEL):
+        return name
+    return t("calc.fig.this_model", lang, attention=name.removesuffix(_THIS_MODEL))
+
+
+def attention_bars(frame: pd.DataFrame, lang: str = "en") -> Figure:
     """The same model's cache under each attention shape."""
-    bar = {"type": "bar", "x": frame["attention"].tolist(), "y": frame["kv_gib"].tolist(),
+    bar = {"type": "bar", "x": [_attention_name(a, lang) for a in frame["attention"]], "y": frame["kv_gib"].tolist(),
            "marker": {"color": COLORS[: len(frame)]}, "textposition": "outside", "cliponaxis": False,
-           "text": [f"{g:,.2f} GiB ({r:.1%} of MHA)" for g, r in zip(frame["kv_gib"], frame["vs_mha"], strict=True)],
+           "text": [t("calc.fig.vs_mha", lang, gib=f"{g:,.2f}", share=f"{r:.1%}")
+                    for g, r in zip(frame["kv_gib"], frame["vs_mha"], strict=True)],
            "hovertemplate": "%{x}: %{y:,.3f} GiB<extra></extra>"}
-    return {"data": [bar], "layout": base_layout("Same model, other attention shapes", "attention", "KV cache (GiB)")}
+    layout = base_layout(t("calc.fig.attention_title", lang), t("calc.fig.attention_axis", lang),
+                         t("calc.fig.kv_axis", lang))
+    return {"data": [bar], "layout": layout}
 
 
-def window_curves(frame: pd.DataFrame, window: int, span: str = "window") -> Figure:
+# kvviz.calc.curves.window_effect's variants, by the key of their name.
+_VARIANTS = {"window applied": "calc.fig.window_applied",
+             "window ignored (every layer keeps every token)": "calc.fig.window_ignored"}
+
+
+def window_curves(frame: pd.DataFrame, window: int, span: str = "window", lang: str = "en") -> Figure:
     """KV cache with the sliding window (or the chunk, span="chunk") applied, against an engine that ignores it."""
     data = [{"type": "scatter", "mode": "lines", "x": g["seq_len"].tolist(), "y": g["kv_gib"].tolist(),
-             "name": variant} for variant, g in frame.groupby("variant", sort=False)]
-    shape, note = vline(window, f"{span} {window:,}", dash="dot")
-    title = ("Sliding-window layers stop growing at the window" if span == "window" else
-             "Chunked layers keep at most one chunk")
-    return {"data": data, "layout": base_layout(title, "seq_len (tokens)", "KV cache (GiB)", shapes=[shape],
-                                            annotations=[note])}
+             "name": t(_VARIANTS[variant], lang) if variant in _VARIANTS else variant}
+            for variant, g in frame.groupby("variant", sort=False)]
+    shape, note = vline(window, t(f"calc.fig.span.{span}", lang, window=f"{window:,}"), dash="dot")
+    title = t("calc.fig.window_title" if span == "window" else "calc.fig.chunk_title", lang)
+    return {"data": data, "layout": base_layout(title, t("calc.fig.seq_len_axis", lang), t("calc.fig.kv_axis", lang),
+                                                shapes=[shape], annotations=[note])}
 
 
-def roofline(report: MemoryReport) -> Figure:
+def roofline(report: MemoryReport, lang: str = "en") -> Figure:
     """Attainable FLOP/s against arithmetic intensity (log-log), with prefill and decode placed on it."""
     acc = report.accelerator
     phases = [p for p in (report.prefill, report.decode) if p is not None]
@@ -80,19 +103,23 @@ def roofline(report: MemoryReport) -> Figure:
     hi = max([acc.ridge_point * 20, *[p.intensity * 4 for p in phases]])
     xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
     roof = [min(acc.peak_flops, acc.bandwidth * x) for x in xs]
-    data = [{"type": "scatter", "mode": "lines", "x": xs, "y": roof, "name": f"{acc.name} roof",
+    data = [{"type": "scatter", "mode": "lines", "x": xs, "y": roof,
+             "name": t("calc.fig.roof", lang, accel=accelerator_name(acc, lang)),
              "line": {"color": INK}, "hovertemplate": "%{x:,.1f} FLOP/B → %{y:.3g} FLOP/s<extra></extra>"},
             {"type": "scatter", "mode": "lines", "x": [acc.ridge_point] * 2, "y": [min(roof), acc.peak_flops],
-             "name": f"ridge {acc.ridge_point:,.0f} FLOP/B", "line": {"color": INK, "dash": "dot", "width": 1}}]
+             "name": t("calc.fig.ridge", lang, ridge=f"{acc.ridge_point:,.0f}"),
+             "line": {"color": INK, "dash": "dot", "width": 1}}]
     for p, color in zip(phases, COLORS, strict=False):
         right_half = p.intensity > math.sqrt(lo * hi)
+        phase = t(f"calc.phase.{p.phase}", lang)
         data.append({"type": "scatter", "mode": "markers+text", "x": [p.intensity], "y": [p.flops / p.lower_bound_s],
-                     "name": p.phase, "marker": {"size": 12, "color": color},
+                     "name": phase, "marker": {"size": 12, "color": color},
                      "textposition": "bottom left" if right_half else "bottom right",
-                     "text": [f"{p.phase} ≥ {fmt_seconds(p.lower_bound_s)} ({p.bound}-bound)"],
-                     "hovertemplate": f"{p.phase}: %{{x:,.1f}} FLOP/B, %{{y:.3g}} FLOP/s<extra></extra>"})
-    layout = base_layout("Roofline: prefill is compute-bound, decode memory-bound", "arithmetic intensity (FLOP/byte)",
-                     "attainable FLOP/s")
+                     "text": [t("calc.fig.phase_point", lang, phase=phase, time=fmt_seconds(p.lower_bound_s),
+                                bound=t(f"calc.bound.{p.bound}", lang))],
+                     "hovertemplate": f"{phase}: %{{x:,.1f}} FLOP/B, %{{y:.3g}} FLOP/s<extra></extra>"})
+    layout = base_layout(t("calc.fig.roofline_title", lang), t("calc.fig.intensity_axis", lang),
+                         t("calc.fig.flops_axis", lang))
     layout["xaxis"] |= {"type": "log"}
     layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5],
                         "exponentformat": "SI"}

@@ -2,13 +2,15 @@
 
 `calculate` answers one slider position: it resolves the architecture (a preset, a config path or
 hub id, and the layers / KV heads / head_dim sliders applied on top), runs kvviz's memory report and
-sweeps, and returns the text and figure specs the tab shows. It raises ValueError with a sentence for
-bad input; the tab turns that into a message in the page.
+sweeps, and returns the text and figure specs the tab shows, in English or Chinese (lang; the JSON details stay
+English). It raises ValueError with an English sentence for bad input; the tab turns that into a message in the
+page's language.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -27,7 +29,17 @@ from kvviz.calc.dtypes import kv_dtype as dtype_named
 from kvviz.calc.hardware import ACCELERATORS, DEFAULT_ACCELERATOR, device_accelerator
 from kvviz.calc.parallel import gpu_architecture
 from kvviz.calc.presets import load_preset, preset_names
-from kvviz.calc.report import STATE_WHY, MemoryQuery, as_dict, describe, memory_report
+from kvviz.calc.report import (
+    MemoryQuery,
+    accelerator_name,
+    as_dict,
+    describe,
+    formula_text,
+    memory_report,
+    note_text,
+    state_why,
+)
+from kvviz.i18n import t
 from kvviz.ui import calc_figures, figures
 
 DEFAULT_PRESET = "llama-3-8b"
@@ -87,7 +99,16 @@ def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> 
         return arch
     what = ", ".join(f"{k.replace('num_', '')}={v}" for k, v in changes.items() if k in
                      ("num_layers", "num_kv_heads", "head_dim"))
-    return replace(arch, name=f"{arch.name} (modified: {what})", **changes)
+    return replace(arch, name=t("calc.sum.modified", name=arch.name, what=what), **changes)
+
+
+_MODIFIED = re.compile(r"(?P<name>.+) \(modified: (?P<what>[^()]*)\)$")
+
+
+def shown_name(arch: Architecture, lang: str = "en") -> str:
+    """The architecture's name as the summary shows it: what customise noted of the sliders, in `lang`."""
+    found = _MODIFIED.match(arch.name)
+    return t("calc.sum.modified", lang, **found.groupdict()) if found else arch.name
 
 
 def resolve(preset: str, config: str, layers: int, kv_heads: int, head_dim: int) -> Architecture:
@@ -102,11 +123,12 @@ def resolve(preset: str, config: str, layers: int, kv_heads: int, head_dim: int)
 
 def calculate(preset: str, config: str, batch: float, seq_len: float, layers: float, kv_heads: float,
               head_dim: float, kv_dtype: str, gpu: str, mem_util: float, block_size: float, tp: float = 1,
-              pp: float = 1, dp: float = 1) -> CalcResult:
+              pp: float = 1, dp: float = 1, lang: str = "en") -> CalcResult:
     """Everything the calculator tab shows for one position of its controls (named as the CLI names them).
 
     config: a config.json path or hub id, which wins over the preset; gpu: an accelerator preset, or cpu;
-    tp, pp, dp: tensor- and pipeline-parallel GPUs and data-parallel replicas (the memory plot then shows one GPU).
+    tp, pp, dp: tensor- and pipeline-parallel GPUs and data-parallel replicas (the memory plot then shows one GPU);
+    lang: the language of the summary, the formulas and the figures ("en" or "zh").
     """
     choice(kv_dtype, "KV dtype", list(KV_DTYPES))
     choice(gpu, "accelerator", [*ACCELERATORS, "cpu"])
@@ -122,101 +144,107 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
     curves = kv_vs_seq_len(share, kvd, list(CURVE_BATCHES), top)
     span = arch.sliding_window or arch.chunk_size  # Llama-4's chunked layers cap the cache as a window does
     window = (calc_figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * span)), span,
-                                    "window" if arch.sliding_window else "chunk") if arch.n_sliding else
-              figures.empty("no sliding-window or chunked layers: every attention layer keeps every token"))
+                                         "window" if arch.sliding_window else "chunk", lang=lang) if arch.n_sliding
+              else figures.empty(t("calc.fig.no_window", lang)))
     return CalcResult(
-        summary=_summary(report),
-        formula=_formulas(report),
-        memory_fig=calc_figures.memory_bar(report),
-        curves_fig=calc_figures.kv_curves(curves, report.capacity.kv_budget_bytes, one_gpu=report.parallel.gpus > 1),
+        summary=_summary(report, lang),
+        formula=_formulas(report, lang),
+        memory_fig=calc_figures.memory_bar(report, lang=lang),
+        curves_fig=calc_figures.kv_curves(curves, report.capacity.kv_budget_bytes, one_gpu=report.parallel.gpus > 1,
+                                          lang=lang),
         attention_fig=calc_figures.attention_bars(
-            attention_variants(arch, kvd, report.query.batch, report.query.seq_len)),
+            attention_variants(arch, kvd, report.query.batch, report.query.seq_len), lang=lang),
         window_fig=window,
-        roofline_fig=calc_figures.roofline(report) if report.prefill else
-        figures.empty("weights unknown for raw dimensions: no roofline"),
+        roofline_fig=calc_figures.roofline(report, lang=lang) if report.prefill else
+        figures.empty(t("calc.fig.no_roofline", lang)),
         details=json.loads(json.dumps(as_dict(report))),
     )
 
 
-def _summary(r) -> str:
+def _summary(r, lang: str = "en") -> str:
     kv, cap, q = r.kv, r.capacity, r.query
     lines = [
-        f"**{r.arch.name}** — {describe(r.arch)}",
+        t("calc.sum.model", lang, name=shown_name(r.arch, lang), describe=describe(r.arch, lang)),
         "",
-        f"### KV cache: {kv.bytes / GIB:,.3f} GiB = {kv.bytes / 1e9:,.3f} GB",
-        f"batch {q.batch:,} × seq_len {q.seq_len:,} in {r.kv_dtype.name}; "
-        f"{fmt_int(kv.bytes_per_token)} bytes per token across all layers",
+        t("calc.sum.kv", lang, gib=f"{kv.bytes / GIB:,.3f}", gb=f"{kv.bytes / 1e9:,.3f}"),
+        t("calc.sum.query", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}", dtype=r.kv_dtype.name,
+          per_token=fmt_int(kv.bytes_per_token)),
     ]
     if kv.no_window_bytes is not None:
-        lines.append(f"- an engine that ignores the sliding window would allocate {fmt_bytes(kv.no_window_bytes)}")
+        lines.append(t("calc.sum.no_window", lang, bytes=fmt_bytes(kv.no_window_bytes)))
     if kv.mla_expanded_bytes is not None:
-        lines.append(f"- expanded per-head K/V (a naive implementation) would take {fmt_bytes(kv.mla_expanded_bytes)}")
+        lines.append(t("calc.sum.mla_expanded", lang, bytes=fmt_bytes(kv.mla_expanded_bytes)))
     if r.arch.state is not None:
         st = r.arch.state
-        lines.append(f"- **plus the {st.kind} state of {st.layers} layers: {fmt_bytes(kv.state_bytes)}** for the "
-                     f"batch ({fmt_bytes(kv.state_bytes // q.batch)} a sequence; each layer {st.shapes}), the same at "
-                     f"any seq_len: {STATE_WHY}")
+        lines.append(t("calc.sum.state", lang, kind=st.kind, layers=st.layers, bytes=fmt_bytes(kv.state_bytes),
+                       per_seq=fmt_bytes(kv.state_bytes // q.batch), shapes=st.shapes, why=state_why(lang)))
     lines += [
-        f"- paged in blocks of {q.block_size}: {fmt_bytes(r.paged.allocated_bytes)}, "
-        f"{fmt_bytes(r.paged.wasted_bytes_per_seq)} wasted per sequence",
+        t("calc.sum.paged", lang, block=q.block_size, allocated=fmt_bytes(r.paged.allocated_bytes),
+          wasted=fmt_bytes(r.paged.wasted_bytes_per_seq)),
         "",
-        *(_one_device(r) if r.parallel.gpus == 1 else _deployment(r)),
-        f"- longest seq_len at batch {q.batch:,}: **{fmt_int(cap.max_seq_len)}**"
-        + (" (the model's context limit)" if cap.seq_len_capped else ""),
-        f"- this batch × seq_len {'fits' if cap.fits else '**does not fit**'}",
+        *(_one_device(r, lang) if r.parallel.gpus == 1 else _deployment(r, lang)),
+        t("calc.sum.longest", lang, batch=f"{q.batch:,}", longest=fmt_int(cap.max_seq_len))
+        + (t("calc.sum.context_limit", lang) if cap.seq_len_capped else ""),
+        t("calc.sum.fits" if cap.fits else "calc.sum.no_fit", lang),
     ]
     if r.decode is not None:
-        lines.append(f"- decode step ≥ {r.decode.lower_bound_s * 1e3:,.2f} ms ({r.decode.bound}-bound), so at most "
-                     f"{q.batch / r.decode.lower_bound_s:,.0f} tokens/s; prefill ≥ {r.prefill.lower_bound_s:,.3f} s "
-                     f"({r.prefill.bound}-bound). Lower bounds.")
-    lines += [f"- note: {n}" for n in r.notes]
+        lines.append(t("calc.sum.bounds", lang, ms=f"{r.decode.lower_bound_s * 1e3:,.2f}",
+                       decode_bound=t(f"calc.bound.{r.decode.bound}", lang),
+                       tps=f"{q.batch / r.decode.lower_bound_s:,.0f}", s=f"{r.prefill.lower_bound_s:,.3f}",
+                       prefill_bound=t(f"calc.bound.{r.prefill.bound}", lang)))
+    lines += [t("calc.sum.note", lang, note=note_text(n, lang)) for n in r.notes]
     return "\n".join(lines)
 
 
-def _one_device(r) -> list[str]:
+def _one_device(r, lang: str = "en") -> list[str]:
     cap, q = r.capacity, r.query
     return [
-        f"**On {r.accelerator.name}** ({r.accelerator.memory_bytes / 1e9:,.0f} GB, mem_util {cap.mem_util:g}): "
-        f"weights {fmt_bytes(r.weights_bytes or 0)}; KV budget {cap.kv_budget_bytes / GIB:,.2f} GiB",
-        f"- largest batch at seq_len {q.seq_len:,}: **{fmt_int(cap.max_batch)}**; "
-        f"token slots: **{fmt_int(cap.token_slots)}**",
+        t("calc.sum.one_device", lang, accel=accelerator_name(r.accelerator, lang),
+          memory=f"{r.accelerator.memory_bytes / 1e9:,.0f}",
+          util=f"{cap.mem_util:g}", weights=fmt_bytes(r.weights_bytes or 0),
+          budget=f"{cap.kv_budget_bytes / GIB:,.2f}"),
+        t("calc.sum.largest", lang, seq_len=f"{q.seq_len:,}", batch=fmt_int(cap.max_batch),
+          slots=fmt_int(cap.token_slots)),
     ]
 
 
-def _heads_per_gpu(r) -> str:
+def _heads_per_gpu(r, lang: str = "en") -> str:
     """What one GPU caches of each token and layer, in words."""
     a, d = r.arch, r.parallel
     if d.kv_heads_per_gpu is None:
-        return f"the whole {a.mla.latent_dim}-value MLA latent"
+        return t("calc.sum.mla_heads", lang, n=a.mla.latent_dim)
     copies = d.parallel.tp // a.num_kv_heads if d.parallel.tp > a.num_kv_heads else 1
-    return f"{d.kv_heads_per_gpu} of {a.num_kv_heads} KV heads" + (f", each on {copies} GPUs" if copies > 1 else "")
+    return t("calc.sum.kv_heads", lang, n=d.kv_heads_per_gpu, total=a.num_kv_heads) + (
+        t("calc.sum.copies", lang, copies=copies) if copies > 1 else "")
 
 
-def _deployment(r) -> list[str]:
+def _deployment(r, lang: str = "en") -> list[str]:
     """The summary's deployment lines: one GPU's share, then the whole deployment's."""
     d, cap, q = r.parallel, r.capacity, r.query
     p, one = d.parallel, d.binding
-    replicas = f" ({p.dp:,} replicas of {p.tp * p.pp:,} GPUs)" if p.dp > 1 else ""
+    replicas = t("calc.sum.replicas", lang, dp=f"{p.dp:,}", gpus=f"{p.tp * p.pp:,}") if p.dp > 1 else ""
     return [
-        f"**On {d.gpus:,} × {r.accelerator.name}** (tp {p.tp} × pp {p.pp} × dp {p.dp}; "
-        f"{r.accelerator.memory_bytes / 1e9:,.0f} GB each, mem_util {cap.mem_util:g})",
-        f"- per GPU: weights **{one.weights_bytes / 1e9:,.2f} GB**, KV cache **{one.kv.bytes / GIB:,.3f} GiB** "
-        f"({one.layers} layers × {_heads_per_gpu(r)}: {fmt_int(one.kv.bytes_per_token)} bytes per token); "
-        f"KV budget {cap.kv_budget_bytes / GIB:,.2f} GiB",
-        f"- in all{replicas}: weights {d.weights_bytes_all / 1e9:,.2f} GB; largest batch at seq_len {q.seq_len:,}: "
-        f"**{fmt_int(d.max_batch)}**; token slots: **{fmt_int(d.token_slots)}**"
-        + (f" ({fmt_int(cap.max_batch)} and {fmt_int(cap.token_slots)} per replica)" if p.dp > 1 else ""),
+        t("calc.sum.deployment", lang, gpus=f"{d.gpus:,}", accel=accelerator_name(r.accelerator, lang), tp=p.tp,
+          pp=p.pp, dp=p.dp,
+          memory=f"{r.accelerator.memory_bytes / 1e9:,.0f}", util=f"{cap.mem_util:g}"),
+        t("calc.sum.per_gpu", lang, weights=f"{one.weights_bytes / 1e9:,.2f}", kv=f"{one.kv.bytes / GIB:,.3f}",
+          layers=one.layers, heads=_heads_per_gpu(r, lang), per_token=fmt_int(one.kv.bytes_per_token),
+          budget=f"{cap.kv_budget_bytes / GIB:,.2f}"),
+        t("calc.sum.in_all", lang, replicas=replicas, weights=f"{d.weights_bytes_all / 1e9:,.2f}",
+          seq_len=f"{q.seq_len:,}", batch=fmt_int(d.max_batch), slots=fmt_int(d.token_slots),
+          per_replica=t("calc.sum.per_replica", lang, batch=fmt_int(cap.max_batch), slots=fmt_int(cap.token_slots))
+          if p.dp > 1 else ""),
     ]
 
 
-def _formulas(r) -> str:
+def _formulas(r, lang: str = "en") -> str:
     kv = r.kv
     parts = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula, kv.state_formula,
              r.paged.formula,
              *(r.parallel.formulas if r.parallel.gpus > 1 else ()), r.capacity.formula]
     if r.decode is not None:
         parts += [*r.prefill.formulas, *r.decode.formulas]
-    return "\n\n".join(f.text() for f in parts if f is not None)
+    return "\n\n".join(formula_text(f, lang) for f in parts if f is not None)
 
 
 def _defaults() -> dict:

@@ -17,7 +17,7 @@ from tests.helpers import running_app
 # The CLI's names (python -m kvviz memory / generate / compare), which the endpoints' parameters share.
 PARAMETERS = {
     "/kv_memory": ["preset", "config", "batch", "seq_len", "layers", "kv_heads", "head_dim", "kv_dtype", "gpu",
-                   "mem_util", "block_size", "tp", "pp", "dp"],
+                   "mem_util", "block_size", "tp", "pp", "dp", "lang"],
     "/generate": ["model", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat_template",
                   "use_cache", "lang"],
     "/compare": ["model", "prompt", "max_new_tokens", "static", "lang"],

@@ -18,17 +18,9 @@ from kvviz.calc.hardware import ACCELERATORS
 from kvviz.calc.presets import preset_names
 from kvviz.engine.hosting import HostPolicy
 from kvviz.ui.calculator import INPUT_DEFAULTS, calculate, preset_dims, resolve
+from kvviz.ui.lang import L
 from kvviz.ui.tabs.common import plot, refusal
 
-INTRO = """
-The KV cache keeps every layer's keys and values so that decoding a token does not recompute the
-whole history. It buys that speed with memory:
-**bytes = batch × seq_len × layers × 2 (K and V) × kv_heads × head_dim × bytes_per_elem**, linear in each.
-Grouped-query attention shrinks `kv_heads`, sliding-window layers cap `seq_len` at the window, and
-DeepSeek's latent attention stores one compressed vector per token instead of per-head keys and values.
-Pick a preset or give a config.json path or hub id, then move the sliders: every figure below is
-recomputed from the same formula, shown with your numbers.
-"""
 D = INPUT_DEFAULTS
 
 
@@ -41,47 +33,44 @@ class CalculatorTab:
 
 def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
     """The calculator's layout and events; its handler answers the page and /kv_memory alike."""
-    gr.Markdown(INTRO)
+    gr.Markdown(L("calc.intro"))
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            preset = gr.Dropdown(preset_names(), value=D["preset"], label="preset (sets the sliders)",
+            preset = gr.Dropdown(preset_names(), value=D["preset"], label=L("calc.preset"),
                                  elem_id="calc-preset")
             config = gr.Textbox(D["config"], max_lines=1,
-                                label="or a hub id (Enter to load)" if policy.hosted else
-                                "or a config.json path or hub id (Enter to load)",
+                                label=L("calc.config.hosted" if policy.hosted else "calc.config.local"),
                                 placeholder="Qwen/Qwen2.5-0.5B-Instruct" if policy.hosted else
-                                "Qwen/Qwen2.5-0.5B-Instruct or /path/to/config.json")
-            batch = gr.Slider(1, 512, value=D["batch"], step=1, label="batch (sequences at once)", elem_id="calc-batch")
-            seq_len = gr.Slider(1, 262_144, value=D["seq_len"], step=1, label="seq_len (tokens per sequence)")
-            layers = gr.Slider(1, 128, value=D["layers"], step=1, label="layers")
-            kv_heads = gr.Slider(1, 128, value=D["kv_heads"], step=1, label="kv_heads (must divide the query heads)",
+                                L("calc.config.placeholder"))
+            batch = gr.Slider(1, 512, value=D["batch"], step=1, label=L("calc.batch"), elem_id="calc-batch")
+            seq_len = gr.Slider(1, 262_144, value=D["seq_len"], step=1, label=L("calc.seq_len"))
+            layers = gr.Slider(1, 128, value=D["layers"], step=1, label=L("calc.layers"))
+            kv_heads = gr.Slider(1, 128, value=D["kv_heads"], step=1, label=L("calc.kv_heads"),
                                  elem_id="calc-kv-heads")
-            head_dim = gr.Slider(1, 512, value=D["head_dim"], step=1, label="head_dim")
-            kv_dtype = gr.Dropdown(list(KV_DTYPES), value=D["kv_dtype"], label="KV dtype")
-            gpu = gr.Dropdown([(a.name, k) for k, a in ACCELERATORS.items()] + [("this CPU (measured)", "cpu")],
-                              value=D["gpu"], label="accelerator")
-            mem_util = gr.Slider(0.05, 1.0, value=D["mem_util"], step=0.01, label="memory utilisation")
-            block_size = gr.Slider(1, 256, value=D["block_size"], step=1, label="block size (paged allocation)")
-            gr.Markdown("**GPUs**: tensor parallelism (tp) splits every layer over tp GPUs, pipeline parallelism "
-                        "(pp) the layers into pp stages, data parallelism (dp) copies the whole; past one GPU the "
-                        "memory plot and the KV curves show one GPU", elem_id="calc-gpus-note")
+            head_dim = gr.Slider(1, 512, value=D["head_dim"], step=1, label=L("calc.head_dim"))
+            kv_dtype = gr.Dropdown(list(KV_DTYPES), value=D["kv_dtype"], label=L("calc.kv_dtype"))
+            gpu = gr.Dropdown([(a.name, k) for k, a in ACCELERATORS.items()] + [(L("calc.cpu"), "cpu")],
+                              value=D["gpu"], label=L("calc.accelerator"))
+            mem_util = gr.Slider(0.05, 1.0, value=D["mem_util"], step=0.01, label=L("calc.mem_util"))
+            block_size = gr.Slider(1, 256, value=D["block_size"], step=1, label=L("calc.block_size"))
+            gr.Markdown(L("calc.gpus_note"), elem_id="calc-gpus-note")
             with gr.Row():
                 tp = gr.Slider(1, 64, value=D["tp"], step=1, label="tp", elem_id="calc-tp", min_width=90)
                 pp = gr.Slider(1, 64, value=D["pp"], step=1, label="pp", elem_id="calc-pp", min_width=90)
                 dp = gr.Slider(1, 64, value=D["dp"], step=1, label="dp", elem_id="calc-dp", min_width=90)
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="calc-summary")
-            memory_fig = gr.Plot(label="memory on one device", show_label=False)
-            with gr.Accordion("the formulas, with your numbers", open=False):
-                formula = gr.Code(language=None, label="formulas", elem_id="calc-formula")
+            memory_fig = gr.Plot(show_label=False)
+            with gr.Accordion(L("calc.formulas_title"), open=False):
+                formula = gr.Code(language=None, label=L("calc.formulas"), elem_id="calc-formula")
     with gr.Row():
         curves_fig = gr.Plot(show_label=False)
         attention_fig = gr.Plot(show_label=False)
     with gr.Row():
         window_fig = gr.Plot(show_label=False)
         roofline_fig = gr.Plot(show_label=False)
-    with gr.Accordion("the whole answer as JSON (what `python -m kvviz memory --json` prints)", open=False):
-        details = gr.JSON(label="report")
+    with gr.Accordion(L("calc.json_title"), open=False):
+        details = gr.JSON(label=L("calc.json"))
 
     inputs = [preset, config, batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size, tp, pp,
               dp, lang]
@@ -92,27 +81,27 @@ def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
                   mem_util=D["mem_util"], block_size=D["block_size"], tp=D["tp"], pp=D["pp"], dp=D["dp"], lang="en"):
         """The KV cache's size and what fits, for a model (a preset, or a config.json path or hub id) and a
         batch × seq_len on tp × pp × dp GPUs, with the figures the page draws and the report
-        `python -m kvviz memory --json` prints."""
+        `python -m kvviz memory --json` prints; its text and figures in `lang` ("en" or "zh")."""
         try:
             r = calculate(preset, policy.check_source(config), batch, seq_len, layers, kv_heads, head_dim, kv_dtype,
-                          gpu, mem_util, block_size, tp, pp, dp)
+                          gpu, mem_util, block_size, tp, pp, dp, lang=lang)
         except ValueError as exc:
-            raise refusal(exc) from None
+            raise refusal(exc, lang) from None
         return (r.summary, r.formula, plot(r.memory_fig), plot(r.curves_fig), plot(r.attention_fig),
                 plot(r.window_fig), plot(r.roofline_fig), r.details)
 
-    def dims_of_preset(preset):
+    def dims_of_preset(preset, lang="en"):
         try:
             return preset_dims(preset)
         except ValueError as exc:  # an unknown preset name from the API
-            raise refusal(exc) from None
+            raise refusal(exc, lang) from None
 
-    def dims_of_source(preset, config):
+    def dims_of_source(preset, config, lang="en"):
         try:
             config = policy.check_source(config)
             arch = resolve(preset, config, 1, 1, 1) if config else None
         except ValueError as exc:
-            raise refusal(exc) from None
+            raise refusal(exc, lang) from None
         return (gr.skip(),) * 3 if arch is None else (arch.num_layers, arch.num_kv_heads, arch.head_dim)
 
     common = dict(concurrency_limit=None, preprocess=False, queue=not policy.hosted)
@@ -121,8 +110,8 @@ def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
                               dp)],
           kv_memory, inputs, outputs, api_name="kv_memory", trigger_mode="always_last", show_progress="hidden",
           **common)
-    preset.change(dims_of_preset, preset, [layers, kv_heads, head_dim], api_visibility="private", **common).then(
-        kv_memory, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
-    config.submit(dims_of_source, [preset, config], [layers, kv_heads, head_dim], api_visibility="private",
+    preset.change(dims_of_preset, [preset, lang], [layers, kv_heads, head_dim], api_visibility="private",
+                  **common).then(kv_memory, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
+    config.submit(dims_of_source, [preset, config, lang], [layers, kv_heads, head_dim], api_visibility="private",
                   **common).then(kv_memory, inputs, outputs, api_visibility="private", show_progress="hidden", **common)
     return CalculatorTab(inputs, outputs, kv_memory)
