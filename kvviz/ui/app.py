@@ -106,37 +106,33 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             gr.Markdown(policy.note(), elem_id="hosted-note")
         runs = gr.State(RunHistory())
         tabs = []
-        # The tab set made explicit (entered here, left after the last tab, so the tabs keep their indentation):
-        # the Lesson tab's buttons select a tab by its id.
-        tab_set = gr.Tabs()
-        tab_set.__enter__()
-        with gr.Tab(L("tab.calculator"), id="calculator") as tab:
-            calculator = calculator_tab(policy, lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.generation"), id="generation") as tab:
-            generation = generation_tab(default_model, policy, sessions, lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.compare"), id="compare") as tab:
-            compare_tab(default_model, policy, lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.batch"), id="batch") as tab:
-            batch = batch_tab(default_model, policy, sessions, lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.lifecycle"), id="lifecycle") as tab:
-            lifecycle = lifecycle_tab(lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.serving"), id="serving") as tab:
-            serving = serving_tab(policy, engine, sessions, lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.history"), id="history") as tab:
-            history = history_tab(runs, lang)
-        tabs.append(tab)
-        with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
-            lesson_tab(default_model, policy, runs, lang, LessonTargets(
-                tab_set, "generation", "compare", "calculator", "serving", generation.prompt,
-                *calculator.inputs[0:1], *calculator.inputs[2:4], serving.kind))
-        tabs.append(tab)
-        tab_set.__exit__(None, None, None)
+        with gr.Tabs() as tab_set:  # the Lesson tab's buttons select a tab by its id
+            with gr.Tab(L("tab.calculator"), id="calculator") as tab:
+                calculator = calculator_tab(policy, lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.generation"), id="generation") as tab:
+                generation = generation_tab(default_model, policy, sessions, lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.compare"), id="compare") as tab:
+                compare_tab(default_model, policy, lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.batch"), id="batch") as tab:
+                batch = batch_tab(default_model, policy, sessions, lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.lifecycle"), id="lifecycle") as tab:
+                lifecycle = lifecycle_tab(lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.serving"), id="serving") as tab:
+                serving = serving_tab(policy, engine, sessions, lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.history"), id="history") as tab:
+                history = history_tab(runs, lang)
+            tabs.append(tab)
+            with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
+                lesson_tab(default_model, policy, runs, lang, LessonTargets(
+                    tab_set, "generation", "compare", "calculator", "serving", generation.prompt,
+                    calculator.preset, calculator.batch, calculator.seq_len, serving.kind))
+            tabs.append(tab)
 
         generation.generated.then(
             draw_finished_run(sessions), [runs, lang],

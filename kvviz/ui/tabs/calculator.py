@@ -30,6 +30,19 @@ class CalculatorTab:
     outputs: list[gr.components.Component]
     answer: object  # the /kv_memory handler, which the page's first load runs too
 
+    # The controls another tab sets (the Lesson tab's questions 3 and 4), by their place in `inputs`.
+    @property
+    def preset(self) -> gr.components.Component:
+        return self.inputs[0]
+
+    @property
+    def batch(self) -> gr.components.Component:
+        return self.inputs[2]
+
+    @property
+    def seq_len(self) -> gr.components.Component:
+        return self.inputs[3]
+
 
 def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
     """The calculator's layout and events; its handler answers the page and /kv_memory alike."""
