@@ -6,6 +6,7 @@ import re
 import string
 
 import pytest
+from markdown_it import MarkdownIt
 
 from kvviz.i18n import CATALOG, locale_lang, normalize, register, t, translations
 
@@ -72,3 +73,13 @@ def test_t_formats_and_falls_back():
     with pytest.raises(KeyError):
         t("no.such.key", "en")
     assert translations()["zh"]["tab.lesson"] == "课程"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_emphasis_renders(lang):
+    """Every text's **bold** and *italic* close under CommonMark, which the page's Markdown follows: in Chinese a
+    closing ** right after punctuation （…） and before a character stays literal unless a space follows."""
+    md = MarkdownIt("commonmark")
+    left = [key for key, text in CATALOG[lang].items() if "*" in text and
+            "*" in re.sub(r"<code>.*?</code>", "", md.render(re.sub(r"\{[^}]*\}", "X", text)), flags=re.DOTALL)]
+    assert not left, f"literal asterisks on the page: {left}"

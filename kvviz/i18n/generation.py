@@ -98,10 +98,10 @@ a growing one).
 }
 ZH = {
     "generation.intro": """
-一个请求的一生：到达，等待设备，分词（tokenize），然后**预填充（prefill）**用一次前向计算读完整个提示词
-（一次处理很多 token：受算力限制），并采样出第一个 token。之后**解码（decode）**每次只喂入一个 token，
+一个请求的一生：到达，等待设备，分词（tokenize），然后**预填充（prefill）** 用一次前向计算读完整个提示词
+（一次处理很多 token：受算力限制），并采样出第一个 token。之后**解码（decode）** 每次只喂入一个 token，
 每一步都要读一遍全部权重和整个 KV Cache（受显存带宽限制）。**首 token 延迟（TTFT）** = 排队 + 分词 + 预填充；
-**每 token 延迟（TPOT）**是其后相邻 token 的平均间隔；**tokens/s** 是新生成 token 数除以整个请求的耗时。
+**每 token 延迟（TPOT）** 是其后相邻 token 的平均间隔；**tokens/s** 是新生成 token 数除以整个请求的耗时。
 把更多请求合成一批能提高吞吐，但会拉长每个请求的 TPOT；提示词越长，TTFT 越长。
 """,
     "generation.prompt": "提示词（prompt）",
