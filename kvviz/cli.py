@@ -2,6 +2,9 @@
 
 The CLI parses arguments, calls the same core the app calls, and prints a table or JSON. Any bad
 input ends in one line on stderr naming the problem and exit status 2, never a traceback.
+Every subcommand takes --lang en|zh (default: the locale's language, kvviz.i18n.locale_lang): its messages,
+errors and text reports in that language (kvviz/i18n/cli.py; the core's errors by kvviz.i18n.errors.translate).
+JSON output stays English: its keys are what a script reads.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from kvviz.calc.params import count_params
 from kvviz.calc.presets import HUB_IDS, load_preset, preset_names
 from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report, render_text
 from kvviz.engine.loading import BUNDLED_MODEL, INSTRUCT_MODEL, LoadError, default_model
+from kvviz.i18n import LANGS, locale_lang, normalize, t
+from kvviz.i18n.errors import translate
 
 USAGE_ERROR = 2
 STATIC_HELP = ("cached, static + compiled: the cache preallocated for the whole run and the decode step compiled "
@@ -28,6 +33,12 @@ STATIC_HELP = ("cached, static + compiled: the cache preallocated for the whole 
 
 class UsageError(Exception):
     """Bad input from the command line: reported in one line with exit status 2."""
+
+
+def _lang_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", choices=LANGS, default=None,
+                   help="language of messages and reports: en or zh (default: the locale's, from LC_ALL, "
+                        "LC_MESSAGES or LANG); JSON stays English")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,6 +78,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     pre = sub.add_parser("presets", help="list the architecture presets")
     pre.add_argument("--json", action="store_true", help="print a JSON list")
+    _lang_arg(mem)
+    _lang_arg(pre)
 
     gen = sub.add_parser("generate", help="generate text, streaming it, then print the run's metrics")
     _generation_args(gen)
@@ -79,6 +92,8 @@ def _build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--static", action="store_true", help=f"a third run: {STATIC_HELP}")
     _batch_args(sub.add_parser("batch", help="decode B prompts together for B = 1, 2, 4, ...: each batch measured "
                                              "beside the roofline's prediction"))
+    for p in (gen, cmp_):
+        _lang_arg(p)
     return parser
 
 
@@ -98,6 +113,7 @@ def _batch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    _lang_arg(p)
 
 
 def _generation_args(p: argparse.ArgumentParser) -> None:
@@ -118,15 +134,14 @@ def _architecture(args: argparse.Namespace) -> Architecture:
     dims = {"--layers": args.layers, "--kv-heads": args.kv_heads, "--head-dim": args.head_dim}
     given = [bool(args.preset), bool(args.config), any(v is not None for v in dims.values())]
     if sum(given) != 1:
-        raise UsageError("give exactly one of --preset NAME, --config PATH_OR_HUB_ID, or "
-                         "--layers/--kv-heads/--head-dim")
+        raise UsageError(t("cli.usage.one_source", args.lang))
     if args.preset:
         return load_preset(args.preset)
     if args.config:
         return architecture_from_source(args.config)
     missing = [flag for flag, v in dims.items() if v is None]
     if missing:
-        raise UsageError(f"raw dimensions need {', '.join(missing)} as well")
+        raise UsageError(t("cli.usage.raw_missing", args.lang, missing=", ".join(missing)))
     return architecture_from_dims(args.layers, args.kv_heads, args.head_dim, heads=args.heads,
                                   sliding_window=args.sliding_window, sliding_layers=args.sliding_layers)
 
@@ -137,7 +152,9 @@ def _memory(args: argparse.Namespace) -> str:
                         accelerator=args.gpu, mem_util=args.mem_util, weight_dtype=args.weight_dtype,
                         reserve_gib=args.reserve_gib, tp=args.tp, pp=args.pp, dp=args.dp)
     report = memory_report(arch, query)
-    return json.dumps(as_dict(report), indent=2, allow_nan=False) if args.json else render_text(report)
+    if args.json:
+        return json.dumps(as_dict(report), indent=2, allow_nan=False)
+    return render_text(report, lang=args.lang)
 
 
 def _presets(args: argparse.Namespace) -> str:
@@ -147,11 +164,13 @@ def _presets(args: argparse.Namespace) -> str:
         rows.append({"name": name, "hub_id": HUB_IDS.get(name), "model_type": a.model_type,
                      "attention": a.attention_kind, "layers": a.num_layers, "heads": a.num_heads,
                      "kv_heads": a.num_kv_heads, "head_dim": a.head_dim, "sliding_window": a.sliding_window,
-                     "sliding_layers": a.n_sliding, "params": count_params(a).total, "summary": describe(a)})
+                     "sliding_layers": a.n_sliding, "params": count_params(a).total,
+                     "summary": describe(a, lang="en" if args.json else args.lang)})
     if args.json:
         return json.dumps(rows, indent=2)
     width = max(len(r["name"]) for r in rows)
-    return "\n".join(f"{r['name']:<{width}}  {r['params'] / 1e9:7.2f} B params  {r['summary']}" for r in rows)
+    return "\n".join(t("cli.presets.row", args.lang, name=r["name"], width=width, params=r["params"] / 1e9,
+                        summary=r["summary"]) for r in rows)
 
 
 class RunFailed(Exception):
@@ -171,11 +190,11 @@ def _load(args: argparse.Namespace):
 
     def progress(fraction: float, message: str) -> None:
         if not args.json:
-            print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+            print(f"[{fraction:4.0%}] {translate(message, args.lang)}", file=sys.stderr, flush=True)
 
     lm = load_model(args.model or default_model(), device=args.device, dtype=args.dtype, progress=progress)
     if lm.random_weights and not args.json:
-        print(f"note: {lm.tokenizer_note}", file=sys.stderr, flush=True)
+        print(t("cli.note", args.lang, note=translate(lm.tokenizer_note, args.lang)), file=sys.stderr, flush=True)
     return lm
 
 
@@ -195,8 +214,7 @@ def _generate(args: argparse.Namespace) -> str:
     req = _request(args, use_cache=not args.no_cache, static=args.static)
     lm = _load(args)
     if req.static and not args.json:
-        print("static: compiling the decode step on the first run of this shape (seconds to minutes)",
-              file=sys.stderr, flush=True)
+        print(t("cli.static.compiling", args.lang), file=sys.stderr, flush=True)
     tokens, finished = [], None
     for event in generate(lm, req):
         if isinstance(event, TokenEvent):
@@ -219,6 +237,7 @@ def _generate(args: argparse.Namespace) -> str:
 
 def _compare(args: argparse.Namespace) -> str:
     from kvviz.engine.compare import CompareError, compare
+    from kvviz.ui.figures import mode_label
 
     req = _request(args)
     lm = _load(args)
@@ -229,37 +248,41 @@ def _compare(args: argparse.Namespace) -> str:
     if args.json:
         return json.dumps({"model": lm.spec, "random_weights": lm.random_weights, **result.as_dict()},
                           ensure_ascii=False, indent=2)
-    parted = ("identical" if result.tokens_identical else
-              f"part at token {result.first_divergence}" if result.first_divergence is not None else
-              "agree where both ran, but one run is longer")
+    lang = args.lang
+    parted = (t("cli.compare.identical", lang) if result.tokens_identical else
+              t("cli.compare.part_at", lang, index=result.first_divergence)
+              if result.first_divergence is not None else t("cli.compare.longer", lang))
     lines = [
-        "cached:", result.cached_text, "", "uncached:", result.uncached_text, "",
-        f"speedup (uncached time / cached time): {result.speedup:.2f}x"
-        + (f"; per decode token: {result.decode_speedup:.2f}x" if result.decode_speedup else ""),
-        f"tokens: {parted} over {result.compared_tokens} compared"]
+        t("cli.compare.cached", lang), result.cached_text, "", t("cli.compare.uncached", lang), result.uncached_text,
+        "", t("cli.compare.speedup", lang, speedup=result.speedup)
+        + (t("cli.compare.per_token", lang, speedup=result.decode_speedup) if result.decode_speedup else ""),
+        t("cli.compare.tokens", lang, parted=parted, compared=result.compared_tokens)]
     if result.static is not None:
-        lines += _static_lines(result)
-    lines += ["", "cached run:", _summary_text(result.cached), "", "uncached run:", _summary_text(result.uncached)]
+        lines += _static_lines(result, lang)
+    lines += ["", t("cli.compare.cached_run", lang), _summary_text(result.cached), "",
+              t("cli.compare.uncached_run", lang), _summary_text(result.uncached)]
     if result.static is not None:
-        lines += ["", f"{result.static.label} run:", _summary_text(result.static.summary)]
+        lines += ["", t("cli.compare.mode_run", lang, label=mode_label(result.static.mode, lang)),
+                  _summary_text(result.static.summary)]
     return "\n".join(lines)
 
 
-def _static_lines(result) -> list[str]:
+def _static_lines(result, lang: str = "en") -> list[str]:
     """The third mode's lines of `compare --static`: its speedups, compile, cache and agreement with cached."""
+    from kvviz.ui.figures import mode_label
+
     st, c = result.static, result.cached
-    agree = ("identical to cached" if st.tokens_identical else
-             f"part from cached at token {st.first_divergence}" if st.first_divergence is not None else
-             "agree with cached where both ran, but one run is longer")
+    agree = (t("cli.static.identical", lang) if st.tokens_identical else
+             t("cli.static.part_at", lang, index=st.first_divergence) if st.first_divergence is not None else
+             t("cli.static.longer", lang))
     over_cached = c.tpot_s / st.summary.tpot_s if c.tpot_s and st.summary.tpot_s else None
     return [
-        "", f"{st.label}:", st.text, "",
-        f"speedup (uncached time / static time): {st.speedup:.2f}x"
-        + (f"; per decode token: {st.decode_speedup:.2f}x" if st.decode_speedup else "")
-        + (f"; per decode token against cached: {over_cached:.2f}x" if over_cached else ""),
-        f"compile: {st.compile_s:.1f} s (once per shape, not in the times above); static cache: "
-        f"{st.cache_tokens:,} tokens, allocated up front",
-        f"tokens: {agree}"]
+        "", t("cli.compare.mode", lang, label=mode_label(st.mode, lang)), st.text, "",
+        t("cli.static.speedup", lang, speedup=st.speedup)
+        + (t("cli.compare.per_token", lang, speedup=st.decode_speedup) if st.decode_speedup else "")
+        + (t("cli.static.over_cached", lang, speedup=over_cached) if over_cached else ""),
+        t("cli.static.compile", lang, compile_s=st.compile_s, tokens=st.cache_tokens),
+        t("cli.static.tokens", lang, agree=agree)]
 
 
 def _batch(args: argparse.Namespace) -> str:
@@ -279,35 +302,48 @@ def _batch(args: argparse.Namespace) -> str:
 
     def progress(batch: int, what: str) -> None:
         if not args.json:
-            print(what, file=sys.stderr, flush=True)
+            print(translate(what, args.lang), file=sys.stderr, flush=True)
 
     frame = batch_sweep(lm, sweep_prompts(lm, max_batch, prompt_tokens), new_tokens, max_batch, repeats=repeats,
                         progress=progress)
     if frame.empty:
-        raise RunFailed(f"no batch ran: {frame.attrs.get('stop_reason', 'the first batch failed')}")
+        reason = translate(frame.attrs.get("stop_reason", "the first batch failed"), args.lang)
+        raise RunFailed(t("cli.batch.none_ran", args.lang, reason=reason))
     if args.json:
         rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
         return json.dumps({"model": lm.spec, "random_weights": lm.random_weights, "summary": summarize_sweep(frame),
                            "explanation": sweep_markdown(frame), "rows": rows}, ensure_ascii=False, indent=2)
-    return "\n\n".join([sweep_table(frame), sweep_markdown(frame)])
+    return "\n\n".join([sweep_table(frame, lang=args.lang), sweep_markdown(frame, lang=args.lang)])
+
+
+def _asked_lang(argv: Sequence[str]) -> str:
+    """The language of a command line that did not parse: its --lang if it has a valid one, else the locale's."""
+    for arg, following in zip(argv, [*argv[1:], None], strict=True):
+        value = arg.removeprefix("--lang=") if arg.startswith("--lang=") else following if arg == "--lang" else None
+        if value in LANGS:
+            return value
+    return locale_lang()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
+    lang = _asked_lang(argv)
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return USAGE_ERROR
+        args.lang = lang = normalize(args.lang or locale_lang())
         output = {"memory": _memory, "presets": _presets, "generate": _generate, "compare": _compare,
                   "batch": _batch}[args.command](args)
     except RunFailed as exc:
-        print(f"kvviz: error: {exc}", file=sys.stderr)
+        print(t("cli.error", lang, message=translate(str(exc), lang)), file=sys.stderr)
         return 1
     except (UsageError, ConfigError, ValueError, LoadError, OSError) as exc:
         # One line, never a traceback; OSError: a path the system cannot even look up, or read.
-        print(f"kvviz: error: {first_line(exc)}", file=sys.stderr)
+        print(t("cli.error", lang, message=translate(first_line(exc), lang)), file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
         return 130

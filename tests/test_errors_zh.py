@@ -1,0 +1,175 @@
+"""kvviz's errors and progress messages in Chinese: real messages, made by the real validators and the real
+loader, translate to the Chinese written out here by hand; every template has the same fields in both languages
+and Chinese in its Chinese; no template is hidden behind an earlier, more general one."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from kvviz.base.urls import base_url
+from kvviz.calc.arch import architecture_from_dict, architecture_from_dims
+from kvviz.calc.dtypes import kv_dtype
+from kvviz.calc.presets import load_preset
+from kvviz.calc.report import MemoryQuery, memory_report
+from kvviz.engine.batch import BatchRequest
+from kvviz.engine.batch_sweep import batch_sizes, decode_context
+from kvviz.engine.hosting import HostPolicy
+from kvviz.engine.loading import load_model, resolve_device, resolve_dtype
+from kvviz.engine.request import GenerationRequest
+from kvviz.i18n import errors
+from kvviz.i18n.errors import translate
+from kvviz.serving.endpoint import endpoint
+from tests.helpers import REPO
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+HOSTED = HostPolicy(hosted=True)
+
+
+def own_templates() -> list[tuple[str, str]]:
+    """The templates kvviz/i18n/errors.py itself lists (other catalogues extend TEMPLATES with their own area's)."""
+    tree = ast.parse(inspect.getsource(errors))
+    found = next(node.value for node in tree.body
+                 if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "TEMPLATES")
+    return ast.literal_eval(found)
+
+
+OWN = own_templates()
+
+
+def fields(template: str) -> list[str]:
+    return re.findall(r"\{(\w+)\}", template)
+
+
+# (what raises, the Chinese a person reads), the Chinese typed out by hand.
+REAL = [
+    (lambda: GenerationRequest.from_untrusted("", 8), "提示词（prompt）为空"),
+    (lambda: GenerationRequest.from_untrusted("hi", 0), "max_new_tokens 须在 1 到 4,096 之间，收到 0"),
+    (lambda: GenerationRequest.from_untrusted("hi", 8.5), "max_new_tokens 须为整数，收到 8.5"),
+    (lambda: GenerationRequest.from_untrusted("hi", 8, temperature=math.nan),
+     "temperature (0 = greedy) 须为数字，收到 nan"),
+    (lambda: GenerationRequest.from_untrusted("hi", 8, top_p=2), "top_p 须在 (0, 1] 范围内，收到 2"),
+    (lambda: GenerationRequest.from_untrusted(5, 8), "提示词（prompt）须为文本，收到 5"),
+    (lambda: GenerationRequest.from_untrusted("hi", 8, chat_template="yes"),
+     "chat_template 须为 true 或 false，收到 'yes'"),
+    (lambda: GenerationRequest.from_untrusted("hi", 8, use_cache=False, static=True),
+     "static 需要 use_cache：静态模式就是在预分配的缓存上运行的有缓存循环"),
+    (lambda: GenerationRequest.from_untrusted("hi", 1000, policy=HOSTED),
+     "max_new_tokens 为 1,000；本演示最多允许 256"),
+    (lambda: HOSTED.check_model(""), "未指定模型"),
+    (lambda: HOSTED.check_model("random:nope"),
+     "随机权重孪生模型（random twin）没有预设 'nope'；可选：random:gpt2, random:smollm2-135m, random:qwen2.5-0.5b, "
+     "random:qwen3-0.6b"),
+    (lambda: HOSTED.check_model("random:llama-2-7b"),
+     "random:llama-2-7b 有 6,738 M 参数；本演示只允许小于 600 M 的孪生模型"),
+    (lambda: HOSTED.check_source("./config.json"),
+     "本托管演示不读取本地文件：请填 hub id（如 Qwen/Qwen2.5-0.5B-Instruct），或选一个预设"),
+    (lambda: HOSTED.check_endpoint("http://example.com"),
+     "本托管演示只连接自己的端点（没有：只有本地 vLLM）；'http://example.com' 不在其中"),
+    (lambda: BatchRequest(prompts=("a", " ")), "批次中第 2 条提示词为空"),
+    (lambda: BatchRequest(prompts=()), "一个批次需要 1 到 1,024 条提示词，收到 0 条"),
+    (lambda: batch_sizes(0), "max_batch 至少为 1，收到 0"),
+    (lambda: decode_context(8, 1), "扫描至少需要 2 个新 token（一次预填充，再一步解码），收到 1"),
+    (lambda: resolve_device("tpu"), "未知的设备 'tpu'；可用：auto、cpu、cuda 或 mps"),
+    (lambda: resolve_dtype("fp8", resolve_device("cpu")), "未知的 dtype 'fp8'；可用：auto、fp32, bf16, fp16"),
+    (lambda: load_model("random:nope"),
+     "随机权重孪生模型（random twin）没有预设 'nope'；运行 'python -m kvviz presets' 查看全部预设"),
+    (lambda: load_model("/no/such/model"), "没有这个模型文件夹、预设孪生模型或 hub id：/no/such/model"),
+    (lambda: memory_report(load_preset("llama-2-7b"), MemoryQuery(mem_util=0)), "mem_util 须在 (0, 1] 范围内，收到 0"),
+    (lambda: memory_report(load_preset("llama-2-7b"), MemoryQuery(tp=3)),
+     "tp 3 不能整除模型的 32 个查询头（每块 GPU 持有完整的注意力头）；这个模型可用 tp = 1, 2, 4, 8, 16 或 32"),
+    (lambda: memory_report(load_preset("llama-2-7b"), MemoryQuery(pp=40)),
+     "pp 40 超过了模型的 32 层（流水线并行的每一级至少需要一层）"),
+    (lambda: kv_dtype("fp7"), "未知的 KV dtype 'fp7'；可选：fp32, fp16, bf16, fp8, int8, int4"),
+    (lambda: load_preset("nope"), "未知的预设 'nope'；运行 'python -m kvviz presets' 查看全部预设"),
+    (lambda: architecture_from_dims(3, 3, 64, heads=4), "heads（4）须为 kv_heads（3）的整数倍"),
+    (lambda: architecture_from_dims(4, 2, 64, sliding_layers=2), "滑动窗口层需要 sliding_window"),
+    (lambda: architecture_from_dict({"num_hidden_layers": 2}), "配置缺少 'model_type' 一项"),
+    (lambda: base_url("ftp://x"), "端点须为带主机名的 http:// 或 https:// URL，收到 'ftp://x'"),
+    (lambda: base_url("http://u:p@x"), "端点 URL 不能包含 user:password@；请在 API key 一栏填写密钥"),
+    (lambda: endpoint("http://x", " "), "模型名为空；请填服务器所提供的模型名（见其 /v1/models）"),
+    (lambda: endpoint("http://x", "m", api="grpc"), "未知的 API 'grpc'；可选：completions, chat"),
+]
+
+
+@pytest.mark.parametrize(("call", "zh"), REAL, ids=[zh[:24] for _, zh in REAL])
+def test_a_real_message_reads_in_chinese(call, zh):
+    """The message the core raises for bad input translates to the Chinese written here, and stays as it is in
+    English."""
+    with pytest.raises((ValueError, RuntimeError)) as raised:  # RuntimeError: LoadError
+        call()
+    message = str(raised.value).splitlines()[0]
+    assert translate(message, "zh") == zh, f"{message!r} translates wrong (a template missing or shadowed?)"
+    assert translate(message, "en") == message
+
+
+def test_loading_progress_reads_in_chinese():
+    """Every progress line of loading tiny and a random twin, and the twin's tokenizer note, has a Chinese form;
+    those of tiny are pinned. (Loaded in a fresh process: this one may already hold the models, and a kept model
+    reports no progress.)"""
+    script = ("import json; from kvviz.engine.loading import load_model; lines = []\n"
+              "load_model('tiny', device='cpu', progress=lambda f, m: lines.append(m))\n"
+              "twin = load_model('random:gpt2', device='cpu', progress=lambda f, m: lines.append(m))\n"
+              "print(json.dumps([*lines, twin.tokenizer_note]))")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=os.environ | {"HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    lines = json.loads(proc.stdout.splitlines()[-1])
+    zh = [translate(line, "zh") for line in lines]
+    assert zh[:4] == ["正在加载 tiny 的分词器（tokenizer）", "正在加载 tiny 的权重", "正在把 tiny 移到 cpu",
+                      "tiny 已就绪：cpu，fp32"]
+    assert len(lines) > 6, lines
+    untranslated = [line for line, z in zip(lines, zh, strict=True) if not CJK.search(z)]
+    assert not untranslated, f"progress lines with no template: {untranslated}"
+
+
+@pytest.mark.parametrize(("message", "zh"), [
+    ("B=4: warm-up, then 2 run(s) of 16 tokens", "B=4：先预热，再运行 2 次，每次 16 个 token"),
+    ("choosing the number of CPU threads", "正在选择 CPU 线程数"),
+    ("running every mode (after a warm-up)", "正在依次运行每种模式（先预热）"),
+    ("cannot load ./m: the folder has no weights (no model.safetensors or pytorch_model.bin, nor a sharded index)",
+     "无法加载 ./m：文件夹里没有权重（没有 model.safetensors、pytorch_model.bin，也没有分片索引）"),
+    ("cannot load ./m: something new broke", "无法加载 ./m：something new broke"),
+    ("the batch ended without a result", "批处理结束了，但没有结果"),
+    ("stopped by the time limit: this demo allows 120 s per request", "已因时间限制停止：本演示每个请求最多 120 秒"),
+    ("HTTP 401 (set KVVIZ_API_KEY or pass --api-key): bad key",
+     "HTTP 401（请设置 KVVIZ_API_KEY 或传入 --api-key）：bad key"),
+    ("a message no template knows", "a message no template knows"),
+])
+def test_messages_made_elsewhere_read_in_chinese(message, zh):
+    """Progress and failure lines of the worker, the sweep and the serving client, as they are written there."""
+    assert translate(message, "zh") == zh
+
+
+def test_the_templates_are_registered():
+    """translate() reads TEMPLATES: this module's own list is in it, first, in its order."""
+    assert len(OWN) > 150 and errors.TEMPLATES[:len(OWN)] == OWN
+
+
+@pytest.mark.parametrize(("en", "zh"), OWN, ids=[en[:40] for en, _ in OWN])
+def test_template_has_the_same_fields_and_chinese(en, zh):
+    """A template's Chinese fills the same fields as its English (no field lost or renamed) and is Chinese."""
+    assert sorted(fields(en)) == sorted(fields(zh)), f"{en!r}: fields differ"
+    assert len(set(fields(en))) == len(fields(en)), f"{en!r}: a field named twice cannot be matched"
+    assert CJK.search(zh), f"{en!r}: its zh template has no Chinese"
+
+
+def test_no_template_is_hidden_by_an_earlier_one():
+    """Each template's own message (its fields filled) translates by that template: a general one placed before
+    a specific one would take its messages. No English template is listed twice."""
+    ens = [en for en, _ in OWN]
+    assert len(set(ens)) == len(ens), "an English template listed twice: the second is never used"
+    hidden = []
+    for en, zh in OWN:
+        values = {name: f"V{i}x" for i, name in enumerate(fields(en))}
+        if translate(en.format(**values), "zh") != zh.format(**values):
+            hidden.append(en)
+    assert not hidden, f"templates taken by an earlier one: {hidden}"
