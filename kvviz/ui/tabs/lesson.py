@@ -17,6 +17,7 @@ import gradio as gr
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, LESSON_PROMPT, known_architecture
 from kvviz.i18n import t
+from kvviz.i18n.errors import translate
 from kvviz.lesson import QUESTIONS, answers
 from kvviz.serving.live import SWEEP
 from kvviz.ui.lang import L
@@ -121,7 +122,7 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
             for message in job.follow(POLL_S):
                 match message:
                     case Progress():
-                        progress(message.fraction / 2, desc=message.message)
+                        progress(message.fraction / 2, desc=translate(message.message, lang))
                     case Loaded():
                         progress(0.5)
                     case Scripted():
