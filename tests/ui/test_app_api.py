@@ -31,6 +31,7 @@ PARAMETERS = {
     "/serve_on_engine": ["model", "lang"],  # the last load again on kvviz's engine
     "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos", "lang"],
     "/batch_sweep": ["model", "prompt_tokens", "new_tokens", "max_batch", "lang"],  # python -m kvviz batch
+    "/lesson_script": ["model", "prompt", "max_new_tokens", "lang"],  # the lesson's script beside kvviz's run
 }
 
 
