@@ -72,13 +72,13 @@ def test_kv_memory_by_keyword(app_url):
 
 
 def test_a_call_with_too_few_values_is_told_how_many(app_url):
-    """Over raw HTTP, three values for an endpoint of fourteen get a sentence with both counts."""
+    """Over raw HTTP, three values for an endpoint of fifteen (the calculator with lang) get a sentence with both counts."""
     call = f"{app_url}gradio_api/call/kv_memory"
     with httpx.Client(timeout=60) as http:
         event_id = http.post(call, json={"data": ["gpt2", "", 1]}).json()["event_id"]
         lines = [line for line in http.get(f"{call}/{event_id}").text.splitlines() if line]
     assert lines[-2] == "event: error"
-    assert json.loads(lines[-1].split(":", 1)[1])["error"] == "this endpoint takes 14 values; 3 were sent"
+    assert json.loads(lines[-1].split(":", 1)[1])["error"] == "this endpoint takes 15 values; 3 were sent"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT (Ctrl-C)"])
