@@ -22,6 +22,7 @@ from kvviz.base.urls import base_url
 from kvviz.calc.params import count_params
 from kvviz.calc.presets import load_preset, preset_names
 from kvviz.engine.packaged import PACKAGED
+from kvviz.i18n import t
 
 BUNDLED_MODEL = "tiny"  # kvviz.engine.loading.BUNDLED's one entry (a test keeps the two in step)
 TWIN_PREFIX = "random:"  # as kvviz.engine.loading.TWIN_PREFIX
@@ -165,18 +166,18 @@ class HostPolicy:
     def request_time_limit_s(self) -> float | None:
         return self.time_limit_s if self.hosted else None
 
-    def note(self) -> str:
-        """The one line the page shows in hosted mode (empty otherwise)."""
+    def note(self, lang: str = "en") -> str:
+        """The one line the page shows in hosted mode (empty otherwise), in `lang` (kvviz.i18n)."""
         if not self.hosted:
             return ""
         hub = f", {', '.join(self.allowed_models)}" if self.allowed_models else ""
-        models = ", ".join([BUNDLED_MODEL, *PACKAGED])
-        return (f"Hosted demo limits: models {models}, random twins under {_millions(self.max_twin_params)} "
-                f"parameters{hub}; at most {self.max_new_tokens:,} new tokens and {self.max_prompt_tokens:,} "
-                f"prompt tokens; {self.time_limit_s:g} s per request; at most {self.queue_size:,} "
-                f"{'request' if self.queue_size == 1 else 'requests'} waiting. Serving loads: at most "
-                f"{self.max_concurrency:,} in flight and {self.max_requests:,} requests, on the local vLLM"
-                f"{' and ' + ', '.join(self.allowed_endpoints) if self.allowed_endpoints else ''}.")
+        endpoints = ", ".join(self.allowed_endpoints)
+        return t("hosting.note", lang, models=", ".join([BUNDLED_MODEL, *PACKAGED]),
+                 twins=_millions(self.max_twin_params), hub=hub, new=f"{self.max_new_tokens:,}",
+                 prompt=f"{self.max_prompt_tokens:,}", seconds=f"{self.time_limit_s:g}", queue=f"{self.queue_size:,}",
+                 requests=t("hosting.request" if self.queue_size == 1 else "hosting.requests", lang),
+                 concurrency=f"{self.max_concurrency:,}", max_requests=f"{self.max_requests:,}",
+                 endpoints=t("hosting.endpoints", lang, endpoints=endpoints) if endpoints else "")
 
 
 _BOUNDS = {"max_new_tokens": (1, ENGINE_MAX_NEW_TOKENS), "max_prompt_tokens": (1, 1_000_000),

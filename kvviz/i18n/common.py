@@ -19,6 +19,13 @@ EN = {
     "common.model.hosted": "model (what this hosted demo offers)",
     "common.model.local": "model (SmolLM2-135M-Instruct, bundled tiny, random:<preset> twins, a hub id, a folder)",
     "common.max_new_tokens": "max new tokens",
+    "hosting.note": "Hosted demo limits: models {models}, random twins under {twins} parameters{hub}; at most {new} "
+                    "new tokens and {prompt} prompt tokens; {seconds} s per request; at most {queue} {requests} "
+                    "waiting. Serving loads: at most {concurrency} in flight and {max_requests} requests, on the local "
+                    "vLLM{endpoints}.",
+    "hosting.request": "request",
+    "hosting.requests": "requests",
+    "hosting.endpoints": " and {endpoints}",
 }
 ZH = {
     "app.title": "kvviz：看清 LLM 推理的真实行为",
@@ -37,5 +44,11 @@ ZH = {
     "common.model.local": "模型（SmolLM2-135M-Instruct、自带的 tiny、random:<预设> 随机权重孪生模型、"
                           "hub id 或本地文件夹）",
     "common.max_new_tokens": "最大新 token 数",
+    "hosting.note": "托管演示的限制：模型 {models}，random 孪生模型参数少于 {twins}{hub}；最多 {new} 个新 token、"
+                    "{prompt} 个提示词 token；每个请求 {seconds} 秒；最多 {queue} 个{requests}排队。服务负载：最多 "
+                    "{concurrency} 个并发、{max_requests} 个请求，目标为本地 vLLM{endpoints}。",
+    "hosting.request": "请求",
+    "hosting.requests": "请求",
+    "hosting.endpoints": " 以及 {endpoints}",
 }
 register(EN, ZH)

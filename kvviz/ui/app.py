@@ -14,6 +14,7 @@ from typing import Any
 import gradio as gr
 
 from kvviz.engine.hosting import HostPolicy
+from kvviz.i18n import normalize
 from kvviz.serving.local import LocalEngine
 from kvviz.ui import batch_run_figures, figures
 from kvviz.ui.lang import LOAD_JS, SWITCH_JS, L, language_switch, tab_labels
@@ -102,8 +103,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
         with gr.Row():
             gr.Markdown(L("app.intro"))
             lang = language_switch()
-        if policy.hosted:
-            gr.Markdown(policy.note(), elem_id="hosted-note")
+        note = gr.Markdown(policy.note(), elem_id="hosted-note") if policy.hosted else None
         runs = gr.State(RunHistory())
         tabs = []
         with gr.Tabs() as tab_set:  # the Lesson tab's buttons select a tab by its id
@@ -144,10 +144,14 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
         for event, published in serving.published:
             event.success(add_serving_runs, [runs, published], [runs, history.table], api_visibility="private",
                           concurrency_limit=None)
-        # The language: on load the switch takes the browser's (or the visitor's earlier choice), then the
-        # calculator answers in it; moving the switch relabels the tabs out of view and answers again.
-        relabel = dict(fn=lambda value: tab_labels(value, TABS), inputs=lang, outputs=tabs, api_visibility="private",
-                       queue=False, show_progress="hidden")
+        # The language: on load the switch takes the browser's (or the visitor's earlier choice); then, as after
+        # every move of the switch, the tabs out of view (and a hosted demo's note) are relabelled and the
+        # calculator answers in it.
+        def relabel_fn(value):
+            return [*tab_labels(value, TABS), *([policy.note(normalize(value))] if note else [])]
+
+        relabel = dict(fn=relabel_fn, inputs=lang, outputs=[*tabs, *([note] if note else [])],
+                       api_visibility="private", queue=False, show_progress="hidden")
         answer = dict(fn=calculator.answer, inputs=calculator.inputs, outputs=calculator.outputs,
                       api_visibility="private", show_progress="hidden", preprocess=False, queue=not policy.hosted)
         demo.load(None, outputs=lang, js=LOAD_JS, api_visibility="private").then(**relabel).then(**answer)

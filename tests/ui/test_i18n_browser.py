@@ -9,16 +9,14 @@ $KVVIZ_SCREENSHOTS when it is set (README.zh.md's pictures are made that way).
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from kvviz.ui.tabs.common import EXAMPLE_PROMPTS
 from tests.ui.test_app_api import app_url  # noqa: F401 - the running app fixture
-from tests.ui.test_browser import ARGS, CHROMIUM
+from tests.ui.test_browser import ARGS, CHROMIUM, shots  # noqa: F401 - shots: where screenshots go
 
 pytestmark = pytest.mark.browser
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -39,13 +37,6 @@ def browser() -> Browser:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield chromium
         chromium.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = Path(os.environ.get("KVVIZ_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def open_page(browser: Browser, url: str, locale: str) -> Page:
@@ -103,18 +94,18 @@ def test_no_english_is_left_on_the_chinese_page(browser, app_url, shots):  # noq
         page.wait_for_timeout(500)
         if label == "实时生成":
             page.locator("#generate-btn").click()
-            expect(page.locator("#gen-metrics")).to_contain_text("TTFT", timeout=120_000)
+            expect(page.locator("#gen-metrics")).to_contain_text(re.compile(r"运行 \d+："), timeout=120_000)  # the end
             page.screenshot(path=str(shots / "zh-generation.png"), full_page=True)
         if label == "有缓存 vs 无缓存":
             page.locator("#compare-static input").check()
             page.locator("#compare-btn").click()
-            expect(page.locator("#compare-verdict")).to_contain_text(CJK, timeout=240_000)
+            expect(page.locator("#compare-verdict")).to_contain_text("为什么快路径更快", timeout=240_000)
             page.screenshot(path=str(shots / "zh-compare.png"), full_page=True)
         if label == "课程":
             page.locator("#lesson-refresh").click()
-            expect(page.locator("#lesson-answer-6")).to_contain_text("TTFT", timeout=20_000)
+            expect(page.locator("#lesson-answer-6")).to_contain_text("预填充", timeout=20_000)
             page.locator("#lesson-run").click()
-            expect(page.locator("#lesson-verdict")).to_contain_text(CJK, timeout=120_000)
+            expect(page.locator("#lesson-verdict")).to_contain_text(re.compile("相同的|不一致"), timeout=120_000)
             page.screenshot(path=str(shots / "zh-lesson.png"), full_page=True)
         runs = english_runs(page.locator("body").inner_text())
         if runs:
