@@ -83,3 +83,14 @@ def test_emphasis_renders(lang):
     left = [key for key, text in CATALOG[lang].items() if "*" in text and
             "*" in re.sub(r"<code>.*?</code>", "", md.render(re.sub(r"\{[^}]*\}", "X", text)), flags=re.DOTALL)]
     assert not left, f"literal asterisks on the page: {left}"
+
+
+def test_every_number_format_scheme_reads_in_chinese():
+    """The text report's line on a KV or weight format says its scheme in Chinese: a scheme reworded in
+    kvviz.calc.dtypes without its translation shows here (a bare name such as "IEEE float32" stays)."""
+    from kvviz.calc.dtypes import KV_DTYPES, WEIGHT_DTYPES
+    from kvviz.i18n.errors import translate
+
+    for fmt in [*KV_DTYPES.values(), *WEIGHT_DTYPES.values()]:
+        if len(re.findall(r"\b[a-z]{3,}\b", fmt.scheme)) >= 2:
+            assert CJK.search(translate(fmt.scheme, "zh")), f"{fmt.name}: {fmt.scheme!r} has no Chinese"

@@ -369,7 +369,7 @@ def render_text(r: MemoryReport, lang: str = "en") -> str:
         t("report.source", lang, source=a.source),
         t("report.query", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}", dtype=r.kv_dtype.name,
           block=q.block_size),
-        t("report.format", lang, scheme=r.kv_dtype.scheme),
+        t("report.format", lang, scheme=note_text(r.kv_dtype.scheme, lang)),
         "",
         t("report.kv", lang),
         _indent(formula_text(kv.formula, lang)),
@@ -394,7 +394,8 @@ def render_text(r: MemoryReport, lang: str = "en") -> str:
     ]
     if r.params is not None:
         name = (lambda c: COMPONENTS.get(c, c)) if zh else (lambda c: c)
-        out += ["", t("report.weights_title", lang, dtype=r.weight_dtype.name, scheme=r.weight_dtype.scheme),
+        out += ["", t("report.weights_title", lang, dtype=r.weight_dtype.name,
+                                    scheme=note_text(r.weight_dtype.scheme, lang)),
                 _indent(_table(_headers("report.params", lang),
                                [[name(c.name), fmt_int(c.total)] for c in r.params.components if c.total]
                                + [[t("report.total", lang), fmt_int(r.params.total)]])),

@@ -391,6 +391,26 @@ TEMPLATES: list[tuple[str, str]] = [
     ("measured now with {dtype} matvec over {mib} MiB and a {n}x{m} matmul, best of {k}",
      "刚刚实测：{dtype} 矩阵向量乘 {mib} MiB、{n}x{m} 矩阵乘，取 {k} 次中最快的一次"),
 ]
+# The number formats' schemes (kvviz.calc.dtypes), as the text report names them.
+_GROUPWISE_KV = ("group-wise asymmetric quantisation along each head vector, groups of 64 values, one fp16 scale "
+                 "and one fp16 zero-point per group (4 bytes per 64 values), as transformers' QuantizedCache "
+                 "does; its full-precision window of recent tokens is not counted")
+_GROUPWISE_KV_ZH = ("沿每个头向量分组的非对称量化，每组 64 个值，每组一个 fp16 缩放因子和一个 fp16 零点（每 64 个值 4 "
+                    "字节），与 transformers 的 QuantizedCache 相同；其最近 token 的全精度窗口不计入")
+_GROUPWISE_W = ("group-wise quantisation of every weight matrix, groups of 128 values along the input dimension, "
+                "one fp16 scale and one fp16 zero-point per group (GPTQ/AWQ-style layout); vectors (norms, biases) "
+                "stay in bf16")
+_GROUPWISE_W_ZH = ("每个权重矩阵分组量化，沿输入维度每组 128 个值，每组一个 fp16 缩放因子和一个 fp16 零点（GPTQ/AWQ 式"
+                   "布局）；向量（归一化、偏置）保持 bf16")
+TEMPLATES += [
+    ("{fmt}, no scales", "{fmt}，无缩放因子"),
+    ("float8 e4m3 with one fp32 scale for K and one for V per layer (vLLM's per-tensor kv scales, 8 bytes per layer)",
+     "float8 e4m3，每层 K 和 V 各一个 fp32 缩放因子（vLLM 的逐张量 kv 缩放，每层 8 字节）"),
+    ("float8 e4m3, per-tensor scales (negligible, not counted); vectors stay in bf16",
+     "float8 e4m3，逐张量缩放因子（可忽略，不计入）；向量保持 bf16"),
+    ("{fmt}, " + _GROUPWISE_KV, "{fmt}，" + _GROUPWISE_KV_ZH),
+    ("{fmt}, " + _GROUPWISE_W, "{fmt}，" + _GROUPWISE_W_ZH),
+]
 errors.TEMPLATES.extend(TEMPLATES)
 
 # Words inside a formula's symbolic and substituted text (its identifiers stay), and the units of its result.

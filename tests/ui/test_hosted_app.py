@@ -179,7 +179,8 @@ def test_hosted_fuzz(app):
 @pytest.mark.browser
 def test_hosted_page_in_a_browser(app):
     """In Chromium: the note shows, the calculator answers though its events skip the queue, an example fills
-    the prompt through its checked handler, and the max-new-tokens slider stops at the host's limit."""
+    the prompt through its checked handler, the max-new-tokens slider stops at the host's limit, and the note
+    turns Chinese with the page."""
     from playwright.sync_api import expect, sync_playwright
 
     from tests.ui.test_browser import ARGS, CHROMIUM
@@ -194,4 +195,7 @@ def test_hosted_page_in_a_browser(app):
         page.get_by_text("What is the capital of France?").first.click()
         expect(page.locator("#gen-prompt textarea")).to_have_value("What is the capital of France?", timeout=10_000)
         assert page.locator("#gen-max-new input[type=range]").get_attribute("max") == "1000"
+        page.locator("#lang-switch").get_by_text("中文").click()  # the note follows the page's language
+        expect(page.locator("#hosted-note")).to_contain_text("托管演示的限制：模型 tiny", timeout=20_000)
+        expect(page.locator("#hosted-note")).to_contain_text("最多 1,000 个新 token")
         browser.close()
