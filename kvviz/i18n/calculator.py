@@ -386,6 +386,10 @@ TEMPLATES: list[tuple[str, str]] = [
      "取自 transformers 的 {cls} 默认值（config 中没有给出）：{values}"),
     # The CPU measured as an accelerator (kvviz.calc.hardware.measure_device): its name and how it was measured.
     ("this CPU, {n} cores", "本机 CPU（{n} 核）"),
+    ("published figure", "公开数据"),
+    ("165 TFLOP/s is the fp32-accumulate figure", "165 TFLOP/s 是 fp32 累加时的数字"),
+    ("about 70 TFLOP/s; the AWS g5 part", "约 70 TFLOP/s；AWS g5 实例所用的型号"),
+    ("no bf16: fp16 tensor cores, 65 TFLOP/s", "不支持 bf16：fp16 张量核心，65 TFLOP/s"),
     ("measured now with {threads} torch threads: {dtype} matvec over {mib} MiB and a {n}x{m} matmul, best of {k}",
      "刚刚实测（{threads} 个 torch 线程）：{dtype} 矩阵向量乘 {mib} MiB、{n}x{m} 矩阵乘，取 {k} 次中最快的一次"),
     ("measured now with {dtype} matvec over {mib} MiB and a {n}x{m} matmul, best of {k}",

@@ -53,9 +53,16 @@ def L(key: str) -> gr.i18n.I18nData:
 
 
 def language_switch() -> gr.Radio:
-    """The page's language switch; its value ("en" or "zh") is every handler's `lang` input."""
-    return gr.Radio([(name, lang) for lang, name in LANG_NAMES.items()], value=DEFAULT, label=L("app.language"),
-                    elem_id="lang-switch", scale=0, min_width=160)
+    """The page's language switch; its value ("en" or "zh") is every handler's `lang` input.
+
+    Its value reaches a handler normalized (kvviz.i18n.normalize): an API caller may send lang as zh-CN, or junk,
+    and gets a language rather than the radio's refusal of a value outside its choices (the page only ever sends
+    "en" or "zh"). Set on the instance: a subclass of a Gradio component makes Gradio write a .pyi stub beside it.
+    """
+    switch = gr.Radio([(name, lang) for lang, name in LANG_NAMES.items()], value=DEFAULT, label=L("app.language"),
+                      elem_id="lang-switch", scale=0, min_width=160)
+    switch.preprocess = normalize
+    return switch
 
 
 def tab_labels(lang: object, keys: list[str]) -> list[gr.Tab]:

@@ -129,6 +129,16 @@ def static_verdict(result: Comparison, lang: str = "en") -> str:
              compiled=compiled, tokens=run.cache_tokens)
 
 
+def source_text(source: str, lang: str = "en") -> str:
+    """Where a run's bandwidth limit came from, "<device>: <how it was found>" (kvviz.engine.meter), in `lang`:
+    the device's name and the how, each translated (kvviz.i18n.errors)."""
+    if not source:
+        return t("compare.its_bandwidth", lang)
+    name, _, how = source.partition(": ")
+    return t("compare.source", lang, name=translate(name, lang), how=translate(how, lang)) if how else \
+        translate(source, lang)
+
+
 def fast_path_why(result: Comparison, device: str, lang: str = "en") -> str:
     """Why the static mode decodes faster, with this run's numbers: the floor the weights and cache set at the
     device's bandwidth, how far the plain loop stands above it (per-step overhead), how close the static one is."""
@@ -139,7 +149,7 @@ def fast_path_why(result: Comparison, device: str, lang: str = "en") -> str:
     floor_c, floor_s = c.bytes_per_decode_step / limit, s.bytes_per_decode_step / limit
     how = t("compare.how_cuda" if device.startswith("cuda") else "compare.how_cpu", lang)
     text = t("compare.why", lang, step_mb=c.bytes_per_decode_step / 1e6, limit=limit / 1e9,
-             source=c.bandwidth_source or t("compare.its_bandwidth", lang), floor_c=ms(floor_c), tpot_c=ms(c.tpot_s),
+             source=source_text(c.bandwidth_source, lang), floor_c=ms(floor_c), tpot_c=ms(c.tpot_s),
              above=ms(max(c.tpot_s - floor_c, 0.0)), how=how, tpot_s=ms(s.tpot_s), floor_s=ms(floor_s),
              static_mb=s.bytes_per_decode_step / 1e6, share=s.bandwidth_utilisation)
     if s.bandwidth_utilisation and s.bandwidth_utilisation > 1:

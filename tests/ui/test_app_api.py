@@ -72,7 +72,7 @@ def test_kv_memory_by_keyword(app_url):
 
 
 def test_a_call_with_too_few_values_is_told_how_many(app_url):
-    """Over raw HTTP, three values for an endpoint of fifteen (the calculator with lang) get a sentence with both counts."""
+    """Over raw HTTP, three values for an endpoint of fifteen (the calculator, lang last) get both counts."""
     call = f"{app_url}gradio_api/call/kv_memory"
     with httpx.Client(timeout=60) as http:
         event_id = http.post(call, json={"data": ["gpt2", "", 1]}).json()["event_id"]
@@ -199,6 +199,19 @@ def test_compare_api_runs_the_static_mode(app_url):
     assert "cached, static + compiled" in verdict and "the plain cached loop per decode token" in verdict
     assert re.search(r"compiling its step took [\d.,]+ s|reused from an earlier request", verdict), verdict
     assert re.search(r"\| cached, static \+ compiled \|.*\| \d+% of [\d.,]+ GB/s \|", verdict), verdict
+
+
+@pytest.mark.parametrize("lang,words", [("zh", "有缓存快"), ("zh-CN", "有缓存快"), ("en", "faster with the cache"),
+                                        ("klingon", "faster with the cache"), (7, "faster with the cache")])
+def test_lang_is_read_as_a_language(app_url, lang, words):
+    """Any lang an API caller sends means a language: a Chinese tag Chinese, anything else English, never a refusal
+    of a value outside the switch's two choices (/generate preprocesses its inputs, /compare does not)."""
+    client = Client(app_url, verbose=False)
+    verdict, *_ = client.predict("tiny", "The kernel", 2, False, lang, api_name="/compare")
+    assert verdict.startswith("### ") and words in verdict
+    job = client.submit(model="tiny", prompt="The kernel", max_new_tokens=2, lang=lang, api_name="/generate")
+    metrics = job.result()[1]
+    assert ("运行 " in metrics) == (words == "有缓存快"), metrics
 
 
 def test_stop_frees_the_device(app_url):

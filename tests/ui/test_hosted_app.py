@@ -46,7 +46,8 @@ def test_page_shows_the_limits_and_offers_only_the_allowlist(app):
         assert part in note, f"{part!r} missing from the page's note {note!r}"
     pickers = [c["props"] for c in config["components"] if c.get("type") == "dropdown"
                and "model" in str(c["props"].get("label"))]
-    assert len(pickers) == 4, "generation's, comparison's, the batch tab's and the Serving tab's (vLLM's model)"
+    assert len(pickers) == 5, "generation's, comparison's, the batch tab's, the Serving tab's (vLLM's model) and the " \
+        "lesson script's"
     for props in pickers:
         assert [value for _, value in props["choices"]] == ["tiny", "smollm2-135m-instruct", "random:gpt2", TWIN]
         assert props["allow_custom_value"] is False

@@ -112,3 +112,22 @@ def test_no_english_is_left_on_the_chinese_page(browser, app_url, shots):  # noq
             found[label] = runs[:8]
     assert not found, f"English left on the Chinese page: {found}"
     page.context.close()
+
+
+def test_the_lesson_buttons_open_their_views_set(browser, app_url):  # noqa: F811
+    """Question 4's button opens the calculator at the lesson's example (32 layers × 32 KV heads × head_dim 128 in
+    bf16, batch 16 × seq_len 4,096: 16·4096·32·2·32·128·2 B = 32 GiB, the lesson's own figure); question 5's opens
+    the Serving tab on a sweep; question 6's the live generation with a long prompt."""
+    page = open_page(browser, app_url, "en-US")
+    page.get_by_role("tab", name="Lesson").click()
+    page.locator("#lesson-open-4").click()
+    expect(page.locator("#calc-summary")).to_contain_text("KV cache: 32.000 GiB", timeout=30_000)
+    expect(page.locator("#calc-summary")).to_contain_text("llama-2-7b")
+    page.get_by_role("tab", name="Lesson").click()
+    page.locator("#lesson-open-5").click()
+    expect(page.get_by_role("tab", name="Serving")).to_have_attribute("aria-selected", "true", timeout=10_000)
+    expect(page.get_by_role("radio", name="sweep", exact=True)).to_be_checked()
+    page.get_by_role("tab", name="Lesson").click()
+    page.locator("#lesson-open-6").click()
+    expect(page.locator("#gen-prompt textarea")).to_have_value(re.compile(r"^During training we care"), timeout=10_000)
+    page.context.close()
