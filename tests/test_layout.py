@@ -20,7 +20,7 @@ PACKAGE = REPO / "kvviz"
 MAX_FUNCTION_LINES = 60
 # Gradio tab builders lay out a tab's components and wire their events in one place: they run long by nature.
 LONG_ALLOWED = {f"kvviz/ui/tabs/{tab}.py" for tab in ("calculator", "generation", "compare", "lifecycle", "history",
-                                                             "serving", "batch")}
+                                                             "serving", "batch", "lesson")}
 
 
 def _modules() -> list[Path]:

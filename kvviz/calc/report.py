@@ -359,11 +359,38 @@ def _capacity_text(r: MemoryReport, lang: str = "en") -> list[str]:
     ]
 
 
+def _weights_text(r: MemoryReport, lang: str) -> list[str]:
+    """The text report's weights: parameters by component, the total, the bytes, the active share of an MoE."""
+    zh = normalize(lang) == "zh"
+    name = (lambda c: COMPONENTS.get(c, c)) if zh else (lambda c: c)
+    out = [t("report.weights_title", lang, dtype=r.weight_dtype.name, scheme=note_text(r.weight_dtype.scheme, lang)),
+           _indent(_table(_headers("report.params", lang),
+                          [[name(c.name), fmt_int(c.total)] for c in r.params.components if c.total]
+                          + [[t("report.total", lang), fmt_int(r.params.total)]])),
+           t("report.weights", lang, bytes=fmt_bytes(r.weights_bytes))]
+    if r.params.active != r.params.total:
+        out.append(t("report.active", lang, active=fmt_int(r.params.active)))
+    return out
+
+
+def _roofline_text(r: MemoryReport, lang: str) -> list[str]:
+    """The text report's roofline: the accelerator's ceilings, prefill and decode with their bounds and formulas."""
+    acc, q, zh, phases = r.accelerator, r.query, normalize(lang) == "zh", (r.prefill, r.decode)
+    out = [t("report.roofline", lang, accel=accelerator_name(acc, lang), flops=fmt_si(acc.peak_flops, "FLOP/s"),
+             dtype=acc.peak_dtype, bandwidth=fmt_si(acc.bandwidth, "B/s"), ridge=f"{acc.ridge_point:,.0f}"),
+           _indent(_table(_headers("report.phases", lang),
+                          [[t(f"calc.phase.{p.phase}", lang) if zh else p.phase, fmt_si(p.flops, "FLOP"),
+                            fmt_si(p.bytes, "B"), f"{p.intensity:,.1f}", t(f"report.bound.{p.bound}", lang),
+                            fmt_seconds(p.lower_bound_s)] for p in phases]))]
+    out += [_indent(formula_text(f, lang)) for p in phases for f in p.formulas]
+    out.append(t("report.tokens_per_s", lang, batch=f"{q.batch:,}", tps=f"{q.batch / r.decode.lower_bound_s:,.1f}"))
+    return out
+
+
 def render_text(r: MemoryReport, lang: str = "en") -> str:
     """The report as a reader wants it in a terminal, in `lang`: each figure with its formula."""
     a, q, kv, pg = r.arch, r.query, r.kv, r.paged
     acc = r.accelerator
-    zh = normalize(lang) == "zh"
     out = [
         t("report.model", lang, name=a.name, describe=describe(a, lang)),
         t("report.source", lang, source=a.source),
@@ -393,29 +420,12 @@ def render_text(r: MemoryReport, lang: str = "en") -> str:
         t("report.wasted", lang, per_seq=fmt_bytes(pg.wasted_bytes_per_seq), all=fmt_bytes(pg.wasted_bytes)),
     ]
     if r.params is not None:
-        name = (lambda c: COMPONENTS.get(c, c)) if zh else (lambda c: c)
-        out += ["", t("report.weights_title", lang, dtype=r.weight_dtype.name,
-                                    scheme=note_text(r.weight_dtype.scheme, lang)),
-                _indent(_table(_headers("report.params", lang),
-                               [[name(c.name), fmt_int(c.total)] for c in r.params.components if c.total]
-                               + [[t("report.total", lang), fmt_int(r.params.total)]])),
-                t("report.weights", lang, bytes=fmt_bytes(r.weights_bytes))]
-        if r.params.active != r.params.total:
-            out.append(t("report.active", lang, active=fmt_int(r.params.active)))
+        out += ["", *_weights_text(r, lang)]
     if r.parallel.gpus > 1:
         out += ["", *_deployment_text(r, lang)]
     out += ["", *_capacity_text(r, lang)]
     if r.prefill is not None:
-        phases = (r.prefill, r.decode)
-        out += ["", t("report.roofline", lang, accel=accelerator_name(acc, lang),
-                      flops=fmt_si(acc.peak_flops, "FLOP/s"), dtype=acc.peak_dtype,
-                      bandwidth=fmt_si(acc.bandwidth, "B/s"), ridge=f"{acc.ridge_point:,.0f}"),
-                _indent(_table(_headers("report.phases", lang),
-                               [[t(f"calc.phase.{p.phase}", lang) if zh else p.phase, fmt_si(p.flops, "FLOP"),
-                                 fmt_si(p.bytes, "B"), f"{p.intensity:,.1f}", t(f"report.bound.{p.bound}", lang),
-                                 fmt_seconds(p.lower_bound_s)] for p in phases]))]
-        out += [_indent(formula_text(f, lang)) for p in phases for f in p.formulas]
-        out.append(t("report.tokens_per_s", lang, batch=f"{q.batch:,}", tps=f"{q.batch / r.decode.lower_bound_s:,.1f}"))
+        out += ["", *_roofline_text(r, lang)]
     if acc.measured:
         out.append(f"  ({note_text(acc.note, lang)})")
     if r.notes:

@@ -21,7 +21,7 @@ from kvviz.ui.lang import LOAD_JS, SWITCH_JS, L, language_switch, tab_labels
 from kvviz.ui.present import RunHistory
 from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.batch import batch_tab
-from kvviz.ui.tabs.calculator import calculator_tab
+from kvviz.ui.tabs.calculator import CalculatorTab, calculator_tab
 from kvviz.ui.tabs.common import plot
 from kvviz.ui.tabs.compare import compare_tab
 from kvviz.ui.tabs.generation import generation_tab
@@ -87,6 +87,23 @@ def add_serving_runs(history: RunHistory, last: dict | None):
     return history, history.table()
 
 
+def wire_language(demo: gr.Blocks, lang: gr.Radio, tabs: list[gr.Tab], note: gr.Markdown | None,
+                  calculator: CalculatorTab, policy: HostPolicy) -> None:
+    """The language's events: on load the switch takes the browser's language (or the visitor's earlier choice);
+    then, as after every move of the switch, the tabs out of view (and a hosted demo's note) are relabelled and
+    the calculator answers in it."""
+
+    def relabel(value):
+        return [*tab_labels(value, TABS), *([policy.note(normalize(value))] if note else [])]
+
+    relabelled = dict(fn=relabel, inputs=lang, outputs=[*tabs, *([note] if note else [])],
+                      api_visibility="private", queue=False, show_progress="hidden")
+    answer = dict(fn=calculator.answer, inputs=calculator.inputs, outputs=calculator.outputs,
+                  api_visibility="private", show_progress="hidden", preprocess=False, queue=not policy.hosted)
+    demo.load(None, outputs=lang, js=LOAD_JS, api_visibility="private").then(**relabelled).then(**answer)
+    lang.input(None, lang, lang, js=SWITCH_JS, api_visibility="private").then(**relabelled).then(**answer)
+
+
 def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
               engine: LocalEngine | None = None) -> gr.Blocks:
     """The whole app. Nothing heavy happens at build time: models load on first use.
@@ -144,16 +161,5 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
         for event, published in serving.published:
             event.success(add_serving_runs, [runs, published], [runs, history.table], api_visibility="private",
                           concurrency_limit=None)
-        # The language: on load the switch takes the browser's (or the visitor's earlier choice); then, as after
-        # every move of the switch, the tabs out of view (and a hosted demo's note) are relabelled and the
-        # calculator answers in it.
-        def relabel_fn(value):
-            return [*tab_labels(value, TABS), *([policy.note(normalize(value))] if note else [])]
-
-        relabel = dict(fn=relabel_fn, inputs=lang, outputs=[*tabs, *([note] if note else [])],
-                       api_visibility="private", queue=False, show_progress="hidden")
-        answer = dict(fn=calculator.answer, inputs=calculator.inputs, outputs=calculator.outputs,
-                      api_visibility="private", show_progress="hidden", preprocess=False, queue=not policy.hosted)
-        demo.load(None, outputs=lang, js=LOAD_JS, api_visibility="private").then(**relabel).then(**answer)
-        lang.input(None, lang, lang, js=SWITCH_JS, api_visibility="private").then(**relabel).then(**answer)
+        wire_language(demo, lang, tabs, note, calculator, policy)
     return demo
