@@ -15,11 +15,10 @@ from typing import Protocol
 
 import pandas as pd
 
-from kvviz.base.units import GIB
+from kvviz.base.units import GIB, fmt_ms
 from kvviz.calc.arch import Architecture
+from kvviz.calc.dtypes import kv_dtype
 from kvviz.i18n import CATALOG, t
-
-ELEM_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,8 @@ class History(Protocol):
 
 
 def ms(seconds: float | None, lang: str = "en") -> str:
-    """Seconds as milliseconds with two decimals; n/a (无) for none."""
-    return ("无" if lang == "zh" else "n/a") if seconds is None else f"{seconds * 1e3:,.2f} ms"
+    """Seconds as milliseconds with two decimals (kvviz.base.units.fmt_ms); n/a (无) for none."""
+    return fmt_ms(seconds, "无" if lang == "zh" else "n/a")
 
 
 def last_run(history: History) -> dict | None:
@@ -82,7 +81,7 @@ def kv_formula_answer(arch: Architecture | None, dtype: str = "bf16", lang: str 
     """Q3: the formula, its variables, and a model's numbers in it (the lesson's example without a model)."""
     if arch is None:
         return t("lesson.a3.example", lang)
-    elem = ELEM_BYTES.get(dtype, 2)
+    elem = int(kv_dtype(dtype).nominal_bytes)  # a run's dtype: fp32, bf16 or fp16
     per_token = arch.num_layers * 2 * arch.num_kv_heads * arch.head_dim * elem
     return t("lesson.a3", lang, model=arch.name, layers=arch.num_layers, kv_heads=arch.num_kv_heads,
              head_dim=arch.head_dim, dtype=dtype, elem=elem, per_token=per_token,

@@ -52,3 +52,8 @@ def fmt_si(value: float, unit: str) -> str:
         if abs(value) >= factor:
             return f"{value / factor:,.2f} {prefix}{unit}"
     return f"{value:,.2f} {unit}"
+
+
+def fmt_ms(seconds: float | None, missing: str = "n/a") -> str:
+    """Seconds as milliseconds with two decimals and thousands separators ("1,234.57 ms"); `missing` for None."""
+    return missing if seconds is None else f"{seconds * 1e3:,.2f} ms"

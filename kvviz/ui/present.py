@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from kvviz.base.units import fmt_ms
 from kvviz.engine.batch import BatchResult
 from kvviz.engine.compare import Comparison
 from kvviz.i18n import CATALOG, t
@@ -23,7 +24,7 @@ from kvviz.ui.worker import Loaded
 
 def ms(seconds: float | None) -> str:
     """Seconds as milliseconds with two decimals, or n/a."""
-    return "n/a" if seconds is None else f"{seconds * 1e3:,.2f} ms"
+    return fmt_ms(seconds)
 
 
 def time_limit_message(limit_s: float, lang: str = "en") -> str:
