@@ -60,9 +60,11 @@ def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
                        **kw)
 
 
-def max_new_slider(policy: HostPolicy, top: int, **kw) -> gr.Slider:
+def max_new_slider(policy: HostPolicy, top: int, value: int = 128, label_key: str = "common.max_new_tokens",
+                   **kw) -> gr.Slider:
+    """The max-new-tokens slider up to `top` (hosted: the host's limit, if lower), at `value` or the top."""
     top = min(top, policy.max_new_tokens) if policy.hosted else top
-    return gr.Slider(1, top, value=min(128, top), step=1, label=L("common.max_new_tokens"), **kw)
+    return gr.Slider(1, top, value=min(value, top), step=1, label=L(label_key), **kw)
 
 
 def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None, seed=None,

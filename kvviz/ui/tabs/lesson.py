@@ -98,10 +98,8 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
     with gr.Row():
         model = model_picker(policy, default_model, scale=2, elem_id="lesson-model")
         prompt = gr.Textbox(LESSON_PROMPT, label=L("lesson.script.prompt"), scale=3, elem_id="lesson-prompt")
-        max_new_tokens = max_new_slider(policy, 1024, scale=2)
+        max_new_tokens = max_new_slider(policy, 1024, LESSON_MAX_NEW_TOKENS, "lesson.script.max_new", scale=2)
         run = gr.Button(L("lesson.script.run"), variant="primary", scale=1, elem_id="lesson-run")
-    max_new_tokens.value = min(LESSON_MAX_NEW_TOKENS, max_new_tokens.maximum)
-    max_new_tokens.label = L("lesson.script.max_new")
     verdict = gr.Markdown(elem_id="lesson-verdict")
     with gr.Row():
         script_box = gr.JSON(label=L("lesson.script.script"), elem_id="lesson-script-dict")
