@@ -4,6 +4,9 @@ sweep against any OpenAI-compatible endpoint, and vLLM's KV capacity against kvv
 Each command prints a short table, or one JSON object with --json. Bad input, an unusable endpoint or a vLLM
 that will not start end in one line on stderr and exit status 2, never a traceback. API keys come from
 KVVIZ_API_KEY / OPENAI_API_KEY (or --api-key) and are never printed.
+Every subcommand takes --lang en|zh (default: the locale's language, kvviz.i18n.locale_lang): its progress, notes,
+errors and result lines in that language (kvviz/i18n/serving_cli.py; the core's and the server's errors by
+kvviz.i18n.errors.translate). JSON output stays English: its keys are what a script reads.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from kvviz.base.errors import first_line
+from kvviz.i18n import LANGS, locale_lang, normalize, t
+from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
 from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
 from kvviz.serving.vllm import VENV, VllmError
@@ -31,6 +37,12 @@ USAGE_ERROR = 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would print the whole usage block first
         raise ValueError(message)
+
+
+def _lang_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lang", choices=LANGS, default=None,
+                   help="language of messages and results: en or zh (default: the locale's, from LC_ALL, "
+                        "LC_MESSAGES or LANG); JSON stays English")
 
 
 def _server_args(p: argparse.ArgumentParser) -> None:
@@ -95,6 +107,8 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument("--max-model-len", type=int, default=1024, help="context length (default 1024)")
     cap.add_argument("--port", type=int, default=8011)
     cap.add_argument("--json", action="store_true", help="print one JSON object")
+    for command in (setup, start, one, sw, cap):
+        _lang_arg(command)
     return p
 
 
@@ -117,11 +131,11 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
 
     folder = model_folder(args.start)
     spec = _spec(folder, args)
-    print(f"starting vLLM for {spec.name} on {spec.base_url} (about a minute on a small CPU)...", file=sys.stderr)
+    print(t("serving_cli.vllm.starting", args.lang, name=spec.name, url=spec.base_url), file=sys.stderr)
     with running_vllm(spec, args.venv) as server:
         args.url, args.model = spec.base_url, spec.name
-        print(f"vLLM ready in {server.ready_s:.0f} s; KV capacity {server.facts.kv_capacity_tokens or 0:,} tokens",
-              file=sys.stderr)
+        print(t("serving_cli.vllm.ready", args.lang, seconds=server.ready_s,
+                tokens=server.facts.kv_capacity_tokens or 0), file=sys.stderr)
         yield folder.path
 
 
@@ -133,8 +147,7 @@ def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
     if source is not None and tokenizer is None:
         raise ValueError(f"no tokenizer in {source}")
     if tokenizer is None and not args.prompt_file:
-        print(f"note: no tokenizer, so prompts of about {args.prompt_tokens} tokens (one a word, estimated); "
-              "--tokenizer DIR counts them", file=sys.stderr)
+        print(t("serving_cli.estimated", args.lang, tokens=args.prompt_tokens), file=sys.stderr)
     if args.prompt_file:
         return from_file(args.prompt_file, tokenizer)
     return synthetic(count, args.prompt_tokens, tokenizer, seed=getattr(args, "seed", 0),
@@ -163,7 +176,7 @@ def _result_json(result) -> dict:
                        "samples": [asdict(s) for s in result.samples]}}
 
 
-def _server_line(result) -> str | None:
+def server_line(result, lang: str = "en") -> str | None:
     """The run as the server saw it, beside the client's TTFT: where a request's time went."""
     from kvviz.serving.metrics_reader import server_view
 
@@ -171,25 +184,27 @@ def _server_line(result) -> str | None:
     if view is None or view.queue_mean_s is None:
         return None
     hits = "-" if view.prefix_hit_rate is None else f"{view.prefix_hit_rate:.0%}"
-    kv = "" if view.max_kv_usage is None else f"  KV used <= {view.max_kv_usage:.2%}" + (
-        "" if view.max_predicted_kv_usage is None else f" (kvviz predicted {view.max_predicted_kv_usage:.2%})")
-    return (f"      server, per request: queued {_ms(view.queue_mean_s)} ms, prefill {_ms(view.prefill_mean_s)} ms, "
-            f"decode {_ms(view.decode_mean_s)} ms; TTFT mean {_ms(view.ttft_mean_s)} ms (client: "
-            f"{_ms(result.stats.ttft.mean)} ms)  "
-            f"prefix-cache hits {hits}  preemptions {view.preemptions or 0:.0f}{kv}")
+    kv = "" if view.max_kv_usage is None else t("serving_cli.server.kv", lang, used=view.max_kv_usage) + (
+        "" if view.max_predicted_kv_usage is None else
+        t("serving_cli.server.predicted", lang, predicted=view.max_predicted_kv_usage))
+    return t("serving_cli.server", lang, queued=_ms(view.queue_mean_s), prefill=_ms(view.prefill_mean_s),
+             decode=_ms(view.decode_mean_s), ttft=_ms(view.ttft_mean_s), client=_ms(result.stats.ttft.mean),
+             hits=hits, preemptions=view.preemptions or 0, kv=kv)
 
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
-def _result_line(result) -> str:
+def result_line(result, lang: str = "en") -> str:
+    """One run in one line: requests done, throughput, TTFT/TPOT/ITL percentiles, goodput, the server's peak batch."""
     s = result.stats
     peak = max((x.running or 0 for x in result.samples), default=None)
-    return (f"c={result.load.concurrency:<4} {s.completed}/{s.requests} ok  {s.output_tokens_per_s:8,.1f} tok/s  "
-            f"{s.requests_per_s:6.2f} req/s  TTFT p50/p99 {_ms(s.ttft.p50)}/{_ms(s.ttft.p99)} ms  "
-            f"TPOT p50/p99 {_ms(s.tpot.p50)}/{_ms(s.tpot.p99)} ms  ITL p50 {_ms(s.itl.p50)} ms  "
-            f"goodput {s.goodput_requests_per_s:.2f} req/s" + (f"  server running<={peak:.0f}" if peak else ""))
+    return t("serving_cli.result", lang, concurrency=result.load.concurrency, completed=s.completed,
+             requests=s.requests, tokens_per_s=s.output_tokens_per_s, requests_per_s=s.requests_per_s,
+             ttft_p50=_ms(s.ttft.p50), ttft_p99=_ms(s.ttft.p99), tpot_p50=_ms(s.tpot.p50), tpot_p99=_ms(s.tpot.p99),
+             itl_p50=_ms(s.itl.p50), goodput=s.goodput_requests_per_s) + (
+        t("serving_cli.result.running", lang, peak=peak) if peak else "")
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -205,17 +220,19 @@ def _run(args: argparse.Namespace) -> None:
         ep = endpoint(args.url, args.model, args.api, args.api_key)
         prompts = _prompts(args, args.requests, folder)
         result = run(ep, load, prompts, slo=slo, watcher=_watcher_factory(ep, folder or args.tokenizer)())
-    print(json.dumps(_result_json(result)) if args.json else _result_line(result))
-    if not args.json and _server_line(result):
-        print(_server_line(result))
-    if result.metrics_error and not args.json:
-        print(f"note: {result.metrics_error}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(_result_json(result)))
+        return
+    _print_level(result, args.lang)
+    if result.metrics_error:
+        print(t("serving_cli.note", args.lang, note=translate(result.metrics_error, args.lang)), file=sys.stderr)
 
 
-def _print_level(result) -> None:
-    print(_result_line(result), flush=True)
-    if _server_line(result):
-        print(_server_line(result), flush=True)
+def _print_level(result, lang: str = "en") -> None:
+    print(result_line(result, lang), flush=True)
+    server = server_line(result, lang)
+    if server:
+        print(server, flush=True)
 
 
 def _sweep(args: argparse.Namespace) -> None:
@@ -228,7 +245,7 @@ def _sweep(args: argparse.Namespace) -> None:
         results = sweep(ep, prompts, max_concurrency=args.max_concurrency, output_tokens=args.output_tokens,
                         per_level=args.per_level, slo=Slo(args.slo_ttft, args.slo_tpot),
                         watcher=_watcher_factory(ep, folder or args.tokenizer),
-                        on_level=None if args.json else _print_level)
+                        on_level=None if args.json else partial(_print_level, lang=args.lang))
     if args.json:
         print(json.dumps({"endpoint": results[0].endpoint, "levels": sweep_frame(results).to_dict("records")}))
 
@@ -237,7 +254,7 @@ def _setup(args: argparse.Namespace) -> None:
     from kvviz.serving.vllm import setup
 
     seconds = setup(args.venv, args.gpu)
-    print(f"vLLM's environment is ready in {args.venv} ({seconds:.0f} s)")
+    print(t("serving_cli.setup.done", args.lang, venv=args.venv, seconds=seconds))
 
 
 def _start(args: argparse.Namespace) -> None:
@@ -249,25 +266,28 @@ def _start(args: argparse.Namespace) -> None:
     server = start(_spec(folder, args), args.venv)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        print(f"starting vLLM for {folder.name} (log: {server.log_path})...", file=sys.stderr, flush=True)
+        print(t("serving_cli.start.starting", args.lang, name=folder.name, log=server.log_path), file=sys.stderr,
+              flush=True)
         wait_ready(server)
-        print(f"vLLM serves {folder.name} at {server.spec.base_url} (ready in {server.ready_s:.0f} s; KV capacity "
-              f"{server.facts.kv_capacity_tokens or 0:,} tokens; dtype {server.facts.dtype}). Ctrl-C stops it.",
+        print(t("serving_cli.start.serving", args.lang, name=folder.name, url=server.spec.base_url,
+                seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
               flush=True)
         code = server.process.wait()
         raise VllmError(f"vLLM exited ({code}): {last_error_line(server.log())}")
     except KeyboardInterrupt:
-        print("stopping vLLM...", file=sys.stderr)
+        print(t("serving_cli.start.stopping", args.lang), file=sys.stderr)
     finally:
         stop(server)
 
 
-def _capacity_line(row) -> str:
-    return (f"{row.model:<22} {row.attention:<32} {row.dtype}/{row.vllm_dtype} {row.bytes_per_token:>7,} B/token  "
-            f"block {row.block_size}  pool: vLLM {row.vllm_pool_tokens:>10,} "
-            f"modelled {row.modelled_pool_tokens or 0:>10,}"
-            f"  logged: vLLM {row.vllm_logged_tokens or 0:>10,} modelled {row.kvviz_logged_tokens or 0:>10,}  "
-            f"kvviz slots {row.kvviz_token_slots:>10,}  {'agree' if row.agree else 'DIFFER'}")
+def capacity_line(row, lang: str = "en") -> str:
+    """One model's KV capacity: vLLM's pool and logged size beside kvviz's, and whether they agree."""
+    return t("serving_cli.capacity", lang, model=row.model, attention=row.attention, dtype=row.dtype,
+             vllm_dtype=row.vllm_dtype, bytes_per_token=row.bytes_per_token, block=row.block_size,
+             vllm_pool=row.vllm_pool_tokens, modelled_pool=row.modelled_pool_tokens or 0,
+             vllm_logged=row.vllm_logged_tokens or 0, kvviz_logged=row.kvviz_logged_tokens or 0,
+             slots=row.kvviz_token_slots,
+             verdict=t("serving_cli.capacity.agree" if row.agree else "serving_cli.capacity.differ", lang))
 
 
 def _capacity(args: argparse.Namespace) -> None:
@@ -278,7 +298,7 @@ def _capacity(args: argparse.Namespace) -> None:
         row = measure(model, args.kv_space_gib, args.max_model_len, args.port)
         rows.append(row)
         if not args.json:
-            print(_capacity_line(row), flush=True)
+            print(capacity_line(row, args.lang), flush=True)
     if args.json:
         print(json.dumps([asdict(r) | {"agree": r.agree} for r in rows]))
 
@@ -286,14 +306,26 @@ def _capacity(args: argparse.Namespace) -> None:
 COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity}
 
 
+def _asked_lang(argv: Sequence[str]) -> str:
+    """The language of a command line that did not parse: its --lang if it has a valid one, else the locale's."""
+    for arg, following in zip(argv, [*argv[1:], None], strict=True):
+        value = arg.removeprefix("--lang=") if arg.startswith("--lang=") else following if arg == "--lang" else None
+        if value in LANGS:
+            return value
+    return locale_lang()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    lang = _asked_lang(argv)
     try:
         args = parser().parse_args(argv)
+        args.lang = lang = normalize(args.lang or locale_lang())
         COMMANDS[args.command](args)
     except (ValueError, EndpointError, VllmError) as exc:
-        print(f"error: {first_line(exc)}", file=sys.stderr)
+        print(t("serving_cli.error", lang, message=translate(first_line(exc), lang)), file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(t("serving_cli.interrupted", lang), file=sys.stderr)
         return 130
     return 0

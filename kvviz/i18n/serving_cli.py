@@ -1,0 +1,71 @@
+"""The serving command line's texts (python -m kvviz.serving ...): its progress, notes, errors and the one-line
+results of a run, a sweep's levels and a capacity check. The Serving tab's prose is kvviz/i18n/serving.py's; the
+errors kvviz's core and the server raise are translated by template (kvviz/i18n/errors.py). JSON output stays
+English: its keys are what a script reads. The English texts are the lines the CLI has always printed, column
+for column (tests/serving/test_cli.py pins them)."""
+
+from __future__ import annotations
+
+from kvviz.i18n import register
+
+EN = {
+    "serving_cli.error": "error: {message}",
+    "serving_cli.interrupted": "interrupted",
+    "serving_cli.note": "note: {note}",
+    "serving_cli.estimated": "note: no tokenizer, so prompts of about {tokens} tokens (one a word, estimated); "
+                             "--tokenizer DIR counts them",
+    "serving_cli.vllm.starting": "starting vLLM for {name} on {url} (about a minute on a small CPU)...",
+    "serving_cli.vllm.ready": "vLLM ready in {seconds:.0f} s; KV capacity {tokens:,} tokens",
+    "serving_cli.setup.done": "vLLM's environment is ready in {venv} ({seconds:.0f} s)",
+    "serving_cli.start.starting": "starting vLLM for {name} (log: {log})...",
+    "serving_cli.start.serving": "vLLM serves {name} at {url} (ready in {seconds:.0f} s; KV capacity {tokens:,} "
+                                 "tokens; dtype {dtype}). Ctrl-C stops it.",
+    "serving_cli.start.stopping": "stopping vLLM...",
+    "serving_cli.result": "c={concurrency:<4} {completed}/{requests} ok  {tokens_per_s:8,.1f} tok/s  "
+                          "{requests_per_s:6.2f} req/s  TTFT p50/p99 {ttft_p50}/{ttft_p99} ms  "
+                          "TPOT p50/p99 {tpot_p50}/{tpot_p99} ms  ITL p50 {itl_p50} ms  "
+                          "goodput {goodput:.2f} req/s",
+    "serving_cli.result.running": "  server running<={peak:.0f}",
+    "serving_cli.server": "      server, per request: queued {queued} ms, prefill {prefill} ms, decode {decode} ms; "
+                          "TTFT mean {ttft} ms (client: {client} ms)  prefix-cache hits {hits}  "
+                          "preemptions {preemptions:.0f}{kv}",
+    "serving_cli.server.kv": "  KV used <= {used:.2%}",
+    "serving_cli.server.predicted": " (kvviz predicted {predicted:.2%})",
+    "serving_cli.capacity": "{model:<22} {attention:<32} {dtype}/{vllm_dtype} {bytes_per_token:>7,} B/token  "
+                            "block {block}  pool: vLLM {vllm_pool:>10,} modelled {modelled_pool:>10,}  "
+                            "logged: vLLM {vllm_logged:>10,} modelled {kvviz_logged:>10,}  "
+                            "kvviz slots {slots:>10,}  {verdict}",
+    "serving_cli.capacity.agree": "agree",
+    "serving_cli.capacity.differ": "DIFFER",
+}
+ZH = {
+    "serving_cli.error": "错误：{message}",
+    "serving_cli.interrupted": "已中断",
+    "serving_cli.note": "注意：{note}",
+    "serving_cli.estimated": "注意：没有分词器，提示词约 {tokens} 个 token（按一个词一个 token 估算）；"
+                             "用 --tokenizer DIR 可准确计数",
+    "serving_cli.vllm.starting": "正在为 {name} 启动 vLLM，地址 {url}（小型 CPU 上约需一分钟）...",
+    "serving_cli.vllm.ready": "vLLM 已就绪，用时 {seconds:.0f} 秒；KV Cache 容量 {tokens:,} 个 token",
+    "serving_cli.setup.done": "vLLM 环境已就绪：{venv}（用时 {seconds:.0f} 秒）",
+    "serving_cli.start.starting": "正在为 {name} 启动 vLLM（日志：{log}）...",
+    "serving_cli.start.serving": "vLLM 正在 {url} 提供 {name}（就绪用时 {seconds:.0f} 秒；KV Cache 容量 {tokens:,} "
+                                 "个 token；dtype {dtype}）。按 Ctrl-C 停止。",
+    "serving_cli.start.stopping": "正在停止 vLLM...",
+    "serving_cli.result": "c={concurrency:<4} {completed}/{requests} 成功  {tokens_per_s:8,.1f} tok/s  "
+                          "{requests_per_s:6.2f} req/s  TTFT p50/p99 {ttft_p50}/{ttft_p99} ms  "
+                          "TPOT p50/p99 {tpot_p50}/{tpot_p99} ms  ITL p50 {itl_p50} ms  "
+                          "有效吞吐（goodput）{goodput:.2f} req/s",
+    "serving_cli.result.running": "  服务器运行中<={peak:.0f}",
+    "serving_cli.server": "      服务器端，每个请求：排队 {queued} ms，预填充 {prefill} ms，解码 {decode} ms；"
+                          "TTFT 均值 {ttft} ms（客户端：{client} ms）  前缀缓存命中 {hits}  "
+                          "抢占 {preemptions:.0f} 次{kv}",
+    "serving_cli.server.kv": "  KV Cache 使用 <= {used:.2%}",
+    "serving_cli.server.predicted": "（kvviz 预测 {predicted:.2%}）",
+    "serving_cli.capacity": "{model:<22} {attention:<32} {dtype}/{vllm_dtype} {bytes_per_token:>7,} B/token  "
+                            "块大小 {block}  池：vLLM {vllm_pool:>10,} 模型计算 {modelled_pool:>10,}  "
+                            "日志：vLLM {vllm_logged:>10,} 模型计算 {kvviz_logged:>10,}  "
+                            "kvviz 槽位 {slots:>10,}  {verdict}",
+    "serving_cli.capacity.agree": "一致",
+    "serving_cli.capacity.differ": "不一致",
+}
+register(EN, ZH)
