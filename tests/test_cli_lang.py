@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kvviz.cli import main
+from kvviz.cli import USAGE_ERROR, main
 from tests.helpers import REPO
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -19,11 +19,14 @@ LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE")
 MEMORY = ("memory", "--preset", "llama-2-7b", "--batch", "16", "--seq-len", "4096")
 
 
-def run_cli(*args: str, locale: str | None = None) -> subprocess.CompletedProcess:
-    """python -m kvviz in a process whose locale is `locale` (LANG) and nothing else; None: no locale set."""
+def run_cli(*args: str, locale: str | None = None, columns: int | None = None) -> subprocess.CompletedProcess:
+    """python -m kvviz in a process whose locale is `locale` (LANG) and nothing else; None: no locale set.
+    `columns`: the terminal width argparse wraps its help to."""
     env = {k: v for k, v in os.environ.items() if k not in LOCALE_VARS} | {"HF_HUB_OFFLINE": "1"}
     if locale:
         env["LANG"] = locale
+    if columns:
+        env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "kvviz", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
 
@@ -118,3 +121,108 @@ def test_compare_on_tiny_in_chinese():
     assert re.search(rf"^token：({parted})（共比较 \d+ 个）$", out, re.M)
     lesson = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     assert set(lesson) == {"prompt_tokens", "new_tokens", "ttft_s", "tpot_s", "tokens_per_s"}
+
+
+SUBCOMMANDS = ("memory", "presets", "generate", "compare", "batch")
+HELP_COLUMN = 24  # where argparse starts an option's help text
+
+
+@pytest.fixture
+def columns(monkeypatch, no_locale):
+    """Help wrapped at 100 columns, whatever the terminal, and no locale: English unless asked."""
+    monkeypatch.setenv("COLUMNS", "100")
+
+
+def test_memory_help_in_chinese_by_flag():
+    """`python -m kvviz memory --help --lang zh` (--lang after --help): the options' help in Chinese, argparse's
+    own words as argparse prints them."""
+    proc = run_cli("memory", "--help", "--lang", "zh", columns=100)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "  --tp TP               张量并行（tp）：每层切分到的 GPU 数（默认 1）" in lines, proc.stdout
+    assert "模型（以下任选其一）:" in lines and "options:" in lines
+    assert "tensor parallelism" not in proc.stdout
+
+
+def test_help_in_chinese_from_the_locale():
+    """A zh_CN locale and no --lang: the help is the one --lang zh gives."""
+    by_locale = run_cli("compare", "--help", locale="zh_CN.UTF-8", columns=100)
+    by_flag = run_cli("compare", "--help", "--lang=zh", columns=100)
+    assert by_locale.returncode == by_flag.returncode == 0, by_locale.stderr
+    assert "  --prompt PROMPT       提示词文本" in by_locale.stdout.splitlines(), by_locale.stdout
+    assert by_locale.stdout == by_flag.stdout
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_english_help_by_flag_is_the_plain_help(command, capsys, columns, monkeypatch):
+    """--lang en under a zh_CN locale prints the help a process with no locale prints: English only."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    plain = capsys.readouterr().out
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    with pytest.raises(SystemExit):
+        main([command, "--help", "--lang", "en"])
+    assert capsys.readouterr().out == plain
+    assert not CJK.search(plain), "Chinese in the English help"
+
+
+def test_english_help_lines_unchanged(capsys, columns):
+    """A few English help lines as they were typed before the help went through the catalogue."""
+    with pytest.raises(SystemExit):
+        main(["memory", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "  --tp TP               tensor parallelism: GPUs each layer is split over (default 1)" in lines
+    assert "model (one of):" in lines
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "\nSee how LLM inference really behaves.\n" in out
+    assert "    presets             list the architecture presets" in out.splitlines()
+
+
+def help_entries(out: str) -> list[str]:
+    """The help texts in argparse's help output, one per option or subcommand, wrapped lines joined (the -h line
+    and group titles left out). The help column is where argparse put the -h line's help."""
+    body = out.split("\n\n", 1)[1].splitlines()  # past the usage block
+    col = next(line.index("show this help") for line in body if line.startswith("  -h, --help"))
+    entries: list[str] = []
+    for line in body:
+        if not line.startswith(" ") or line.startswith("  -h, --help"):
+            entries.append("")  # a group title, a blank line, argparse's own -h: none of kvviz's help
+        elif line[:col].strip():  # an option or subcommand; its help beside it, or on the next line
+            entries.append(line[col:] if line[col - 2:col] == "  " else "")
+        else:
+            entries[-1] += line[col:]
+    return [e for e in entries if e.strip()]
+
+
+@pytest.mark.parametrize("command", [None, *SUBCOMMANDS])
+def test_every_help_text_is_chinese(command, capsys, columns):
+    """--lang zh: the program's description and every subcommand's and option's help has Chinese in it; only
+    argparse's own words stay English."""
+    argv = ["--help", "--lang=zh"] if command is None else [command, "--help", "--lang", "zh"]
+    with pytest.raises(SystemExit):
+        main(argv)  # the top level has no --lang option: --help exits before it is parsed, read all the same
+    out = capsys.readouterr().out
+    helps = help_entries(out)
+    if command is None:
+        helps.append(out.split("\n\n")[1])  # the description
+    assert len(helps) >= 2, out
+    english = [h for h in helps if not CJK.search(h)]
+    assert not english, f"help left in English: {english}"
+
+
+def test_help_entries_reads_english_help(capsys, columns):
+    """The reader of the test above finds every option's help (so that it cannot pass by finding none)."""
+    with pytest.raises(SystemExit):
+        main(["memory", "--help"])
+    helps = help_entries(capsys.readouterr().out)
+    assert len(helps) == 21 and not any(CJK.search(h) for h in helps), helps
+    assert "runtime reserve for activations and workspace, GiB (default 1)" in helps
+
+
+def test_no_subcommand_prints_the_help(capsys, columns):
+    """`python -m kvviz` alone: the program's help on stderr, exit status 2 (the --lang pre-scan of an empty
+    command line once raised)."""
+    assert main([]) == USAGE_ERROR
+    assert "See how LLM inference really behaves." in capsys.readouterr().err

