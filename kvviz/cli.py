@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from itertools import pairwise
 
 from kvviz.base.errors import first_line
 from kvviz.calc.arch import Architecture, ConfigError, architecture_from_dims, architecture_from_source
@@ -23,7 +22,7 @@ from kvviz.calc.params import count_params
 from kvviz.calc.presets import HUB_IDS, load_preset, preset_names
 from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report, render_text
 from kvviz.engine.loading import BUNDLED_MODEL, INSTRUCT_MODEL, LoadError, default_model
-from kvviz.i18n import LANGS, locale_lang, normalize, t
+from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 
 USAGE_ERROR = 2
@@ -50,7 +49,7 @@ def _lang_arg(p: argparse.ArgumentParser, lang: str) -> None:
 
 
 def _build_parser(lang: str = "en") -> argparse.ArgumentParser:
-    """The whole command line, its help texts in `lang` (read from argv before parsing: see _asked_lang)."""
+    """The whole command line, its help texts in `lang` (read from argv before parsing: see kvviz.i18n.asked_lang)."""
     h = _help(lang)
     parser = _Parser(prog="python -m kvviz", description=h("prog"))
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -318,20 +317,10 @@ def _batch(args: argparse.Namespace) -> str:
     return "\n\n".join([sweep_table(frame, lang=args.lang), sweep_markdown(frame, lang=args.lang)])
 
 
-def _asked_lang(argv: Sequence[str]) -> str:
-    """The language a command line asks for, read before it is parsed (the help is built in it, and a line that
-    does not parse is refused in it): its --lang if it has a valid one, else the locale's."""
-    for arg, following in pairwise([*argv, None]):
-        value = arg.removeprefix("--lang=") if arg.startswith("--lang=") else following if arg == "--lang" else None
-        if value in LANGS:
-            return value
-    return locale_lang()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    lang = _asked_lang(argv)
+    lang = asked_lang(argv)
     parser = _build_parser(lang)
     try:
         args = parser.parse_args(argv)

@@ -8,7 +8,7 @@ import string
 import pytest
 from markdown_it import MarkdownIt
 
-from kvviz.i18n import CATALOG, locale_lang, normalize, register, t, translations
+from kvviz.i18n import CATALOG, asked_lang, locale_lang, normalize, register, t, translations
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # Texts the same in both languages on purpose: the language switch's own label is bilingual.
@@ -94,3 +94,15 @@ def test_every_number_format_scheme_reads_in_chinese():
     for fmt in [*KV_DTYPES.values(), *WEIGHT_DTYPES.values()]:
         if len(re.findall(r"\b[a-z]{3,}\b", fmt.scheme)) >= 2:
             assert CJK.search(translate(fmt.scheme, "zh")), f"{fmt.name}: {fmt.scheme!r} has no Chinese"
+
+
+@pytest.mark.parametrize("argv,environ,lang", [
+    (["memory", "--lang", "zh"], {}, "zh"), (["memory", "--lang=zh"], {"LANG": "en_US.UTF-8"}, "zh"),
+    (["memory", "--lang", "en"], {"LANG": "zh_CN.UTF-8"}, "en"),  # the command line wins over the locale
+    (["memory"], {"LANG": "zh_CN.UTF-8"}, "zh"), (["memory", "--lang"], {}, "en"),  # --lang with no value
+    (["memory", "--lang", "fr"], {"LANG": "zh_CN.UTF-8"}, "zh"),  # not a language kvviz speaks: the locale's
+    ([], {"LANG": "zh_CN.UTF-8"}, "zh"),  # no arguments at all
+])
+def test_asked_lang(argv, environ, lang):
+    """Both CLIs read the language from the command line before parsing it, else from the locale."""
+    assert asked_lang(argv, environ) == lang

@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
 
 LANGS = ("en", "zh")
 DEFAULT = "en"
@@ -42,6 +43,16 @@ def locale_lang(environ: Mapping[str, str] = os.environ) -> str:
         if environ.get(name):
             return normalize(environ[name])
     return DEFAULT
+
+
+def asked_lang(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> str:
+    """The language a command line asks for, read before it is parsed (so its help is built in it, and a line
+    that does not parse is refused in it): its --lang (--lang zh or --lang=zh) if valid, else the locale's."""
+    for arg, following in pairwise([*argv, None]):
+        value = arg.removeprefix("--lang=") if arg.startswith("--lang=") else following if arg == "--lang" else None
+        if value in LANGS:
+            return value
+    return locale_lang(environ)
 
 
 def register(en: Mapping[str, str], zh: Mapping[str, str]) -> None:

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 
 from kvviz.base.errors import first_line
-from kvviz.i18n import LANGS, locale_lang, normalize, t
+from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
 from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
@@ -306,18 +306,9 @@ def _capacity(args: argparse.Namespace) -> None:
 COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity}
 
 
-def _asked_lang(argv: Sequence[str]) -> str:
-    """The language of a command line that did not parse: its --lang if it has a valid one, else the locale's."""
-    for arg, following in zip(argv, [*argv[1:], None], strict=True):
-        value = arg.removeprefix("--lang=") if arg.startswith("--lang=") else following if arg == "--lang" else None
-        if value in LANGS:
-            return value
-    return locale_lang()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    lang = _asked_lang(argv)
+    lang = asked_lang(argv)
     try:
         args = parser().parse_args(argv)
         args.lang = lang = normalize(args.lang or locale_lang())
