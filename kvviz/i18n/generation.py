@@ -18,6 +18,9 @@ more requests raises throughput but lengthens each one's TPOT; a long prompt len
     "generation.prompt": "prompt",
     "generation.examples": "examples",
     "generation.use_cache": "use the KV cache",
+    "generation.static": "static + compiled",
+    "generation.static_info": "the cache allocated once for the whole run (flat in the KV plot), the decode step "
+                              "compiled; the first run of a shape compiles, apart from its times",
     "generation.chat_template": "apply the chat template (when the tokenizer has one)",
     "generation.sampling": "sampling",
     "generation.temperature": "temperature (0 = greedy)",
@@ -107,6 +110,9 @@ ZH = {
     "generation.prompt": "提示词（prompt）",
     "generation.examples": "示例",
     "generation.use_cache": "使用 KV Cache",
+    "generation.static": "静态缓存 + 编译",
+    "generation.static_info": "整段运行的缓存一次性分配（KV 图中是一条水平线），解码步经过编译；"
+                              "某个形状的第一次运行需要编译，编译时间不计入各项耗时",
     "generation.chat_template": "套用对话模板（chat template，分词器有模板时）",
     "generation.sampling": "采样",
     "generation.temperature": "温度 temperature（0 = 贪心）",

@@ -120,7 +120,9 @@ def kv_growth(frame: pd.DataFrame, lang: str = "en") -> Figure:
         data.append({"type": "scatter", "mode": "lines", "x": frame["seq_len"].tolist(),
                      "y": (frame["cuda_allocated_bytes"] / mib).tolist(), "name": t("fig.kv.cuda", lang),
                      "line": {"color": COLORS[2], "dash": "dot"}})
-    return {"data": data, "layout": base_layout(t("fig.kv.title", lang), t("fig.seq_len", lang), t("fig.kv.y", lang))}
+    layout = base_layout(t("fig.kv.title", lang), t("fig.seq_len", lang), t("fig.kv.y", lang))
+    layout["yaxis"] |= {"rangemode": "tozero"}  # bytes: a static cache's flat line stays above zero
+    return {"data": data, "layout": layout}
 
 
 def cumulative_time(frame: pd.DataFrame, prediction: pd.DataFrame | None = None, lang: str = "en") -> Figure:

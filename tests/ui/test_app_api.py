@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 
 from kvviz.bench.leaks import worker_pids
 from tests.helpers import running_app
@@ -19,7 +20,7 @@ PARAMETERS = {
     "/kv_memory": ["preset", "config", "batch", "seq_len", "layers", "kv_heads", "head_dim", "kv_dtype", "gpu",
                    "mem_util", "block_size", "tp", "pp", "dp", "lang"],
     "/generate": ["model", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "chat_template",
-                  "use_cache", "lang"],
+                  "use_cache", "static", "lang"],
     "/compare": ["model", "prompt", "max_new_tokens", "static", "lang"],
     "/stop": [],
     "/start_vllm": ["model", "kv_space_gib", "lang"],  # python -m kvviz.serving start MODEL --kv-space-gib
@@ -179,6 +180,23 @@ def test_generate_streams_then_summarises(app_url):
     assert all(o[-1] is None for o in outputs[:-1]), "the summary comes once, at the end"
     streamed = [o[0] for o in outputs]
     assert all(text.startswith(partial) for partial in streamed), "streamed text must only grow"
+
+
+def test_generate_in_the_static_mode(app_url):
+    """/generate with static: the cached loop's tokens (fp32, greedy), the mode named in the summary, and a cache
+    that holds its whole preallocated length from the first token on (flat), as predicted at every step, where the
+    growing cache of the plain loop adds one token's bytes a step."""
+    client = Client(app_url, verbose=False)
+    args = dict(model="tiny", prompt="The kernel", max_new_tokens=12, chat_template=False, api_name="/generate")
+    cached = client.submit(**args).result()[-1]
+    static = client.submit(**args, static=True).result()[-1]
+    assert static["summary"]["mode"] == "static" and static["text"] == cached["text"]
+    kv = client.submit(**args, static=True).result()[3]  # the KV plot of a second run (its step reused)
+    measured, predicted = (json.loads(kv["plot"])["data"][i]["y"] for i in (0, 1))
+    assert len(set(measured)) == 1 and measured == predicted, "a static cache is allocated whole, up front"
+    refused = client.submit(**args, static=True, use_cache=False)
+    with pytest.raises(AppError, match="static needs use_cache"):
+        refused.result()
 
 
 def test_compare_api(app_url):

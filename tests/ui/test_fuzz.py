@@ -69,7 +69,8 @@ VALID = {
                   st.sampled_from(["h100-sxm", "a100-80gb", "cpu"]), st.floats(0.05, 1.0), st.integers(1, 256),
                   st.sampled_from([1, 2, 4]), st.integers(1, 4), st.integers(1, 8), LANG],  # tp, pp, dp, lang
     "generate": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4), st.floats(0, 2),
-                 st.integers(0, 200), st.floats(0.01, 1), st.integers(0, 2**32), st.booleans(), st.booleans(), LANG],
+                 st.integers(0, 200), st.floats(0.01, 1), st.integers(0, 2**32), st.booleans(), st.booleans(),
+                 st.booleans(), LANG],  # chat_template, use_cache, static, lang
     "compare": [st.just("tiny"), st.sampled_from(EXAMPLE_PROMPTS), st.integers(1, 4), st.booleans(), LANG],  # static
     "stop": [],
     "dims_of_preset": [st.sampled_from(preset_names()), LANG],

@@ -95,6 +95,8 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
                                   label=L("generation.examples"), type="index")
             max_new_tokens = max_new_slider(policy, 1024, elem_id="gen-max-new")
             use_cache = gr.Checkbox(True, label=L("generation.use_cache"))
+            static = gr.Checkbox(False, label=L("generation.static"), info=L("generation.static_info"),
+                                 elem_id="gen-static")
             chat_template = gr.Checkbox(True, label=L("generation.chat_template"))
             with gr.Accordion(L("generation.sampling"), open=False):
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label=L("generation.temperature"))
@@ -113,11 +115,11 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
         details = gr.JSON(label=L("generation.json_label"))
 
     def generate(model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache,
-                 lang="en", request: gr.Request = None, progress=gr.Progress()):
+                 static=False, lang="en", request: gr.Request = None, progress=gr.Progress()):
         """Generate on the device worker, streaming (text, metrics, latency plot, KV plot, None) in `lang`; the
         last update carries the run as JSON: the lesson's keys, the whole summary and the text."""
         req = build_request(policy, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache,
-                            lang=lang)
+                            static=static, lang=lang)
         job, spec = start(JobKind.GENERATE, model, req, policy, lang)
         session = session_id(request)
         sessions.begin(session, job)
@@ -150,8 +152,8 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
         sessions.stop(session_id(request))
 
     generated = go.click(generate, [model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template,
-                                    use_cache, lang], [text, metrics, latency, kv, details], api_name="generate",
-                         concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+                                    use_cache, static, lang], [text, metrics, latency, kv, details],
+                         api_name="generate", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
     stop_button.click(stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
     examples.click(pick_example, [examples, lang], prompt, api_name="load_example", api_visibility="private",
                    queue=False, preprocess=False, show_progress="hidden")
