@@ -238,7 +238,7 @@ def _generate(args: argparse.Namespace) -> str:
 
 def _compare(args: argparse.Namespace) -> str:
     from kvviz.engine.compare import CompareError, compare
-    from kvviz.ui.figures import mode_label
+    from kvviz.engine.request import mode_label
 
     req = _request(args)
     lm = _load(args)
@@ -270,7 +270,7 @@ def _compare(args: argparse.Namespace) -> str:
 
 def _static_lines(result, lang: str = "en") -> list[str]:
     """The third mode's lines of `compare --static`: its speedups, compile, cache and agreement with cached."""
-    from kvviz.ui.figures import mode_label
+    from kvviz.engine.request import mode_label
 
     st, c = result.static, result.cached
     agree = (t("cli.static.identical", lang) if st.tokens_identical else

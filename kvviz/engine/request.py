@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from kvviz.base.inputs import flag, number, text, whole_number
 from kvviz.engine.hosting import ENGINE_MAX_NEW_TOKENS, HostPolicy
+from kvviz.i18n import normalize, t
 
 MAX_NEW_TOKENS = ENGINE_MAX_NEW_TOKENS
 MAX_PROMPT_CHARS = 200_000
@@ -27,6 +28,14 @@ MAX_STATIC_TOKENS = 32_768  # the longest static cache a request may ask for (it
 # The ways a request decodes, and how each is named where people read it.
 MODES = ("cached", "uncached", "static")
 MODE_LABELS = {"cached": "cached", "uncached": "uncached", "static": "cached, static + compiled"}
+
+
+def mode_label(mode: str, lang: str = "en") -> str:
+    """The name a mode goes by where people read it: MODE_LABELS in English, its translation in Chinese (the
+    catalogue's compare.mode.*); an unknown mode as it is."""
+    if mode not in MODE_LABELS:
+        return str(mode)
+    return MODE_LABELS[mode] if normalize(lang) == "en" else t(f"compare.mode.{mode}", lang)
 
 # How each field is named in a message, whoever sent the value.
 LABELS = {"max_new_tokens": "max_new_tokens", "temperature": "temperature (0 = greedy)", "top_k": "top_k (0 = off)",

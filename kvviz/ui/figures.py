@@ -12,22 +12,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvviz.engine.request import MODE_LABELS
-from kvviz.i18n import normalize, t
+from kvviz.engine.request import mode_label
+from kvviz.i18n import t
 
 INK = "#8a8f98"  # mid grey: legible on white and on near-black
 GRID = "rgba(138, 143, 152, 0.25)"
 COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 
 Figure = dict
-
-
-def mode_label(mode: str, lang: str = "en") -> str:
-    """The name the page gives a generation mode: kvviz.engine.request.MODE_LABELS in English, its translation in
-    Chinese; an unknown mode as it is."""
-    if mode not in MODE_LABELS:
-        return str(mode)
-    return MODE_LABELS[mode] if normalize(lang) == "en" else t(f"compare.mode.{mode}", lang)
 
 
 def base_layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:

@@ -15,9 +15,9 @@ import pandas as pd
 from kvviz.base.units import fmt_ms
 from kvviz.engine.batch import BatchResult
 from kvviz.engine.compare import Comparison
+from kvviz.engine.request import mode_label
 from kvviz.i18n import CATALOG, t
 from kvviz.i18n.errors import translate
-from kvviz.ui.figures import mode_label
 from kvviz.ui.live import RunRecord
 from kvviz.ui.worker import Loaded
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.engine.request import MODE_LABELS
-from kvviz.ui.figures import decode_bandwidth, lifecycle, mode_label, step_work, to_plotly, token_latency, ttft_parts
+from kvviz.engine.request import MODE_LABELS, mode_label
+from kvviz.ui.figures import decode_bandwidth, lifecycle, step_work, to_plotly, token_latency, ttft_parts
 from kvviz.ui.present import RunHistory, agreement, compare_verdict, final_metrics, static_verdict, time_limit_message
 from tests.ui.test_compare_figures import prediction
 from tests.ui.test_present import LOADED, comparison, finished_record, static_run
