@@ -311,6 +311,12 @@ TEMPLATES: list[tuple[str, str]] = [
     ("the server closed the stream without sending any data", "服务器未发送任何数据就关闭了数据流"),
     ("the server answered with {kind}, not a stream (text/event-stream): it does not stream this request",
      "服务器返回的是 {kind}，不是数据流（text/event-stream）：它不以流式返回这个请求"),
+    ("its {kind} layers keep a fixed-size state, whose page vLLM pads to the attention page or matches by larger "
+     "attention blocks; that grouping is not modelled",
+     "其 {kind} 层保存固定大小的状态，vLLM 会把它的页填充到注意力层的页大小，或用更大的注意力块去对齐；"
+     "这种分组未建模"),
+    ("no layer keeps per-token KV, so vLLM makes no KV-cache group",
+     "没有任何层保存逐 token 的 KV，因此 vLLM 不建立 KV Cache 分组"),
     # The general forms, last: a failed load whose reason no template above knows, and the value checks every
     # input goes through (kvviz/base/inputs.py).
     ("cannot load {spec}: {why}", "无法加载 {spec}：{why}"),

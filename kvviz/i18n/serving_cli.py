@@ -33,10 +33,21 @@ EN = {
     "serving_cli.server.predicted": " (kvviz predicted {predicted:.2%})",
     "serving_cli.capacity": "{model:<22} {attention:<32} {dtype}/{vllm_dtype} {bytes_per_token:>7,} B/token  "
                             "block {block}  pool: vLLM {vllm_pool:>10,} modelled {modelled_pool:>10,}  "
-                            "logged: vLLM {vllm_logged:>10,} modelled {kvviz_logged:>10,}  "
+                            "logged: vLLM {vllm_logged:>10} modelled {kvviz_logged:>10,}  "
                             "kvviz slots {slots:>10,}  {verdict}",
     "serving_cli.capacity.agree": "agree",
     "serving_cli.capacity.differ": "DIFFER",
+    "serving_cli.capacity.not_modelled": "{model:<22} {attention:<32} {dtype}/{vllm_dtype} {bytes_per_token:>7,} "
+                                         "B/token  block {block}  pool: vLLM {vllm_pool:>10,}  "
+                                         "logged: vLLM {vllm_logged:>10}  kvviz slots {slots:>10,}  "
+                                         "not modelled: {why}",
+    "serving_cli.capacity.groups": "      vLLM's KV-cache groups (modelled): {groups}, {layers} layer(s) a group; "
+                                   "blocks: vLLM {vllm_blocks:,} modelled {blocks:,}; a request of {length:,} "
+                                   "tokens holds {per_request} blocks",
+    "serving_cli.capacity.kind.full": "{n} full",
+    "serving_cli.capacity.kind.sliding": "{n} sliding (window {window})",
+    "serving_cli.capacity.kind.chunked": "{n} chunked (chunk {window})",
+    "serving_cli.capacity.padding": " with {padding} padding layer(s)",
 }
 ZH = {
     "serving_cli.error": "错误：{message}",
@@ -63,9 +74,20 @@ ZH = {
     "serving_cli.server.predicted": "（kvviz 预测 {predicted:.2%}）",
     "serving_cli.capacity": "{model:<22} {attention:<32} {dtype}/{vllm_dtype} {bytes_per_token:>7,} B/token  "
                             "块大小 {block}  池：vLLM {vllm_pool:>10,} 模型计算 {modelled_pool:>10,}  "
-                            "日志：vLLM {vllm_logged:>10,} 模型计算 {kvviz_logged:>10,}  "
+                            "日志：vLLM {vllm_logged:>10} 模型计算 {kvviz_logged:>10,}  "
                             "kvviz 槽位 {slots:>10,}  {verdict}",
     "serving_cli.capacity.agree": "一致",
     "serving_cli.capacity.differ": "不一致",
+    "serving_cli.capacity.not_modelled": "{model:<22} {attention:<32} {dtype}/{vllm_dtype} {bytes_per_token:>7,} "
+                                         "B/token  块大小 {block}  池：vLLM {vllm_pool:>10,}  "
+                                         "日志：vLLM {vllm_logged:>10}  kvviz 槽位 {slots:>10,}  "
+                                         "未建模：{why}",
+    "serving_cli.capacity.groups": "      vLLM 的 KV Cache 分组（模型计算）：{groups}，每组 {layers} 层；"
+                                   "块数：vLLM {vllm_blocks:,}，模型计算 {blocks:,}；一个 {length:,} token 的请求"
+                                   "占 {per_request} 块",
+    "serving_cli.capacity.kind.full": "{n} 组全注意力",
+    "serving_cli.capacity.kind.sliding": "{n} 组滑动窗口（窗口 {window}）",
+    "serving_cli.capacity.kind.chunked": "{n} 组分块局部注意力（块长 {window}）",
+    "serving_cli.capacity.padding": "，含 {padding} 个填充层",
 }
 register(EN, ZH)

@@ -105,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument("--models", nargs="+", default=["tiny"], help="tiny, random:<preset>[@layers], folders")
     cap.add_argument("--kv-space-gib", type=int, default=1, help="KV-cache space, whole GiB (default 1)")
     cap.add_argument("--max-model-len", type=int, default=1024, help="context length (default 1024)")
-    cap.add_argument("--port", type=int, default=8011)
+    cap.add_argument("--port", type=int, default=None, help="vLLM's port (default: a free one)")
     cap.add_argument("--json", action="store_true", help="print one JSON object")
     for command in (setup, start, one, sw, cap):
         _lang_arg(command)
@@ -280,14 +280,44 @@ def _start(args: argparse.Namespace) -> None:
         stop(server)
 
 
+def _count(n: int | None) -> str:
+    """A count with thousands separators, or "?" for one the server did not state."""
+    return "?" if n is None else f"{n:,}"
+
+
 def capacity_line(row, lang: str = "en") -> str:
-    """One model's KV capacity: vLLM's pool and logged size beside kvviz's, and whether they agree."""
-    return t("serving_cli.capacity", lang, model=row.model, attention=row.attention, dtype=row.dtype,
-             vllm_dtype=row.vllm_dtype, bytes_per_token=row.bytes_per_token, block=row.block_size,
-             vllm_pool=row.vllm_pool_tokens, modelled_pool=row.modelled_pool_tokens or 0,
-             vllm_logged=row.vllm_logged_tokens or 0, kvviz_logged=row.kvviz_logged_tokens or 0,
-             slots=row.kvviz_token_slots,
-             verdict=t("serving_cli.capacity.agree" if row.agree else "serving_cli.capacity.differ", lang))
+    """One model's KV capacity: vLLM's pool and logged size beside kvviz's, and whether they agree, or why
+    kvviz does not model the model's grouping."""
+    common = dict(model=row.model, attention=row.attention, dtype=row.dtype, vllm_dtype=row.vllm_dtype,
+                  bytes_per_token=row.bytes_per_token, block=row.block_size, vllm_pool=row.vllm_pool_tokens,
+                  vllm_logged=_count(row.vllm_logged_tokens), slots=row.kvviz_token_slots)
+    if row.not_modelled is not None:
+        return t("serving_cli.capacity.not_modelled", lang, why=translate(row.not_modelled, lang), **common)
+    return t("serving_cli.capacity", lang, modelled_pool=row.modelled_pool_tokens,
+             kvviz_logged=row.kvviz_logged_tokens,
+             verdict=t("serving_cli.capacity.agree" if row.agree else "serving_cli.capacity.differ", lang), **common)
+
+
+def groups_text(groups, layers_per_group: int, lang: str = "en") -> str:
+    """vLLM's KV-cache groups in words, alike ones together: "5 sliding (window 512) + 1 full", with the
+    padding layers of groups short of layers_per_group."""
+    parts = []
+    for kind, window in dict.fromkeys((g.kind, g.window) for g in groups):
+        alike = [g for g in groups if (g.kind, g.window) == (kind, window)]
+        padding = sum(layers_per_group - g.layers for g in alike)
+        text = t(f"serving_cli.capacity.kind.{kind}", lang, n=len(alike), window=window)
+        parts.append(text + (t("serving_cli.capacity.padding", lang, padding=padding) if padding else ""))
+    return " + ".join(parts)
+
+
+def groups_line(row, lang: str = "en") -> str | None:
+    """The line under a modelled capacity row: vLLM's KV-cache groups as modelled, and the blocks of the pool
+    and of one request of max_model_len; None for a row that is not modelled."""
+    if row.not_modelled is not None:
+        return None
+    return t("serving_cli.capacity.groups", lang, groups=groups_text(row.kv_cache_groups, row.layers_per_group, lang),
+             layers=row.layers_per_group, vllm_blocks=row.vllm_num_blocks, blocks=row.modelled_num_blocks,
+             length=row.max_model_len, per_request=row.blocks_per_request)
 
 
 def _capacity(args: argparse.Namespace) -> None:
@@ -299,6 +329,9 @@ def _capacity(args: argparse.Namespace) -> None:
         rows.append(row)
         if not args.json:
             print(capacity_line(row, args.lang), flush=True)
+            detail = groups_line(row, args.lang)
+            if detail:
+                print(detail, flush=True)
     if args.json:
         print(json.dumps([asdict(r) | {"agree": r.agree} for r in rows]))
 

@@ -4,9 +4,10 @@ series, beside kvviz's prediction of the KV-cache usage from its memory model.
 Text is parsed with prometheus_client's parser; each series below is the sum over label sets (engines, data-
 parallel ranks) of the first name the server exposes, vLLM's or SGLang's; KV usage is their mean. The server's
 KV capacity comes from vllm:cache_config_info (num_gpu_blocks × block_size) or SGLang's max_total_num_tokens.
-The prediction: every request in flight holds its current length (prompt + output so far) in whole blocks,
-kvviz.calc.memory.paged_bytes, over the capacity in the same bytes (what a block allocator without prefix
-sharing holds). Knows Prometheus text and metric names; what the run sends is loadgen's.
+The prediction: every request in flight holds its current length (prompt + output so far) in whole blocks of
+each of vLLM's KV-cache groups (kvviz.serving.kv_groups: a sliding or chunked group frees the blocks before its
+window), over the pool's blocks (what a block allocator without prefix sharing holds). Knows Prometheus text
+and metric names; what the run sends is loadgen's.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kvviz.base.errors import first_line
 from kvviz.calc.arch import Architecture
 from kvviz.calc.dtypes import DType, kv_dtype
-from kvviz.calc.memory import layer_groups, paged_bytes, token_layer_bytes
 from kvviz.serving.endpoint import Endpoint, EndpointError
+from kvviz.serving.kv_groups import NotModelled, chunked_hybrid, held_blocks, kv_groups
 from kvviz.serving.sse import transport_message
 
 # Each field of a Sample: the sample names that feed it, vLLM's first, then SGLang's.
@@ -137,24 +138,27 @@ async def fetch(client: httpx.AsyncClient, ep: Endpoint) -> list:
 
 @dataclass(frozen=True)
 class KvModel:
-    """What the prediction needs: the served model's architecture, the cache's element type, and the server's
-    block pool (blocks, tokens per block)."""
+    """What the prediction needs: the served model's architecture, the cache's element type, the server's
+    block pool (blocks, tokens per block), and whether vLLM keeps chunked local layers in groups of their own
+    (kvviz.serving.kv_groups.chunked_hybrid)."""
 
     arch: Architecture
     dtype: DType
     block_size: int
     num_blocks: int
+    hybrid: bool = True
 
-    def usage(self, lengths: list[int]) -> float:
-        """Predicted fraction of the server's KV cache held by sequences of these lengths: each holds its
-        tokens in whole blocks (kvviz.calc.memory.paged_bytes), over the pool's bytes less one block (vLLM
-        keeps a null block out of the pool and out of its kv_cache_usage_perc)."""
-        held = sum(paged_bytes(self.arch, 1, n, self.dtype, self.block_size) for n in lengths if n > 0)
-        # a block holds block_size tokens of one group's layers: all of them, or (full + sliding layers in
-        # equal numbers) one kind's (kvviz.serving.capacity models vLLM's groups)
-        group_layers = layer_groups(self.arch)[0].count
-        pool = (self.num_blocks - 1) * self.block_size * group_layers * token_layer_bytes(self.arch, self.dtype)
-        return held / pool
+    def usage(self, lengths: list[int]) -> float | None:
+        """Predicted fraction of the server's KV cache held by sequences of these lengths, None where vLLM's
+        grouping of the model's layers is not modelled: in each of vLLM's KV-cache groups (kvviz.serving.
+        kv_groups) a sequence holds its tokens' blocks less those wholly before its window, over the pool's
+        blocks less one (vLLM keeps a null block out of the pool and out of its kv_cache_usage_perc). Every
+        group draws its blocks from that one pool, so blocks, not bytes, are what fills it."""
+        grouped = kv_groups(self.arch, self.hybrid)
+        if isinstance(grouped, NotModelled):
+            return None
+        held = sum(held_blocks(g, n, self.block_size) for n in lengths if n > 0 for g in grouped.groups)
+        return held / (self.num_blocks - 1)
 
 
 class Watcher:
@@ -174,7 +178,7 @@ class Watcher:
         self.cache = self.cache or cache_config(parsed)
         if self.kv is None and self.cache is not None and self.arch is not None:
             self.kv = KvModel(self.arch, self.dtype or kv_dtype("bf16"), self.cache.block_size,
-                              self.cache.num_blocks)
+                              self.cache.num_blocks, hybrid=chunked_hybrid())
 
     async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event,
                    first: asyncio.Event | None = None) -> None:

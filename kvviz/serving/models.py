@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kvviz.base.errors import first_line
 from kvviz.base.inputs import clip
-from kvviz.calc.arch import load_config_dict
+from kvviz.calc.arch import architecture_from_source, load_config_dict
 from kvviz.calc.presets import PRESET_DIR, preset_names
 from kvviz.serving.vllm import REPO
 
@@ -33,26 +33,35 @@ class ModelFolder:
 
 
 def twin_folder(preset: str, layers: int | None = None, root: Path = TWINS) -> Path:
-    """root/<preset>[-<layers>l]/ with the preset's config (first `layers` layers) and a twin tokenizer."""
+    """root/<preset>[-<layers>l]/ with the preset's config (first `layers` layers; a multimodal config's text
+    part) and a twin tokenizer."""
     from kvviz.engine.loading import twin_tokenizer
 
     if preset not in preset_names():
         raise ValueError(f"unknown preset {preset!r}; run 'python -m kvviz presets' to list them")
     raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
-    raw = dict(raw)
+    raw = json.loads(json.dumps(raw))  # a deep copy: a multimodal config's layers are in its text_config
+    text = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     if layers is not None:
-        key = next(k for k in ("num_hidden_layers", "n_layer", "num_layers") if k in raw)
-        if not 1 <= layers <= raw[key]:
-            raise ValueError(f"{preset} has {raw[key]} layers; cannot keep {layers}")
-        raw[key] = layers
-        if isinstance(raw.get("layer_types"), list):
-            raw["layer_types"] = raw["layer_types"][:layers]
+        _keep_layers(text, layers, preset)
     folder = Path(root) / (preset if layers is None else f"{preset}-{layers}l")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(raw, indent=2), encoding="utf-8")
     if not (folder / "tokenizer.json").is_file():
-        twin_tokenizer(int(raw["vocab_size"])).save_pretrained(str(folder))
+        # the vocabulary as transformers' config class reads it (Gemma 3's text_config leaves it to the default)
+        twin_tokenizer(int(architecture_from_source(folder).vocab_size)).save_pretrained(str(folder))
     return folder
+
+
+def _keep_layers(text: dict, layers: int, preset: str) -> None:
+    """Cut the (text) config `text` to its first `layers` layers, with their per-layer lists."""
+    key = next(k for k in ("num_hidden_layers", "n_layer", "num_layers") if k in text)
+    if not 1 <= layers <= text[key]:
+        raise ValueError(f"{preset} has {text[key]} layers; cannot keep {layers}")
+    text[key] = layers
+    for listed in ("layer_types", "no_rope_layers"):
+        if isinstance(text.get(listed), list):
+            text[listed] = text[listed][:layers]
 
 
 def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:

@@ -109,8 +109,9 @@ def test_server_line_in_chinese():
 def test_capacity_line_in_chinese():
     row = CapacityRow(model="tiny", attention="GQA 4/2", kv_space_gib=1, dtype="bf16", vllm_dtype="bf16",
                       bytes_per_token=4096, block_size=128, max_model_len=1024, kvviz_token_slots=262144,
-                      modelled_pool_tokens=262144, vllm_pool_tokens=262144, kvviz_logged_tokens=262144,
-                      vllm_logged_tokens=262144, layer_groups="all full")
+                      vllm_num_blocks=2048, modelled_num_blocks=2048, modelled_pool_tokens=262144,
+                      vllm_pool_tokens=262144, kvviz_logged_tokens=262144, vllm_logged_tokens=262144,
+                      layer_groups="all full")
     verdict = "一致" if row.agree else "不一致"
     assert capacity_line(row, "zh") == (
         "tiny                   GQA 4/2                          bf16/bf16   4,096 B/token  块大小 128  "

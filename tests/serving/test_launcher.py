@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.serving.capacity import attention_shape, capacity_row, logged_tokens
 from kvviz.serving.models import model_folder
 from kvviz.serving.vllm import (
     TINY,
@@ -78,35 +77,3 @@ def test_a_twin_folder_holds_the_presets_config_and_a_tokenizer(tmp_path):
 def test_a_bad_model_spec_is_refused(spec, tmp_path):
     with pytest.raises(ValueError):
         model_folder(spec, root=tmp_path)
-
-
-def test_vllms_logged_size_rounds_a_request_to_whole_blocks():
-    """max_model_len 1,000 takes ⌈1000/128⌉ = 8 blocks: 8,192 blocks serve 1,024 such requests, logged as
-    1,024 × 1,000 = 1,024,000 tokens, not the pool's 1,048,576."""
-    assert logged_tokens(8192, 128, 1000) == 1_024_000
-    assert logged_tokens(8192, 128, 1024) == 1_048_576
-
-
-def test_capacity_of_tiny_by_hand():
-    row = capacity_row("tiny", TINY, 1, "bfloat16", 128, 1024, vllm_num_blocks=8192, vllm_logged=1_048_576)
-    assert (row.bytes_per_token, row.kvviz_token_slots, row.attention) == (1024, 1_048_576, "GQA 8/2")
-    assert row.agree
-
-
-def test_vllms_groups_for_full_and_sliding_layers_by_hand(tmp_path):
-    """Gemma 2's first 4 layers (2 sliding of window 4,096, 2 full; 4 KV heads of 256 in bf16 = 4,096 bytes a
-    token and layer), 1 GiB, blocks of 128, max_model_len 8,192. vLLM makes a group of each kind: a block holds
-    128 tokens of 2 layers (1 MiB), so 1,024 blocks, 131,072 group-tokens. A request holds 8,192 / 128 = 64
-    full blocks and ⌈min(4,095 + 2,048, 8,192) / 128⌉ + 1 = 49 sliding ones: 1,024 / 113 × 8,192 = 74,235
-    tokens logged (vLLM's own figure), where every layer keeping every token would give 65,536."""
-    folder = model_folder("random:gemma-2-2b@4", root=tmp_path)
-    row = capacity_row("gemma", folder.path, 1, "bfloat16", 128, 8192, vllm_num_blocks=1024, vllm_logged=74_235)
-    assert (row.modelled_pool_tokens, row.kvviz_logged_tokens, row.kvviz_token_slots) == (131_072, 74_235, 65_536)
-    assert row.agree and row.layer_groups == "2 sliding (window 4096) + 2 full"
-
-
-def test_attention_shapes():
-    from kvviz.calc.presets import load_preset
-
-    assert attention_shape(load_preset("gpt2")) == "MHA"
-    assert attention_shape(load_preset("qwen3-0.6b")) == "GQA 16/8, explicit head_dim 128"
