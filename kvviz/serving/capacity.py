@@ -22,11 +22,9 @@ from kvviz.calc.arch import Architecture, architecture_from_source
 from kvviz.calc.capacity import token_slots
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import bytes_per_token, layer_groups
-from kvviz.serving.kv_groups import KvGroup, NotModelled, chunked_hybrid, vllm_pool
+from kvviz.serving.kv_groups import KvGroup, NotModelled, vllm_pool
 
 TORCH_TO_KV = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
-# vLLM keeps chunked local layers in their own groups unless this is 0 in its environment (which is ours)
-CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 
 
 def attention_shape(arch: Architecture) -> str:
@@ -86,10 +84,10 @@ class CapacityRow:
 
 
 def capacity_row(model: str, model_dir, kv_space_gib: int, torch_dtype: str, block_size: int, max_model_len: int,
-                 vllm_num_blocks: int, vllm_logged: int | None, hybrid: bool = True) -> CapacityRow:
+                 vllm_num_blocks: int, vllm_logged: int | None, hybrid: bool | None = None) -> CapacityRow:
     """kvviz's figures for the model in `model_dir` (in the type kvviz predicts vLLM runs it in) beside what the
-    server reported (torch_dtype: the type its log states; hybrid: whether vLLM kept chunked local layers in
-    groups of their own, see chunked_hybrid)."""
+    server reported (torch_dtype: the type its log states; hybrid: whether vLLM's hybrid KV-cache manager was
+    on, None: as kvviz.serving.kv_groups.hybrid_manager reads this process's environment)."""
     arch = architecture_from_source(model_dir)
     dtype = kv_dtype(vllm_cpu_dtype(model_dir))
     pool = vllm_pool(arch, dtype, kv_space_gib * GIB, block_size, max_model_len, hybrid=hybrid)
@@ -138,4 +136,4 @@ def measure(model: str, kv_space_gib: int = 1, max_model_len: int = 1024, port: 
         cache = server_cache_config(spec.base_url)
         facts = server.facts
     return capacity_row(model, folder.path, kv_space_gib, facts.dtype or "bfloat16", cache.block_size,
-                        max_model_len, cache.num_blocks, facts.kv_capacity_tokens, hybrid=chunked_hybrid())
+                        max_model_len, cache.num_blocks, facts.kv_capacity_tokens)

@@ -35,7 +35,7 @@ from kvviz.calc.memory import layer_groups, token_layer_bytes
 
 VLLM_CPU_BATCHED_TOKENS = 2048  # vLLM's max_num_batched_tokens a rank for its OpenAI server on a CPU
 PAD_UNDER = 1.5  # vLLM pads every bucket to the largest one's size when that is under 1.5 × the smallest
-# vLLM keeps chunked local layers in groups of their own unless this is 0 in its environment
+# vLLM keeps a chunked-attention model's local layers in groups of their own unless this is 0 in its environment
 CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 
 
@@ -69,10 +69,12 @@ class KvGroups:
     promoted: bool = False
 
 
-def chunked_hybrid(environ: dict[str, str] | None = None) -> bool:
-    """Whether vLLM keeps chunked local layers in groups of their own (its hybrid KV-cache manager), as it reads
-    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (default 1) from `environ` (default: this process's, which
-    a vLLM kvviz starts inherits)."""
+def hybrid_manager(arch: Architecture, environ: dict[str, str] | None = None) -> bool:
+    """Whether vLLM's hybrid KV-cache manager keeps `arch`'s local layers in groups of their own: yes, unless
+    the model has chunked local attention and VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 in
+    `environ` (default 1; default environ: this process's, which a vLLM kvviz starts inherits)."""
+    if arch.chunk_size is None:
+        return True
     return bool(int((os.environ if environ is None else environ).get(CHUNKED_HYBRID_ENV) or "1"))
 
 
@@ -100,13 +102,15 @@ def split(count: int, size: int) -> list[int]:
     return [count // groups + (i < count % groups) for i in range(groups)]
 
 
-def kv_groups(arch: Architecture, hybrid: bool = True) -> KvGroups | NotModelled:
-    """vLLM's KV-cache groups for `arch`; hybrid=False when vLLM's hybrid manager is off (local layers are then
-    allocated as full ones)."""
+def kv_groups(arch: Architecture, hybrid: bool | None = None) -> KvGroups | NotModelled:
+    """vLLM's KV-cache groups for `arch`; hybrid: whether vLLM's hybrid manager is on (off: local layers are
+    allocated as full ones; None: as hybrid_manager says for this process's environment)."""
     unmodelled = not_modelled(arch)
     if unmodelled is not None:
         return unmodelled
     buckets = layer_groups(arch)
+    if hybrid is None:
+        hybrid = hybrid_manager(arch)
     if not hybrid and len(buckets) > 1 and any(b.kind == FULL for b in buckets):
         return KvGroups((KvGroup(FULL, None, arch.kv_layers),), arch.kv_layers, promoted=True)
     size = group_size([b.count for b in buckets])
@@ -154,7 +158,7 @@ class VllmPool:
 
 
 def vllm_pool(arch: Architecture, dtype: DType, budget_bytes: int, block_size: int, max_model_len: int,
-              in_flight: int = VLLM_CPU_BATCHED_TOKENS, hybrid: bool = True) -> VllmPool | NotModelled:
+              in_flight: int = VLLM_CPU_BATCHED_TOKENS, hybrid: bool | None = None) -> VllmPool | NotModelled:
     """vLLM's pool for `arch` in `budget_bytes` of KV space, or why it is not modelled."""
     grouped = kv_groups(arch, hybrid)
     if isinstance(grouped, NotModelled):

@@ -23,7 +23,7 @@ from kvviz.base.errors import first_line
 from kvviz.calc.arch import Architecture
 from kvviz.calc.dtypes import DType, kv_dtype
 from kvviz.serving.endpoint import Endpoint, EndpointError
-from kvviz.serving.kv_groups import NotModelled, chunked_hybrid, held_blocks, kv_groups
+from kvviz.serving.kv_groups import NotModelled, held_blocks, kv_groups
 from kvviz.serving.sse import transport_message
 
 # Each field of a Sample: the sample names that feed it, vLLM's first, then SGLang's.
@@ -139,14 +139,14 @@ async def fetch(client: httpx.AsyncClient, ep: Endpoint) -> list:
 @dataclass(frozen=True)
 class KvModel:
     """What the prediction needs: the served model's architecture, the cache's element type, the server's
-    block pool (blocks, tokens per block), and whether vLLM keeps chunked local layers in groups of their own
-    (kvviz.serving.kv_groups.chunked_hybrid)."""
+    block pool (blocks, tokens per block), and whether vLLM's hybrid KV-cache manager is on (None: as
+    kvviz.serving.kv_groups.hybrid_manager reads this process's environment)."""
 
     arch: Architecture
     dtype: DType
     block_size: int
     num_blocks: int
-    hybrid: bool = True
+    hybrid: bool | None = None
 
     def usage(self, lengths: list[int]) -> float | None:
         """Predicted fraction of the server's KV cache held by sequences of these lengths, None where vLLM's
@@ -178,7 +178,7 @@ class Watcher:
         self.cache = self.cache or cache_config(parsed)
         if self.kv is None and self.cache is not None and self.arch is not None:
             self.kv = KvModel(self.arch, self.dtype or kv_dtype("bf16"), self.cache.block_size,
-                              self.cache.num_blocks, hybrid=chunked_hybrid())
+                              self.cache.num_blocks)
 
     async def poll(self, client: httpx.AsyncClient, in_flight, stop: asyncio.Event,
                    first: asyncio.Event | None = None) -> None:

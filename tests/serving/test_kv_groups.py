@@ -17,9 +17,9 @@ from kvviz.serving.kv_groups import (
     CHUNKED_HYBRID_ENV,
     KvGroup,
     NotModelled,
-    chunked_hybrid,
     group_size,
     held_blocks,
+    hybrid_manager,
     kv_groups,
     logged_tokens,
     split,
@@ -129,8 +129,12 @@ def test_llama4_scouts_first_4_layers_give_the_figures_vllm_logged():
 
 
 def test_the_hybrid_manager_follows_vllms_environment_variable():
-    assert chunked_hybrid({}) and chunked_hybrid({CHUNKED_HYBRID_ENV: "1"})
-    assert not chunked_hybrid({CHUNKED_HYBRID_ENV: "0"})
+    """vLLM turns its hybrid manager off for a model with chunked local attention when the variable is 0, and
+    only then: Gemma 3 keeps its sliding groups whatever the variable says."""
+    scout, gemma = load_preset("llama-4-scout"), load_preset("gemma-3-1b")
+    assert hybrid_manager(scout, {}) and hybrid_manager(scout, {CHUNKED_HYBRID_ENV: "1"})
+    assert not hybrid_manager(scout, {CHUNKED_HYBRID_ENV: "0"})
+    assert hybrid_manager(gemma, {CHUNKED_HYBRID_ENV: "0"})
 
 
 def test_one_kind_of_layer_is_one_group_of_all():
