@@ -272,8 +272,9 @@ def _start(args: argparse.Namespace) -> None:
 
     folder = model_folder(args.model, dummy_weights=args.dummy_weights)
     with stop_signals():
-        server = start(_spec(folder, args), args.venv)
+        server = None
         try:
+            server = start(_spec(folder, args), args.venv)  # stops what it began if a signal cuts it short
             print(t("serving_cli.start.starting", args.lang, name=folder.name, log=server.log_path),
                   file=sys.stderr, flush=True)
             wait_ready(server)
@@ -285,7 +286,8 @@ def _start(args: argparse.Namespace) -> None:
         except KeyboardInterrupt:
             print(t("serving_cli.start.stopping", args.lang), file=sys.stderr, flush=True)
         finally:
-            stop(server)
+            if server is not None:
+                stop(server)
 
 
 def capacity_line(row, lang: str = "en") -> str:

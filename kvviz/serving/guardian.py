@@ -141,12 +141,14 @@ class Watch:
         self.signalled = signum
 
     def reason(self) -> str | None:
+        # The lifeline first: kvviz's stop closes it and sends SIGTERM at once, and a READY_BYTE written before
+        # must still count.
+        got = read_lifeline(self.lifeline_fd, POLL_S)
+        self.ready = self.ready or got == READY_BYTE
         if self.signalled is not None:
             return f"the guardian got {signal.Signals(self.signalled).name}"
-        got = read_lifeline(self.lifeline_fd, POLL_S)
         if got == b"":
             return "kvviz closed the lifeline (stopped, or ended)"
-        self.ready = self.ready or got == READY_BYTE
         if os.getppid() != self.parent:
             return "kvviz is gone (the guardian has a new parent)"
         if self.children is not None:

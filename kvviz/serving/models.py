@@ -119,6 +119,6 @@ def model_folder(spec: str, root: Path = TWINS, dummy_weights: bool = False) -> 
     if dummy_weights:
         return ModelFolder(dummy_folder(path, root), path.name, dummy=True)
     if not has_weights(path):
-        raise ValueError(f"{clip(spec)!r} has no weights (no *.safetensors, *.bin or *.pt file); ask for dummy "
+        raise ValueError(f"{clip(spec, 200)!r} has no weights (no *.safetensors, *.bin or *.pt file); ask for dummy "
                          "weights to serve its config with random ones (--dummy-weights)")
     return ModelFolder(path, path.name, dummy=False)

