@@ -66,7 +66,8 @@ class Kvviz:
             return procs if not loading or any(is_engine_core(p) for p in procs) else []
 
         what = "vLLM's engine core" if loading else "vLLM's server process"
-        return wait_for(found, LOADING_S if loading else APPEAR_S, lambda: f"{what} ({self.output()})")
+        return wait_for(found, LOADING_S if loading else APPEAR_S,
+                        lambda: f"{what}; kvviz's output: {self.output()!r}; its processes: {tagged(self.tag)}")
 
     def end(self, sig: int, timeout_s: float = 90) -> int:
         self.process.send_signal(sig)
