@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -91,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             any(os.environ.get(f"KVVIZ_{name.upper()}") for name in LIMIT_OPTIONS):
         print("note: hosted-mode limits were given but hosted mode is off, so they do not apply (add --hosted)",
               flush=True)
-    # A plain exit on SIGTERM runs the clean-up that stops the device worker process with the app.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    # A plain exit on SIGTERM or SIGHUP runs the clean-up that stops the device worker and vLLM with the app.
+    from kvviz.serving.local import exit_on_stop_signals
+
+    exit_on_stop_signals()
     demo.queue(default_concurrency_limit=1, max_size=policy.queue_max_size)
     from kvviz.ui.lang import I18N
 

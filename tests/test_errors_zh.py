@@ -28,9 +28,11 @@ from kvviz.engine.request import GenerationRequest
 from kvviz.i18n import errors
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import endpoint
+from kvviz.serving.models import model_folder
 from tests.helpers import REPO
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
+CONFIG_ONLY = REPO / "tests" / "serving" / "config-only"  # tiny's config.json alone: no weights
 HOSTED = HostPolicy(hosted=True)
 
 
@@ -97,6 +99,9 @@ REAL = [
     (lambda: base_url("http://u:p@x"), "端点 URL 不能包含 user:password@；请在 API key 一栏填写密钥"),
     (lambda: endpoint("http://x", " "), "模型名为空；请填服务器所提供的模型名（见其 /v1/models）"),
     (lambda: endpoint("http://x", "m", api="grpc"), "未知的 API 'grpc'；可选：completions, chat"),
+    (lambda: model_folder(str(CONFIG_ONLY)),
+     f"'{CONFIG_ONLY}' 没有权重（没有 *.safetensors、*.bin 或 *.pt 文件）；可要求使用虚拟权重，"
+     "按其配置以随机权重提供服务（--dummy-weights）"),
 ]
 
 

@@ -337,8 +337,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from kvviz.serving.vllm import Stopped
+
     args = parser().parse_args(argv)
-    PARTS[args.part](args, argv)
+    try:
+        PARTS[args.part](args, argv)
+    except Stopped as exc:  # SIGTERM or SIGHUP while the serving part ran vLLM: it is stopped
+        print(f"interrupted ({exc})", file=sys.stderr)
+        return 128 + exc.signum
     return 0
 
 

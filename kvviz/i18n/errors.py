@@ -297,6 +297,14 @@ TEMPLATES: list[tuple[str, str]] = [
     ("in {spec}, the layers after @ must be a whole number", "{spec} 中 @ 之后的层数须为整数"),
     ("{spec} is neither tiny, random:<preset> nor a model folder with a config.json",
      "{spec} 既不是 tiny、random:<preset>，也不是含 config.json 的模型文件夹"),
+    ("{spec} has no weights (no *.safetensors, *.bin or *.pt file); ask for dummy weights to serve its config with "
+     "random ones (--dummy-weights)",
+     "{spec} 没有权重（没有 *.safetensors、*.bin 或 *.pt 文件）；可要求使用虚拟权重，按其配置以随机权重提供服务"
+     "（--dummy-weights）"),
+    ("{folder} has no tokenizer, and its config.json names no vocab_size for a twin tokenizer: add a tokenizer to "
+     "serve it with dummy weights",
+     "{folder} 没有分词器，其 config.json 也没有写 vocab_size，无法生成孪生分词器：请加入分词器，"
+     "才能用虚拟权重提供服务"),
     ("no tokenizer in {source}", "{source} 中没有分词器"),
     ("no prompt file at {path}", "{path} 处没有提示词文件"),
     ("{name} holds no prompts", "{name} 中没有提示词"),

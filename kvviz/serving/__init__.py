@@ -5,9 +5,9 @@ endpoint (where the load goes, the key, the one error type), prompts (synthetic,
 from a file), load (what a load is), sse (one streamed request, read cheaply), record (what one request
 measured), loadgen (closed and open loops, bounded and cancellable), stats (a run's figures, as vLLM's
 benchmark defines them), sweep (one in flight up to saturation), metrics_reader (the server's /metrics,
-polled, beside kvviz's KV prediction), vllm (set up, start and stop vLLM), models (the folders it serves),
-capacity (vLLM's KV capacity against kvviz's), local (the one vLLM an app starts and stops), live (a load,
-sweep or prefix-cache experiment on a thread, followed while it runs), engine_load (the same closed loop on
-kvviz's own engine, one request at a time), cli (`python -m kvviz.serving`). Nothing here imports gradio or
-plotly.
+polled, beside kvviz's KV prediction), vllm (set up, start and stop vLLM), guardian (the process that
+stops vLLM when kvviz ends, however it ends), models (the folders it serves), capacity (vLLM's KV capacity
+against kvviz's), local (the one vLLM an app starts and stops), live (a load, sweep or prefix-cache
+experiment on a thread, followed while it runs), engine_load (the same closed loop on kvviz's own engine, one
+request at a time), cli (`python -m kvviz.serving`). Nothing here imports gradio or plotly.
 """

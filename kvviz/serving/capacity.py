@@ -122,14 +122,15 @@ def server_cache_config(base_url: str):
     return found
 
 
-def measure(model: str, kv_space_gib: int = 1, max_model_len: int = 1024, port: int | None = None) -> CapacityRow:
-    """Start vLLM for `model` (tiny, random:<preset>[@layers], a folder) with `kv_space_gib` of KV space on
-    `port` (default: a free one), read its capacity (metrics and log), stop it, and set kvviz's figures beside
-    it."""
+def measure(model: str, kv_space_gib: int = 1, max_model_len: int = 1024, port: int | None = None,
+            dummy_weights: bool = False) -> CapacityRow:
+    """Start vLLM for `model` (tiny, random:<preset>[@layers], a folder; with dummy_weights, random weights)
+    with `kv_space_gib` of KV space on `port` (default: a free one), read its capacity (metrics and log), stop
+    it, and set kvviz's figures beside it."""
     from kvviz.serving.models import model_folder
     from kvviz.serving.vllm import ServerSpec, free_port, running_vllm
 
-    folder = model_folder(model)
+    folder = model_folder(model, dummy_weights=dummy_weights)
     spec = ServerSpec(folder.path, folder.name, port=port or free_port(), max_model_len=max_model_len,
                       kv_space_gib=kv_space_gib, dummy=folder.dummy)
     with running_vllm(spec) as server:

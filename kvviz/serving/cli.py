@@ -26,7 +26,7 @@ from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
 from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
-from kvviz.serving.vllm import VENV, VllmError
+from kvviz.serving.vllm import VENV, Stopped, VllmError
 
 # The modules that send (httpx, prometheus_client) are imported by the commands that send, so that `setup`
 # runs on a bare Python, before kvviz's requirements are installed (as CI runs it).
@@ -52,6 +52,13 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per layer (GPU build)")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, help="pipeline stages (GPU build)")
     p.add_argument("--venv", type=Path, default=VENV, help=f"vLLM's environment (default {VENV.name}/)")
+    _dummy_arg(p)
+
+
+def _dummy_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dummy-weights", action="store_true", help="serve a model folder (or tiny) with random weights "
+                   "(vLLM's --load-format dummy): a folder with only a config.json (and, if it has none, kvviz's "
+                   "byte-level tokenizer) then serves; random:<preset> twins always do")
 
 
 def _load_args(p: argparse.ArgumentParser) -> None:
@@ -106,6 +113,7 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument("--kv-space-gib", type=int, default=1, help="KV-cache space, whole GiB (default 1)")
     cap.add_argument("--max-model-len", type=int, default=1024, help="context length (default 1024)")
     cap.add_argument("--port", type=int, default=None, help="vLLM's port (default: a free one)")
+    _dummy_arg(cap)
     cap.add_argument("--json", action="store_true", help="print one JSON object")
     for command in (setup, start, one, sw, cap):
         _lang_arg(command)
@@ -129,7 +137,7 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
     from kvviz.serving.models import model_folder
     from kvviz.serving.vllm import running_vllm
 
-    folder = model_folder(args.start)
+    folder = model_folder(args.start, dummy_weights=args.dummy_weights)
     spec = _spec(folder, args)
     print(t("serving_cli.vllm.starting", args.lang, name=spec.name, url=spec.base_url), file=sys.stderr)
     with running_vllm(spec, args.venv) as server:
@@ -258,26 +266,28 @@ def _setup(args: argparse.Namespace) -> None:
 
 
 def _start(args: argparse.Namespace) -> None:
-    """Serve until Ctrl-C or SIGTERM, then stop vLLM and everything it started."""
+    """Serve until Ctrl-C, SIGTERM or SIGHUP, then stop vLLM and everything it started."""
     from kvviz.serving.models import model_folder
-    from kvviz.serving.vllm import last_error_line, start, stop, wait_ready
+    from kvviz.serving.vllm import last_error_line, start, stop, stop_signals, wait_ready
 
-    folder = model_folder(args.model)
-    server = start(_spec(folder, args), args.venv)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    try:
-        print(t("serving_cli.start.starting", args.lang, name=folder.name, log=server.log_path), file=sys.stderr,
-              flush=True)
-        wait_ready(server)
-        print(t("serving_cli.start.serving", args.lang, name=folder.name, url=server.spec.base_url,
-                seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
-              flush=True)
-        code = server.process.wait()
-        raise VllmError(f"vLLM exited ({code}): {last_error_line(server.log())}")
-    except KeyboardInterrupt:
-        print(t("serving_cli.start.stopping", args.lang), file=sys.stderr)
-    finally:
-        stop(server)
+    folder = model_folder(args.model, dummy_weights=args.dummy_weights)
+    with stop_signals():
+        server = None
+        try:
+            server = start(_spec(folder, args), args.venv)  # stops what it began if a signal cuts it short
+            print(t("serving_cli.start.starting", args.lang, name=folder.name, log=server.log_path),
+                  file=sys.stderr, flush=True)
+            wait_ready(server)
+            print(t("serving_cli.start.serving", args.lang, name=folder.name, url=server.spec.base_url,
+                    seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
+                  flush=True)
+            code = server.process.wait()
+            raise VllmError(f"vLLM exited ({code}): {last_error_line(server.log())}")
+        except KeyboardInterrupt:
+            print(t("serving_cli.start.stopping", args.lang), file=sys.stderr, flush=True)
+        finally:
+            if server is not None:
+                stop(server)
 
 
 def _count(n: int | None) -> str:
@@ -325,7 +335,7 @@ def _capacity(args: argparse.Namespace) -> None:
 
     rows = []
     for model in args.models:
-        row = measure(model, args.kv_space_gib, args.max_model_len, args.port)
+        row = measure(model, args.kv_space_gib, args.max_model_len, args.port, args.dummy_weights)
         rows.append(row)
         if not args.json:
             print(capacity_line(row, args.lang), flush=True)
@@ -349,7 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, EndpointError, VllmError) as exc:
         print(t("serving_cli.error", lang, message=translate(first_line(exc), lang)), file=sys.stderr)
         return USAGE_ERROR
+    except Stopped as exc:  # SIGTERM or SIGHUP while vLLM ran: it is stopped
+        print(t("serving_cli.interrupted", lang), file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print(t("serving_cli.interrupted", lang), file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
     return 0

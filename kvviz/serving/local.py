@@ -3,13 +3,17 @@
 Starting vLLM takes about 35 s on a small CPU, so start() returns at once and a thread waits for the server;
 status() says where it stands (stopped, starting, ready, failed with the line that says why). Starting
 another model stops the one that runs; stop() and the process's exit end it with every process it started
-(kvviz.serving.vllm.stop). Knows one server's life; loads are loadgen's, and who may start what is the
-caller's policy.
+(kvviz.serving.vllm.stop): a normal exit and, through exit_on_stop_signals, SIGTERM and SIGHUP run the
+atexit hook that stops it, starting or ready; any other end of the process (SIGKILL, a crash) closes the
+lifeline of vLLM's guardian, which stops it then. Knows one server's life; loads are loadgen's, and who may
+start what is the caller's policy.
 """
 
 from __future__ import annotations
 
 import atexit
+import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -17,7 +21,18 @@ from pathlib import Path
 
 from kvviz.base.errors import first_line
 from kvviz.serving.endpoint import Endpoint, EndpointError
-from kvviz.serving.vllm import VENV, ServerSpec, VllmError, VllmServer, free_port, start, stop, vllm_python, wait_ready
+from kvviz.serving.vllm import (
+    STOP_SIGNALS,
+    VENV,
+    ServerSpec,
+    VllmError,
+    VllmServer,
+    free_port,
+    start,
+    stop,
+    vllm_python,
+    wait_ready,
+)
 
 STOPPED, STARTING, READY, FAILED = "stopped", "starting", "ready", "failed"
 
@@ -46,6 +61,14 @@ class EngineStatus:
         if self.state == FAILED:
             return f"vLLM failed to start for {self.model}: {self.message}"
         return "vLLM is not running: start it here, or point the tab at an endpoint"
+
+
+def exit_on_stop_signals() -> None:
+    """For the whole process (the app, whose vLLM is started from its handlers' threads): SIGTERM and SIGHUP
+    end it with sys.exit(0) in the main thread, so that its atexit hooks run (LocalEngine.stop, the device
+    worker's clean-up) as they do at a normal exit."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, frame: sys.exit(0))
 
 
 class LocalEngine:

@@ -5,11 +5,17 @@ from the package registry and converted on first use). A twin's folder holds the
 (optionally cut to its first N layers, same attention) and kvviz's byte-level twin tokenizer as large as the
 model's vocabulary (kvviz.engine.loading.twin_tokenizer), which is all vLLM's --load-format dummy needs to
 build random weights. Specs read as the rest of kvviz reads them: "tiny", "smollm2-135m-instruct",
-"random:<preset>", "random:<preset>@<layers>", or a folder path. Knows folders and presets, not servers.
+"random:<preset>", "random:<preset>@<layers>", or a folder path. A folder is served with its own weights (vLLM's
+default loader reads *.safetensors, *.bin or *.pt); asked for dummy weights (dummy_weights, the CLI's
+--dummy-weights), any of them is served with random ones, and a folder with a config but no tokenizer then
+gets a twin folder (its config and the twin tokenizer). A folder with no weights, not asked for dummy ones, is
+refused before vLLM starts, with the line that says they can be asked for. Knows folders and presets, not
+servers.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +27,8 @@ from kvviz.calc.presets import PRESET_DIR, preset_names
 from kvviz.serving.vllm import REPO
 
 TWINS = REPO / "results-tmp" / "twins"  # git-ignored; a twin folder is rebuilt in a second
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")  # what vLLM's default loader ("auto") takes from a folder
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")  # fast, sentencepiece, BPE vocabularies
 
 
 @dataclass(frozen=True)
@@ -35,8 +43,6 @@ class ModelFolder:
 def twin_folder(preset: str, layers: int | None = None, root: Path = TWINS) -> Path:
     """root/<preset>[-<layers>l]/ with the preset's config (first `layers` layers; a multimodal config's text
     part) and a twin tokenizer."""
-    from kvviz.engine.loading import twin_tokenizer
-
     if preset not in preset_names():
         raise ValueError(f"unknown preset {preset!r}; run 'python -m kvviz presets' to list them")
     raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
@@ -44,7 +50,13 @@ def twin_folder(preset: str, layers: int | None = None, root: Path = TWINS) -> P
     text = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     if layers is not None:
         _keep_layers(text, layers, preset)
-    folder = Path(root) / (preset if layers is None else f"{preset}-{layers}l")
+    return write_twin(Path(root) / (preset if layers is None else f"{preset}-{layers}l"), raw)
+
+
+def write_twin(folder: Path, raw: dict) -> Path:
+    """`folder` with the config `raw` and a byte-level twin tokenizer as large as its vocabulary."""
+    from kvviz.engine.loading import twin_tokenizer
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(raw, indent=2), encoding="utf-8")
     if not (folder / "tokenizer.json").is_file():
@@ -64,9 +76,32 @@ def _keep_layers(text: dict, layers: int, preset: str) -> None:
             text[listed] = text[listed][:layers]
 
 
-def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:
+def has_weights(folder: Path) -> bool:
+    """Whether vLLM's default loader finds weights in `folder` (a *.safetensors, *.bin or *.pt file)."""
+    return any(any(Path(folder).glob(pattern)) for pattern in WEIGHT_PATTERNS)
+
+
+def has_tokenizer(folder: Path) -> bool:
+    return any((Path(folder) / name).is_file() for name in TOKENIZER_FILES)
+
+
+def dummy_folder(path: Path, root: Path = TWINS) -> Path:
+    """The folder to serve `path` from with dummy weights: itself when it has a tokenizer, else a twin folder
+    (its config.json, the twin tokenizer) under root, named for the folder and a hash of where it is."""
+    if has_tokenizer(path):
+        return path
+    raw, _ = load_config_dict(path)
+    if raw.get("vocab_size") is None:
+        raise ValueError(f"{clip(str(path))} has no tokenizer, and its config.json names no vocab_size for a "
+                         "twin tokenizer: add a tokenizer to serve it with dummy weights")
+    where = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    return write_twin(Path(root) / f"folder-{path.name}-{where}", raw)
+
+
+def model_folder(spec: str, root: Path = TWINS, dummy_weights: bool = False) -> ModelFolder:
     """The folder for a model spec: a model kvviz knows by name (tiny; smollm2-135m-instruct, fetched and
-    converted on first use), random:<preset>[@<layers>], or a local folder (ValueError if none)."""
+    converted on first use), random:<preset>[@<layers>], or a local folder (ValueError if none, or if it has no
+    weights and dummy_weights is not asked for). dummy_weights: serve it with random weights."""
     from kvviz.engine.loading import LoadError, named_folder
 
     spec = str(spec).strip()
@@ -75,7 +110,7 @@ def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:
     except LoadError as exc:
         raise ValueError(first_line(exc)) from None
     if named is not None:
-        return ModelFolder(Path(named), spec, dummy=False)
+        return ModelFolder(Path(named), spec, dummy=dummy_weights)
     if spec.startswith("random:"):
         preset, _, layers = spec[len("random:"):].partition("@")
         if layers and not layers.isdigit():
@@ -89,4 +124,10 @@ def model_folder(spec: str, root: Path = TWINS) -> ModelFolder:
         folder = False
     if not folder:
         raise ValueError(f"{clip(spec)!r} is neither tiny, random:<preset> nor a model folder with a config.json")
-    return ModelFolder(path.resolve(), path.name, dummy=False)
+    path = path.resolve()
+    if dummy_weights:
+        return ModelFolder(dummy_folder(path, root), path.name, dummy=True)
+    if not has_weights(path):
+        raise ValueError(f"{clip(spec, 200)!r} has no weights (no *.safetensors, *.bin or *.pt file); ask for dummy "
+                         "weights to serve its config with random ones (--dummy-weights)")
+    return ModelFolder(path, path.name, dummy=False)

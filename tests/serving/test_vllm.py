@@ -143,11 +143,13 @@ def test_the_sweep_command_on_vllm(server):
 
 
 def test_stop_leaves_nothing_running(server):
-    """Stopping ends the server and every process it started (the engine core, its workers); the port closes.
-    (Runs last: the module's server is stopped here.)"""
-    pgid = server.process.pid
+    """Stopping ends the server and every process it started (the engine core, its workers) and its guardian;
+    the port closes. (Runs last: the module's server is stopped here.)"""
+    pgid = server.pid  # vLLM's server leads its own process group
+    assert os.getpgid(pgid) == pgid
     stop(server)
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, 0)
+    assert server.process.returncode is not None, "the guardian has exited"
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.spec.base_url + "/health", timeout=2)
