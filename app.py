@@ -94,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     # A plain exit on SIGTERM runs the clean-up that stops the device worker process with the app.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     demo.queue(default_concurrency_limit=1, max_size=policy.queue_max_size)
+    from kvviz.ui.app import PAGE_CSS
     from kvviz.ui.lang import I18N
 
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share, i18n=I18N)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, i18n=I18N, css=PAGE_CSS)
     return 0
 
 

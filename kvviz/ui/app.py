@@ -30,6 +30,12 @@ from kvviz.ui.tabs.lesson import LessonTargets, lesson_tab
 from kvviz.ui.tabs.lifecycle import lifecycle_tab
 from kvviz.ui.tabs.serving import serving_tab
 
+# Tables in the page's Markdown wrap between words, never inside one (the metrics table's headers broke as
+# "que ue" and "prefil l" in a narrow column), and scroll sideways when they cannot fit.
+PAGE_CSS = """
+.prose table { display: block; overflow-x: auto; }
+.prose th, .prose td { word-break: normal; overflow-wrap: normal; hyphens: none; }
+"""
 TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.history",
         "tab.lesson"]
 
