@@ -54,12 +54,12 @@ def metrics_markdown(record: RunRecord, lang: str = "en") -> str:
         lines.append(t("metrics.prefill_decode", lang, prompt_tokens=s.prompt_tokens, prefill=ms(s.prefill_s),
                        prefill_rate=s.prefill_tokens_per_s, tpot=ms(s.tpot_s), decode_rate=s.decode_tokens_per_s,
                        ratio=s.prefill_tokens_per_s / s.decode_tokens_per_s))
-    if record.load_s is not None:
-        lines += ["", load_line(record.load_s, lang)]  # a paragraph of its own: the wait TTFT leaves out
     if record.cpu_threads:
         lines.append(t("metrics.threads", lang, threads=record.cpu_threads))
     if record.random_weights:
         lines.append(t("metrics.random", lang))
+    if record.load_s is not None:
+        lines += ["", load_line(record.load_s, lang)]  # a paragraph of its own, last: the wait TTFT leaves out
     return "\n".join(lines)
 
 
