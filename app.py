@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
 
     exit_on_stop_signals()
     demo.queue(default_concurrency_limit=1, max_size=policy.queue_max_size)
+    from kvviz.ui.app import PAGE_CSS
     from kvviz.ui.lang import I18N
 
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share, i18n=I18N)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, i18n=I18N, css=PAGE_CSS)
     return 0
 
 

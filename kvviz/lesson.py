@@ -4,8 +4,8 @@ QUESTIONS holds the questions in the lesson's order, its Chinese and an English 
 a session's history (kvviz.ui.present.RunHistory: one row per run, and each single run's per-token frame)
 into six short answers in zh or en: the last single run's life cycle (Q1), its prefill against its decode
 (Q2), the KV formula with a model's numbers (Q3), the cache's measured bytes per step (Q4), TTFT, TPOT and
-throughput across the batch or serving levels run (Q5), the last run's TTFT by cause (Q6). Where nothing
-is measured yet, the answer says what to run. Pure: no gradio, no torch, no model.
+throughput across the levels of the latest serving load, batch sweep or batches (Q5), the last run's TTFT by
+cause (Q6). Where nothing is measured yet, the answer says what to run. Pure: no gradio, no torch, no model.
 """
 
 from __future__ import annotations
@@ -116,28 +116,61 @@ class Level:
     tpot_s: float | None
 
 
-def levels(history: History) -> list[Level]:
-    """The levels measured: a serving run's (its concurrency) if any, else each batch's (its size) and the last
-    single run (one in flight); the last of each level, by requests in flight."""
+LEVEL_KINDS = ("serving", "sweep", "batch")  # the history's rows that measure more than one request in flight
+
+
+def levels(history: History, lang: str = "en") -> list[Level]:
+    """The levels of the most recent measurement of several in flight, by requests in flight: a serving load's
+    levels (its concurrency), else the last batch sweep's (each B), else each batch's beside the last single run
+    (one in flight). A batch counts the rows that decoded (made a second token), not the rows it started."""
+    newest = next((r["kind"] for r in reversed(history.rows) if r.get("kind") in LEVEL_KINDS), None)
+    if newest == "serving":
+        return serving_levels(history)
+    if newest == "sweep":
+        return sweep_levels(history)
+    return batch_levels(history, lang) if newest == "batch" else []
+
+
+def serving_levels(history: History) -> list[Level]:
+    """Each serving load's level, the last at each concurrency."""
+    found = {r["concurrency"]: Level(r["label"], r["concurrency"], r["output_tokens_per_s"], r.get("ttft_p50_s"),
+                                     r.get("tpot_p50_s"))
+             for r in history.rows if r.get("kind") == "serving" and r.get("output_tokens_per_s")}
+    return [found[k] for k in sorted(found)]
+
+
+def sweep_levels(history: History) -> list[Level]:
+    """The last batch sweep's levels: every sequence of each B decodes (the sweep ignores EOS)."""
+    rows = [r for r in history.rows if r.get("kind") == "sweep"]
+    last = [r for r in rows if r["sweep"] == rows[-1]["sweep"]]
+    return sorted((Level(r["label"], r["batch_size"], r["batch_tokens_per_s"], r["ttft_s"], r["decode_step_median_s"])
+                   for r in last), key=lambda v: v.in_flight)
+
+
+def batch_levels(history: History, lang: str = "en") -> list[Level]:
+    """Each batch's level, in flight = its rows that decoded (a row that stopped at its first token shared no decode
+    pass), the last batch at each level; and the last single run as one in flight."""
+    batches: dict[int, list[dict]] = {}
+    for r in history.rows:
+        if r.get("kind") == "batch" and r.get("batch_tokens_per_s"):
+            batches.setdefault(r["batch"], []).append(r)
     found: dict[int, Level] = {}
-    serving = [r for r in history.rows if r.get("kind") == "serving" and r.get("output_tokens_per_s")]
-    for r in serving:
-        found[r["concurrency"]] = Level(r["label"], r["concurrency"], r["output_tokens_per_s"], r.get("ttft_p50_s"),
-                                        r.get("tpot_p50_s"))
-    if not serving:
-        for r in history.rows:
-            if r.get("kind") == "batch" and r.get("batch_tokens_per_s"):
-                found[r["batch_size"]] = Level(r["label"].rsplit(" row", 1)[0], r["batch_size"],
-                                               r["batch_tokens_per_s"], r.get("ttft_s"), r.get("decode_step_median_s"))
-        single = last_run(history)
-        if found and single is not None and 1 not in found and single.get("tokens_per_s"):
-            found[1] = Level(str(single["run"]), 1, single["tokens_per_s"], single["ttft_s"], single["tpot_s"])
+    for rows in batches.values():
+        decoded = sum(1 for r in rows if r["new_tokens"] >= 2)
+        if decoded:
+            first = rows[0]
+            label = t("lesson.a5.batch", lang, batch=first["batch"], rows=len(rows), decoded=decoded)
+            found[decoded] = Level(label, decoded, first["batch_tokens_per_s"], first.get("ttft_s"),
+                                   first.get("decode_step_median_s"))
+    single = last_run(history)
+    if found and single is not None and 1 not in found and single.get("tokens_per_s"):
+        found[1] = Level(str(single["run"]), 1, single["tokens_per_s"], single["ttft_s"], single["tpot_s"])
     return [found[k] for k in sorted(found)]
 
 
 def throughput_answer(history: History, lang: str = "en") -> str:
     """Q5: TTFT, TPOT and tokens/s at each level measured, and what more in flight traded."""
-    measured = levels(history)
+    measured = levels(history, lang)
     if not measured:
         return t("lesson.a5.none", lang)
     rows = "\n".join(t("lesson.a5.row", lang, label=v.label, in_flight=v.in_flight, rate=f"{v.tokens_per_s:,.1f}",

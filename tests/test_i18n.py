@@ -106,3 +106,42 @@ def test_every_number_format_scheme_reads_in_chinese():
 def test_asked_lang(argv, environ, lang):
     """Both CLIs read the language from the command line before parsing it, else from the locale."""
     assert asked_lang(argv, environ) == lang
+
+
+# Texts that never reach the page's Markdown or HTML: the CLIs' go to a terminal (their `{name:<22}` aligns).
+TERMINAL_ONLY = ("cli.", "serving_cli.")
+PLOTLY_TAG = "<extra></extra>"  # plotly's own hover-template tag, which plotly reads and removes
+
+
+def html_tags(text: str) -> list[str]:
+    """The raw HTML a CommonMark parser finds in a text (its fields filled with a plain word): what the page's
+    Markdown would hand the browser as a tag, and its sanitizer then drops with the words inside it."""
+    body = re.sub(r"\{[^{}]*\}", "X", text.replace(PLOTLY_TAG, ""))
+    found = []
+    for block in MarkdownIt("commonmark").parse(body):
+        found += [block.content] if block.type == "html_block" else []
+        found += [child.content for child in block.children or () if child.type == "html_inline"]
+    return found
+
+
+def test_html_tags_finds_what_a_browser_would_swallow():
+    """The check itself: the lesson's old `random:<preset>` is a tag to CommonMark; a comparison `a < b` is not."""
+    assert html_tags("Choose a model (tiny, random:<preset>) to see its numbers.") == ["<preset>"]
+    assert html_tags("TPOT < 50 ms and x <= 3") == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_page_text_opens_an_html_tag(lang):
+    """No text the page shows holds an angle-bracket word: the page's Markdown would take `<preset>` for a tag
+    and cut the sentence there (the lesson's question 3 once ended "…without downloading (tiny, random:")."""
+    tagged = {key: html_tags(text) for key, text in CATALOG[lang].items()
+              if not key.startswith(TERMINAL_ONLY) and html_tags(text)}
+    assert not tagged, f"texts with HTML tags in them: {tagged}"
+
+
+def test_chinese_questions_use_full_width_punctuation():
+    """The lesson's Chinese questions punctuate as Chinese does: ？ and ， (full width), not ? and , (ASCII)."""
+    from kvviz.lesson import QUESTIONS
+
+    half = {q.number: q.zh for q in QUESTIONS if re.search(r"[?,]", q.zh)}
+    assert not half, f"half-width ? or , in the Chinese questions: {half}"

@@ -15,7 +15,8 @@ RUN = {"run": 3, "model": "tiny", "mode": "cached", "finish": "eos", "prompt": "
        "prefill_tokens_per_s": 1052.631579, "e2e_s": 0.09, "decode_tokens_per_s": 250.0}
 FRAME = pd.DataFrame({"run": [3, 3, 3], "seq_len": [20, 21, 30], "kv_bytes": [20 * 4096, 21 * 4096, 30 * 4096]})
 BATCH = [{"kind": "batch", "label": f"batch 1 row {i}", "batch": 1, "batch_size": 4, "row": i, "ttft_s": 0.08,
-          "tokens_per_s": 100.0, "decode_step_median_s": 0.005, "batch_tokens_per_s": 800.0} for i in range(4)]
+          "new_tokens": 32, "tokens_per_s": 100.0, "decode_step_median_s": 0.005, "batch_tokens_per_s": 800.0}
+         for i in range(4)]
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def test_questions_are_the_lessons_six_in_order():
     """The six questions, the lesson's Chinese word for word, each with an English translation."""
     assert [q.number for q in QUESTIONS] == [1, 2, 3, 4, 5, 6]
     assert QUESTIONS[0].zh == "1. 用自己的话画出一次 LLM 请求从 HTTP 进入到 streaming 返回的生命周期。"
-    assert QUESTIONS[5].zh == "6. 如果一个服务首 token 很慢但后续 token 很快,你会优先检查哪些环节?"
+    assert QUESTIONS[5].zh == "6. 如果一个服务首 token 很慢但后续 token 很快，你会优先检查哪些环节？"
     assert QUESTIONS[2].en == "3. Write the KV Cache memory formula and explain what each variable means."
 
 
@@ -66,7 +67,7 @@ def test_no_measurement_says_what_to_press():
     a1, a2, a3, a4, a5, _ = answers(History(), "en")
     assert a1 == a2 == a4 == ("Nothing measured yet: press **Show me**, then **Generate**, then **Answer with my "
                               "measurements** again.")
-    assert "32 GiB" in a3 and "run the Serving tab's sweep (**Show me**)" in a5
+    assert "32 GiB" in a3 and "run the Batch tab's sweep (**Show me**)" in a5
     assert answers(History(), "zh")[0] == "还没有测量：点 **带我去看**，再点生成，然后再点一次 **用我的测量回答**。"
 
 
@@ -75,7 +76,7 @@ def test_throughput_trade_off_from_a_batch_and_a_single_run():
     history = History((RUN, *BATCH), {3: FRAME})
     assert [(v.in_flight, v.tokens_per_s) for v in levels(history)] == [(1, 122.222222), (4, 800.0)]
     a5 = answers(history, "en")[4]
-    assert "| batch 1 | 4 | 800.0 | 80.00 ms | 5.00 ms |" in a5
+    assert "| batch 1 (4 rows, 4 decoded) | 4 | 800.0 | 80.00 ms | 5.00 ms |" in a5
     assert "From 1 to 4 in flight: throughput × 6.55, TPOT × 1.25." in a5
     assert "并发从 1 到 4：吞吐 × 6.55，TPOT × 1.25。" in answers(history, "zh")[4]
 
@@ -87,3 +88,33 @@ def test_serving_sweep_rows_come_first():
     a5 = answers(History((RUN, *BATCH, *rows)), "en")[4]
     assert "| sweep c=2 | 2 | 200.0 | 100.00 ms | 20.00 ms |" in a5
     assert "From 1 to 4 in flight: throughput × 4.00, TPOT × 4.00." in a5
+
+
+def test_a_batch_counts_the_rows_that_decoded():
+    """A batch of 4 whose two rows ended at their first token (an instruct model's end of turn) had 2 in flight
+    while it decoded, not 4: the table and the trade-off say 2."""
+    rows = tuple(dict(r, new_tokens=n) for r, n in zip(BATCH, (1, 40, 1, 25), strict=True))
+    history = History((RUN, *rows), {3: FRAME})
+    assert [v.in_flight for v in levels(history)] == [1, 2]
+    a5 = answers(history, "en")[4]
+    assert "| batch 1 (4 rows, 2 decoded) | 2 | 800.0 |" in a5 and "From 1 to 2 in flight" in a5
+    assert "| 批次 1（4 行，2 行进入解码） | 2 |" in answers(history, "zh")[4]
+
+
+def sweep_rows(sweep: int, rate: float) -> tuple[dict, ...]:
+    """A batch sweep's history rows (kvviz.ui.present.sweep_history_rows' keys) at B = 1, 2, 4."""
+    return tuple({"kind": "sweep", "label": f"sweep {sweep} B={b}", "sweep": sweep, "batch_size": b,
+                  "ttft_s": 0.01 * b, "decode_step_median_s": 0.02, "batch_tokens_per_s": rate * b} for b in (1, 2, 4))
+
+
+def test_the_most_recent_measurement_answers():
+    """A batch sweep run after a batch is what question 5 reads (its last sweep, each B); a batch run after the sweep
+    takes over again; serving rows older than both do not count."""
+    serving = ({"kind": "serving", "label": "c=8", "concurrency": 8, "output_tokens_per_s": 999.0},)
+    history = History((*serving, RUN, *BATCH, *sweep_rows(1, 10.0), *sweep_rows(2, 50.0)), {3: FRAME})
+    assert [(v.in_flight, v.tokens_per_s) for v in levels(history)] == [(1, 50.0), (2, 100.0), (4, 200.0)]
+    a5 = answers(history, "en")[4]
+    assert "| sweep 2 B=4 | 4 | 200.0 | 40.00 ms | 20.00 ms |" in a5
+    assert "From 1 to 4 in flight: throughput × 4.00, TPOT × 1.00." in a5
+    later = History((*history.rows, *(dict(r, batch=2) for r in BATCH)), {3: FRAME})
+    assert [(v.in_flight, v.tokens_per_s) for v in levels(later)] == [(1, 122.222222), (4, 800.0)]

@@ -17,7 +17,11 @@ EN = {
     "tab.history": "History",
     "tab.lesson": "Lesson",
     "common.model.hosted": "model (what this hosted demo offers)",
-    "common.model.local": "model (SmolLM2-135M-Instruct, bundled tiny, random:<preset> twins, a hub id, a folder)",
+    "common.model.local": "model (SmolLM2-135M-Instruct, bundled tiny, random twins such as random:gpt2, a hub id, "
+                          "a folder)",
+    "common.model.note": "SmolLM2-135M-Instruct (135 million parameters) makes every step of inference visible on "
+                         "a CPU. It writes fluent English but knows little: its answers are output to measure, not "
+                         "facts.",
     "common.max_new_tokens": "max new tokens",
     "hosting.note": "Hosted demo limits: models {models}, random twins under {twins} parameters{hub}; at most {new} "
                     "new tokens and {prompt} prompt tokens; {seconds} s per request; at most {queue} {requests} "
@@ -41,8 +45,10 @@ ZH = {
     "tab.history": "历史记录",
     "tab.lesson": "课程",
     "common.model.hosted": "模型（本托管演示提供的）",
-    "common.model.local": "模型（SmolLM2-135M-Instruct、自带的 tiny、random:<预设> 随机权重孪生模型、"
+    "common.model.local": "模型（SmolLM2-135M-Instruct、自带的 tiny、random:gpt2 这类随机权重孪生模型、"
                           "hub id 或本地文件夹）",
+    "common.model.note": "SmolLM2-135M-Instruct（1.35 亿参数）让推理的每一步都能在 CPU 上看清。它能写通顺的英文，"
+                         "但所知甚少（中文更弱）：它的回答是被测量的输出，不是事实。",
     "common.max_new_tokens": "最大新 token 数",
     "hosting.note": "托管演示的限制：模型 {models}，random 孪生模型参数少于 {twins}{hub}；最多 {new} 个新 token、"
                     "{prompt} 个提示词 token；每个请求 {seconds} 秒；最多 {queue} 个{requests}排队。服务负载：最多 "

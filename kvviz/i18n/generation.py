@@ -38,7 +38,10 @@ more requests raises throughput but lengthens each one's TPOT; a long prompt len
     "metrics.failed": "**{reason}**: {error}",
     "metrics.header": "| TTFT | TPOT | tokens/s | decode tokens/s | ITL p50 / p90 / p99 | queue | prefill | "
                       "bandwidth |",
-    "metrics.bandwidth": "{achieved:,.2f} GB/s, {share:.0%} of {bound:,.1f}",
+    "metrics.bandwidth": "{achieved:,.2f} GB/s, {share:.0%} of {bound:,.1f} GB/s",
+    "metrics.load": "**Model load: {load}** before this request (a model loads on its first run and is kept for "
+                    "the next). TTFT excludes it: the request's clock starts when the loaded model takes it.",
+    "metrics.kept": "Model already loaded ({load} to get it ready): nothing waited for a load.",
     "metrics.run": "run {run_id}: {model} on {device} in {dtype}, {mode}; {prompt_tokens} prompt tokens, "
                    "{new_tokens} new, finished by {finish}.",
     "metrics.prefill_decode": "Prefill read {prompt_tokens} prompt tokens in {prefill} ({prefill_rate:,.0f} tokens/s); "
@@ -128,7 +131,10 @@ ZH = {
     "metrics.running": "运行中…",
     "metrics.failed": "**{reason}**：{error}",
     "metrics.header": "| TTFT | TPOT | tokens/s | 解码 tokens/s | ITL p50 / p90 / p99 | 排队 | 预填充 | 带宽 |",
-    "metrics.bandwidth": "{achieved:,.2f} GB/s，为上限 {bound:,.1f} 的 {share:.0%}",
+    "metrics.bandwidth": "{achieved:,.2f} GB/s，为上限 {bound:,.1f} GB/s 的 {share:.0%}",
+    "metrics.load": "**模型加载：{load}**，在本次请求之前（模型在第一次运行时加载，之后保留复用）。TTFT "
+                    "不含加载：请求的计时从已加载的模型接手它时开始。",
+    "metrics.kept": "模型已经加载（准备用了 {load}）：没有等待加载。",
     "metrics.run": "运行 {run_id}：{model}，设备 {device}，精度 {dtype}，{mode}模式；提示词 {prompt_tokens} 个 token，"
                    "新生成 {new_tokens} 个，结束原因 {finish}。",
     "metrics.prefill_decode": "预填充用 {prefill} 读完 {prompt_tokens} 个提示词 token（{prefill_rate:,.0f} tokens/s）；"

@@ -12,12 +12,12 @@ EN = {
     "lesson.open": "Show me",
     "lesson.q1": "1. In your own words, draw the life cycle of one LLM request, from arriving over HTTP to streaming "
                  "its tokens back.",
-    "lesson.q2": "2. How do prefill and decode differ in input shape, attention computation and performance "
+    "lesson.q2": "2. How do prefill and decode differ in input shape， attention computation and performance "
                  "bottleneck?",
     "lesson.q3": "3. Write the KV Cache memory formula and explain what each variable means.",
-    "lesson.q4": "4. Why does the KV Cache grow linearly with batch, seq_len and layers?",
-    "lesson.q5": "5. What do TTFT, TPOT and throughput each measure? What trade-offs are common between them?",
-    "lesson.q6": "6. If a service's first token is slow but later tokens are fast, what would you check first?",
+    "lesson.q4": "4. Why does the KV Cache grow linearly with batch, seq_len and layers？",
+    "lesson.q5": "5. What do TTFT， TPOT and throughput each measure？ What trade-offs are common between them？",
+    "lesson.q6": "6. If a service's first token is slow but later tokens are fast, what would you check first？",
     "lesson.pending": "*Press **Answer with my measurements**.*",
     "lesson.script.title": "## The lesson's script\nThe lesson's own loop (prefill the whole prompt, then feed only "
                            "the last token with past_key_values, greedy, stop at EOS), run on the chosen model, beside "
@@ -66,7 +66,8 @@ EN = {
                          "GQA); head_dim: each head's width; bytes_per_elem: 2 in bf16/fp16, 4 in fp32.\n\n"
                          "The lesson's example (32 layers, 32 KV heads, head_dim 128, bf16): 16 × 4096 × 32 × 2 × 32 "
                          "× 128 × 2 bytes = 32 GiB, before the weights. Choose a model kvviz knows without "
-                         "downloading (tiny, random:<preset>) to see its own numbers.",
+                         "downloading (tiny, or random: and a calculator preset, such as random:llama-2-7b) to see its "
+                         "own numbers.",
     "lesson.a4": "Run {run} measured the cache at every step: {first_bytes:,} bytes after {first_len} tokens, "
                  "{last_bytes:,} bytes after {last_len}. That is {per_token:,} bytes per token at the first step and "
                  "{last_per_token:,} at the last: {linear}. Each token adds one K and one V vector per layer per KV "
@@ -83,11 +84,12 @@ EN = {
     "lesson.a5.tradeoff": "From {low} to {high} in flight: throughput × {rate_ratio}, TPOT × {tpot_ratio}. More "
                           "requests share each decode step, so the machine makes more tokens per second while each "
                           "request's tokens come slower; prefills of new requests also delay the others.",
-    "lesson.a5.one": "Only one level measured: run the Serving tab's sweep (**Show me**) to see the trade-off.",
+    "lesson.a5.one": "Only one level measured: run the Batch tab's sweep (**Show me**) to see the trade-off.",
     "lesson.a5.none": "TTFT: how long a user waits for the first token. TPOT: the time between later tokens. "
                       "Throughput: tokens per second the whole system makes. Nothing batched measured yet: run the "
-                      "Serving tab's sweep (**Show me**) or a batch on the Batch tab.",
+                      "Batch tab's sweep (**Show me**), a batch, or a load on the Serving tab.",
     "lesson.a5.what": "run",
+    "lesson.a5.batch": "batch {batch} ({rows} rows, {decoded} decoded)",
     "lesson.a6": "Run {run}: TTFT {ttft} = queue {queue} + tokenization {tokenize} + prefill {prefill} "
                  "({prompt_tokens} prompt tokens). The largest part: **{largest}**.\n\nCheck first: the queue "
                  "(requests waiting for the device or a batch slot: more replicas, admit prefills sooner, cap the "
@@ -104,11 +106,11 @@ ZH = {
     "lesson.refresh": "用我的测量回答",
     "lesson.open": "带我去看",
     "lesson.q1": "1. 用自己的话画出一次 LLM 请求从 HTTP 进入到 streaming 返回的生命周期。",
-    "lesson.q2": "2. prefill 和 decode 在输入形态、attention 计算、性能瓶颈上有什么不同?",
-    "lesson.q3": "3. 写出 KV Cache 显存估算公式,解释每个变量的含义。",
-    "lesson.q4": "4. 为什么 KV Cache 会随 batch、seq_len 和 layers 线性增长?",
-    "lesson.q5": "5. TTFT、TPOT、throughput 分别衡量什么?它们之间有哪些常见权衡?",
-    "lesson.q6": "6. 如果一个服务首 token 很慢但后续 token 很快,你会优先检查哪些环节?",
+    "lesson.q2": "2. prefill 和 decode 在输入形态、attention 计算、性能瓶颈上有什么不同？",
+    "lesson.q3": "3. 写出 KV Cache 显存估算公式，解释每个变量的含义。",
+    "lesson.q4": "4. 为什么 KV Cache 会随 batch、seq_len 和 layers 线性增长？",
+    "lesson.q5": "5. TTFT、TPOT、throughput 分别衡量什么？它们之间有哪些常见权衡？",
+    "lesson.q6": "6. 如果一个服务首 token 很慢但后续 token 很快，你会优先检查哪些环节？",
     "lesson.pending": "*点 **用我的测量回答**。*",
     "lesson.script.title": "## 课程里的脚本\n课程自己的循环（先预填充整段 prompt，之后只喂最后一个 token 并传回 "
                            "past_key_values，贪心解码，遇到 EOS 停止），在所选模型上运行，旁边是 kvviz 引擎在同一 "
@@ -154,8 +156,8 @@ ZH = {
                          "各存一份；2：K 和 V 各一份；kv_heads：key/value 注意力头数（GQA 时少于 query 头）；"
                          "head_dim：每个头的维度；bytes_per_elem：bf16/fp16 为 2，fp32 为 4。\n\n"
                          "课程的例子（32 层，32 个 KV 头，head_dim 128，bf16）：16 × 4096 × 32 × 2 × 32 × 128 × 2 "
-                         "字节 = 32 GiB，还没算模型权重。选一个 kvviz 无需下载就认识的模型（tiny、random:<preset>），"
-                         "即可看到它自己的数字。",
+                         "字节 = 32 GiB，还没算模型权重。选一个 kvviz 无需下载就认识的模型（tiny，或 random: 加一个"
+                         "计算器预设，如 random:llama-2-7b），即可看到它自己的数字。",
     "lesson.a4": "运行 {run} 在每一步都测量了缓存：{first_len} 个 token 后为 {first_bytes:,} 字节，{last_len} 个 "
                  "token 后为 {last_bytes:,} 字节。即第一步每 token {per_token:,} 字节，最后一步每 token "
                  "{last_per_token:,} 字节：{linear}。每个 token 在每层、每个 KV 头各加一个 K 和一个 V 向量，"
@@ -169,11 +171,12 @@ ZH = {
     "lesson.a5.row": "| {label} | {in_flight} | {rate} | {ttft} | {tpot} |",
     "lesson.a5.tradeoff": "并发从 {low} 到 {high}：吞吐 × {rate_ratio}，TPOT × {tpot_ratio}。更多请求共享每一步解码，"
                           "机器每秒生成的 token 更多，而每个请求的 token 来得更慢；新请求的预填充也会拖慢其他请求。",
-    "lesson.a5.one": "只测了一个并发水平：运行服务（Serving）页的扫描（**带我去看**）即可看到这种权衡。",
+    "lesson.a5.one": "只测了一个并发水平：运行批处理（Batch）页的扫描（**带我去看**）即可看到这种权衡。",
     "lesson.a5.none": "TTFT：用户等到第一个 token 要多久。TPOT：之后 token 之间的间隔。吞吐（throughput）：整个系统"
-                      "每秒生成的 token 数。还没有批量测量：运行服务（Serving）页的扫描（**带我去看**），"
-                      "或在批处理（Batch）页运行一个 batch。",
+                      "每秒生成的 token 数。还没有批量测量：运行批处理（Batch）页的扫描（**带我去看**）、"
+                      "一个 batch，或服务（Serving）页的一次负载。",
     "lesson.a5.what": "运行",
+    "lesson.a5.batch": "批次 {batch}（{rows} 行，{decoded} 行进入解码）",
     "lesson.a6": "运行 {run}：TTFT {ttft} = 排队 {queue} + 分词 {tokenize} + 预填充 {prefill}（{prompt_tokens} 个 "
                  "prompt token）。最大的一项：**{largest}**。\n\n优先检查：排队（请求在等设备或 batch 的空位："
                  "加副本、让预填充更早被接纳、限制批大小）；然后是 prompt 长度与预填充（前缀缓存、分块预填充、"

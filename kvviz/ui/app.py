@@ -30,6 +30,12 @@ from kvviz.ui.tabs.lesson import LessonTargets, lesson_tab
 from kvviz.ui.tabs.lifecycle import lifecycle_tab
 from kvviz.ui.tabs.serving import serving_tab
 
+# Tables in the page's Markdown wrap between words, never inside one (the metrics table's headers broke as
+# "que ue" and "prefil l" in a narrow column), and scroll sideways when they cannot fit.
+PAGE_CSS = """
+.prose table { display: block; overflow-x: auto; }
+.prose th, .prose td { word-break: normal; overflow-wrap: normal; hyphens: none; }
+"""
 TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.history",
         "tab.lesson"]
 
@@ -78,8 +84,8 @@ def draw_finished_batch(history: RunHistory, last: dict | None, lang: str = "en"
             plot(batch_run_figures.batch_ttft_parts(result.summary, lang)), history, history.table(lang))
 
 
-def add_serving_runs(history: RunHistory, last: dict | None):
-    """The step after a serving job: each of its runs becomes a row of the history (and its CSV)."""
+def add_rows(history: RunHistory, last: dict | None):
+    """The step after a serving job or a batch sweep: each of its runs becomes a row of the history (and its CSV)."""
     if not last:
         return gr.skip(), gr.skip()
     for row in last["rows"]:
@@ -147,8 +153,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             tabs.append(tab)
             with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
                 lesson_tab(default_model, policy, runs, lang, LessonTargets(
-                    tab_set, "generation", "compare", "calculator", "serving", generation.prompt,
-                    calculator.preset, calculator.batch, calculator.seq_len, serving.kind))
+                    tab_set, "generation", "compare", "calculator", "batch", generation.prompt, calculator.control))
             tabs.append(tab)
 
         generation.generated.then(
@@ -159,7 +164,9 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
                           [lifecycle.timeline, lifecycle.ttft, runs, history.table], api_visibility="private",
                           concurrency_limit=None)
         for event, published in serving.published:
-            event.success(add_serving_runs, [runs, published], [runs, history.table], api_visibility="private",
+            event.success(add_rows, [runs, published], [runs, history.table], api_visibility="private",
                           concurrency_limit=None)
+        batch.swept.success(add_rows, [runs, batch.last_sweep], [runs, history.table], api_visibility="private",
+                            concurrency_limit=None)
         wire_language(demo, lang, tabs, note, calculator, policy)
     return demo

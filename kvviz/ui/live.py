@@ -43,6 +43,7 @@ class RunRecord:
     finish: Finished | None = None
     random_weights: bool = False
     cpu_threads: int | None = None
+    load_s: float | None = None  # getting the model ready before the request's clock started (worker's Loaded)
 
     def add(self, event: Event) -> None:
         if isinstance(event, TokenEvent):
@@ -76,7 +77,8 @@ class RunRecord:
         """One line of the history table: the lesson's keys and the rest of the summary."""
         s = self.summary
         row = {"run": self.run_id, "model": self.model, "mode": self.mode,
-               "finish": self.finish.reason if self.finish else "running", "prompt": self.prompt[:60]}
+               "finish": self.finish.reason if self.finish else "running", "prompt": self.prompt[:60],
+               "load_s": None if self.load_s is None else round(self.load_s, 6)}
         if s is not None:
             row |= {k: round(v, 6) if isinstance(v, float) else v for k, v in s.as_dict().items()
                     if k not in ("model", "mode", "itl_s", "finish_reason", "bandwidth_source")}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from kvviz.base.units import fmt_ms
+from kvviz.base.units import fmt_ms, fmt_seconds
 from kvviz.engine.batch import BatchResult
 from kvviz.engine.compare import Comparison
 from kvviz.engine.request import mode_label
@@ -58,7 +58,17 @@ def metrics_markdown(record: RunRecord, lang: str = "en") -> str:
         lines.append(t("metrics.threads", lang, threads=record.cpu_threads))
     if record.random_weights:
         lines.append(t("metrics.random", lang))
+    if record.load_s is not None:
+        lines += ["", load_line(record.load_s, lang)]  # a paragraph of its own, last: the wait TTFT leaves out
     return "\n".join(lines)
+
+
+LOAD_SHOWN_S = 0.5  # a model kept in the worker is ready in milliseconds; anything longer was a load
+
+
+def load_line(load_s: float, lang: str = "en") -> str:
+    """What getting the model ready cost before the request, apart from its TTFT: a load, or a model kept."""
+    return t("metrics.load" if load_s >= LOAD_SHOWN_S else "metrics.kept", lang, load=fmt_seconds(load_s))
 
 
 def final_metrics(record: RunRecord, time_limit_s: float | None, lang: str = "en") -> str:
@@ -71,7 +81,8 @@ def final_metrics(record: RunRecord, time_limit_s: float | None, lang: str = "en
 
 def run_details(record: RunRecord, stopped_by_time_limit: bool) -> dict:
     """The run as the page's JSON box and the /generate API's last value show it (the lesson's keys first)."""
-    details = {"lesson": record.summary.lesson(), "summary": record.summary.as_dict(), "text": record.text}
+    details = {"lesson": record.summary.lesson(), "summary": record.summary.as_dict(), "load_s": record.load_s,
+               "text": record.text}
     if stopped_by_time_limit:
         details["stopped_by"] = "time_limit"
     return details
@@ -204,6 +215,7 @@ def run_ids(picked: object) -> list[int]:
 
 
 _BATCH_IDS = itertools.count(1)
+_SWEEP_IDS = itertools.count(1)
 
 
 def batch_markdown(result: BatchResult, loaded: Loaded | None, lang: str = "en") -> str:
@@ -243,3 +255,14 @@ def batch_history_rows(result: BatchResult, lang: str = "en") -> list[dict]:
              "tokens_per_s": round(r.new_tokens / r.end_s, 6) if r.end_s else None,
              "decode_step_median_s": s.decode_step_median_s, "batch_tokens_per_s": round(s.tokens_per_s, 6)}
             for r in result.rows]
+
+
+def sweep_history_rows(frame: pd.DataFrame, lang: str = "en") -> list[dict]:
+    """The history's rows for a batch sweep (kvviz.engine.batch_sweep's frame): one per B, with the figures the
+    lesson's question 5 reads (B in flight, the batch's tokens/s, TTFT, the decode pass); the label in lang."""
+    sweep = next(_SWEEP_IDS)
+    return [{"kind": "sweep", "label": t("batch.sweep.history.label", lang, sweep=sweep, batch=int(r.batch)),
+             "model": r.model, "mode": "cached", "sweep": sweep, "batch_size": int(r.batch),
+             "prompt_tokens": int(r.prompt_tokens), "new_tokens": int(r.new_tokens), "ttft_s": round(r.ttft_s, 6),
+             "decode_step_median_s": round(r.step_s, 6), "batch_tokens_per_s": round(r.tokens_per_s_total, 6)}
+            for r in frame.itertuples()]

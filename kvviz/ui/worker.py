@@ -134,6 +134,7 @@ class Loaded:
     device: str
     dtype: str
     cpu_threads: int | None  # torch threads the worker runs this model with on a CPU
+    load_s: float = 0.0  # wall time of getting the model ready (loading, choosing threads); ~0 when it was kept
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +288,7 @@ def _load(job: Job, send, threads: dict[tuple, int], cores: int):
 
     from kvviz.engine.loading import load_model
 
+    started = time.perf_counter()  # the load happens before the request's own clock starts (its t0)
     lm = load_model(job.spec, local_folders=not job.hosted, safetensors_only=job.hosted,
                     progress=lambda f, m: send(Progress(job_id=job.job_id, fraction=f, message=m)))
     n = None
@@ -298,7 +300,7 @@ def _load(job: Job, send, threads: dict[tuple, int], cores: int):
         n = threads[key]
         torch.set_num_threads(n)
     send(Loaded(job_id=job.job_id, spec=lm.spec, random_weights=lm.random_weights, tokenizer_note=lm.tokenizer_note,
-                device=str(lm.device), dtype=lm.dtype_name, cpu_threads=n))
+                device=str(lm.device), dtype=lm.dtype_name, cpu_threads=n, load_s=time.perf_counter() - started))
     return lm
 
 

@@ -30,7 +30,7 @@ PARAMETERS = {
                "per_level", "slo_ttft", "slo_tpot", "lang"],  # python -m kvviz.serving run / sweep
     "/stop_serving": [],
     "/serve_on_engine": ["model", "lang"],  # the last load again on kvviz's engine
-    "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos", "lang"],
+    "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos", "chat_template", "lang"],
     "/batch_sweep": ["model", "prompt_tokens", "new_tokens", "max_batch", "lang"],  # python -m kvviz batch
     "/lesson_script": ["model", "prompt", "max_new_tokens", "lang"],  # the lesson's script beside kvviz's run
 }

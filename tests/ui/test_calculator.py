@@ -152,3 +152,25 @@ def test_configs_kvviz_cannot_answer_are_one_clear_message(config, message, tmp_
     path.write_text(json.dumps(config))
     with pytest.raises(ValueError, match=message):
         calculate(**ARGS | {"config": str(path)})
+
+
+def test_the_lessons_example_sets_every_input_its_figure_depends_on():
+    """The Lesson's question 3 sets the calculator to 16 × 4096 × 32 layers × 2 × 32 KV heads × 128 × 2 bytes =
+    32 GiB (worked by hand), from any position of the controls: every input it leaves alone (the accelerator,
+    mem_util, block size) leaves the KV bytes as they are, and each input it sets does move them."""
+    from kvviz.ui.calculator import INPUT_DEFAULTS
+    from kvviz.ui.tabs.calculator import INPUT_NAMES
+    from kvviz.ui.tabs.lesson import LESSON_EXAMPLE
+
+    def kv_bytes(**inputs) -> int:
+        return calculate(**(INPUT_DEFAULTS | LESSON_EXAMPLE | inputs)).details["kv_cache_bytes"]
+
+    assert set(LESSON_EXAMPLE) <= set(INPUT_NAMES) and preset_dims("llama-2-7b") == (32, 32, 128)
+    assert kv_bytes() == 16 * 4096 * 32 * 2 * 32 * 128 * 2 == 32 * 2**30
+    others = {"gpu": "a100-80gb-sxm", "mem_util": 0.5, "block_size": 256}
+    assert set(INPUT_NAMES) - set(LESSON_EXAMPLE) - {"lang"} == set(others)
+    assert all(kv_bytes(**{name: value}) == 32 * 2**30 for name, value in others.items())
+    # The preset acts through the sliders it sets (and the name shown); tp, pp and dp split the figure per GPU.
+    moved = {"batch": 8, "seq_len": 2048, "layers": 16, "kv_heads": 8, "head_dim": 64, "kv_dtype": "fp8"}
+    assert all(kv_bytes(**{name: value}) != 32 * 2**30 for name, value in moved.items()), \
+        "an input the example sets does not change the figure: the example would not need it"

@@ -54,7 +54,8 @@ def finished_record(run_id: int = 7, cpu_threads: int | None = 2, random_weights
 METRICS = """\
 | TTFT | TPOT | tokens/s | decode tokens/s | ITL p50 / p90 / p99 | queue | prefill | bandwidth |
 |---|---|---|---|---|---|---|---|
-| 50.00 ms | 10.00 ms | 55.6 | 100.0 | 10.00 ms / 12.00 ms / 15.00 ms | 1.00 ms | 40.00 ms | 2.00 GB/s, 25% of 8.0 |
+| 50.00 ms | 10.00 ms | 55.6 | 100.0 | 10.00 ms / 12.00 ms / 15.00 ms | 1.00 ms | 40.00 ms | \
+2.00 GB/s, 25% of 8.0 GB/s |
 
 run 7: tiny on cpu in fp32, cached; 10 prompt tokens, 5 new, finished by max_new_tokens.
 Prefill read 10 prompt tokens in 40.00 ms (250 tokens/s); decode then made one token every 10.00 ms \
@@ -234,3 +235,34 @@ def test_the_text_the_sessions_and_the_worker_need_no_gradio():
            "if m.split('.')[0] in ('gradio', 'gradio_client')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"imported: {out.stdout.strip()}"
+
+
+@pytest.mark.parametrize("load_s,lang,expected", [
+    (23.4, "en", "**Model load: 23.400 s** before this request"),
+    (23.4, "zh", "**模型加载：23.400 s**，在本次请求之前"),
+    (0.0002, "en", "Model already loaded (200.000 µs to get it ready): nothing waited for a load."),
+])
+def test_the_model_load_is_told_apart_from_ttft(load_s, lang, expected):
+    """A run's metrics say what loading the model cost before the request, in a paragraph of their own, and that
+    TTFT leaves it out; a model already kept says so."""
+    from dataclasses import replace as changed
+
+    record = changed(RunRecord(model="tiny", mode="cached", prompt="p"), load_s=load_s)
+    record.summary = summary()
+    text = metrics_markdown(record, lang)
+    assert f"\n\n{expected}" in text
+    if load_s > 1:
+        assert ("TTFT excludes it" if lang == "en" else "TTFT 不含加载") in text
+
+
+def test_a_sweep_becomes_history_rows():
+    """Each B of a batch sweep is one history row with what the lesson's question 5 reads: B, the batch's tokens/s
+    (B / step), TTFT and the decode pass."""
+    from kvviz.ui.present import sweep_history_rows
+
+    frame = pd.DataFrame({"model": ["tiny"] * 2, "batch": [1, 4], "prompt_tokens": [32, 32], "new_tokens": [16, 16],
+                          "ttft_s": [0.01, 0.02], "step_s": [0.005, 0.008], "tokens_per_s_total": [200.0, 500.0]})
+    rows = sweep_history_rows(frame)
+    assert [(r["kind"], r["batch_size"], r["batch_tokens_per_s"], r["decode_step_median_s"]) for r in rows] == \
+        [("sweep", 1, 200.0, 0.005), ("sweep", 4, 500.0, 0.008)]
+    assert rows[0]["sweep"] == rows[1]["sweep"] and rows[1]["label"] == f"sweep {rows[0]['sweep']} B=4"

@@ -24,7 +24,7 @@ def test_metrics_in_chinese():
     """The table's header, the run's line and the prefill/decode explanation, with the run's own numbers."""
     lines = final_metrics(finished_record(), None, "zh").splitlines()
     assert lines[0] == "| TTFT | TPOT | tokens/s | 解码 tokens/s | ITL p50 / p90 / p99 | 排队 | 预填充 | 带宽 |"
-    assert lines[2].endswith("| 40.00 ms | 2.00 GB/s，为上限 8.0 的 25% |")
+    assert lines[2].endswith("| 40.00 ms | 2.00 GB/s，为上限 8.0 GB/s 的 25% |")
     assert lines[4] == ("运行 7：tiny，设备 cpu，精度 fp32，有缓存模式；提示词 10 个 token，新生成 5 个，"
                         "结束原因 max_new_tokens。")
     assert lines[5].startswith("预填充用 40.00 ms 读完 10 个提示词 token（250 tokens/s）；之后解码每 10.00 ms 生成一个 "

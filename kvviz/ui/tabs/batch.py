@@ -22,9 +22,9 @@ from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 from kvviz.ui import batch_figures, batch_run_figures, batch_text
 from kvviz.ui.lang import L
-from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
+from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows, sweep_history_rows
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import DEVICE, EXAMPLE_PROMPTS, max_new_slider, model_picker, no_answer, plot, refusal
+from kvviz.ui.tabs.common import CHAT_EXAMPLES, DEVICE, max_new_slider, model_picker, no_answer, plot, refusal
 from kvviz.ui.worker import Batched, Done, Failed, Loaded, Progress, SweepAsk, Swept, Tick, WorkerJob, start_batch_job
 
 POLL_S = 0.25
@@ -35,6 +35,8 @@ MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.batch.M
 class BatchTab:
     ran: gr.events.Dependency  # Run batch; build_app draws the batch on the life-cycle tab and in the history
     last: gr.State  # the session's last batch: {"result": BatchResult, "rows": history rows}
+    swept: gr.events.Dependency  # Run the sweep; build_app adds its rows to the history
+    last_sweep: gr.State  # the session's last sweep: {"rows": history rows, one per B}
 
 
 def batch_prompts(prompts: object, batch_size: object, limit: int, lang: str = "en") -> tuple[str, ...]:
@@ -75,15 +77,18 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
     """One batch (rows, passes, cache, life cycle) and the batch sweep (measured beside predicted)."""
     gr.Markdown(L("batch.intro"))
     top = min(MAX_BATCH, policy.max_concurrency) if policy.hosted else MAX_BATCH
-    last = gr.State(None)
+    last, last_sweep = gr.State(None), gr.State(None)
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             model = model_picker(policy, default_model, elem_id="batch-model")
-            prompts = gr.Textbox("\n".join(EXAMPLE_PROMPTS), lines=5, label=L("batch.prompts"), elem_id="batch-prompts")
+            prompts = gr.Textbox("\n".join(CHAT_EXAMPLES), lines=5, label=L("batch.prompts"), elem_id="batch-prompts")
             size = gr.Slider(1, top, value=min(4, top), step=1, label=L("batch.size"), elem_id="batch-size")
             max_new = max_new_slider(policy, 512, elem_id="batch-max-new")
             use_cache = gr.Checkbox(True, label=L("batch.use_cache"))
             ignore_eos = gr.Checkbox(False, label=L("batch.ignore_eos"))
+            # On, as on the live-generation tab: an instruct model answers a raw prompt with an end of turn at once;
+            # the engine applies the template only where the tokenizer has one (tiny has none).
+            chat_template = gr.Checkbox(True, label=L("batch.chat_template"), elem_id="batch-chat-template")
             go = gr.Button(L("batch.run"), variant="primary", elem_id="batch-run")
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="batch-summary")
@@ -92,7 +97,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                 steps = gr.Plot(show_label=False, elem_id="batch-steps")
                 kv = gr.Plot(show_label=False, elem_id="batch-kv")
             life = gr.Plot(show_label=False, elem_id="batch-lifecycle")
-    gr.Markdown(L("batch.sweep.heading"))
+    gr.Markdown(L("batch.sweep.heading"), elem_id="batch-sweep")
     with gr.Row():
         sweep_prompt = gr.Slider(1, 512, value=32, step=1, label=L("batch.sweep.prompt_tokens"),
                                  elem_id="sweep-prompt-tokens")
@@ -121,8 +126,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         job.abandon()  # a cancelled call, a closed tab, the app shutting down: free the device
         sessions.end(session_id(request), job)
 
-    def run(model, prompts, batch_size, max_new_tokens, use_cache, ignore_eos, lang="en", request: gr.Request = None,
-            progress=gr.Progress()):
+    def run(model, prompts, batch_size, max_new_tokens, use_cache, ignore_eos, chat_template=True, lang="en",
+            request: gr.Request = None, progress=gr.Progress()):
         """Decode the prompts together; the headline, one row per sequence, the passes, the cache, the life cycle,
         all in lang."""
         try:
@@ -130,7 +135,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                 policy.check_request(whole_number(max_new_tokens, t("batch.field.max_new_tokens", lang), 1, 10**6))
             req = BatchRequest(batch_prompts(prompts, batch_size, top, lang), max_new_tokens,
                                use_cache=flag(use_cache, t("batch.field.use_cache", lang)),
-                               ignore_eos=flag(ignore_eos, t("batch.field.ignore_eos", lang)))
+                               ignore_eos=flag(ignore_eos, t("batch.field.ignore_eos", lang)),
+                               chat_template=flag(chat_template, t("batch.field.chat_template", lang)))
         except ValueError as exc:
             raise refusal(exc, lang) from None
         job = start(model, req, request, lang)
@@ -161,7 +167,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
             raise refusal(exc, lang) from None
         job = start(model, ask, request, lang)
         try:
-            got, _, failure = yield from follow(job, progress, Swept, (gr.skip(),) * 5, lang)
+            got, _, failure = yield from follow(job, progress, Swept, (gr.skip(),) * 6, lang)
         finally:
             finish(job, request)
         if got is None:
@@ -169,12 +175,13 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         frame = got.frame
         yield (batch_text.sweep_markdown(frame, lang), plot(batch_figures.step_time(frame, lang)),
                plot(batch_figures.throughput(frame, lang)), plot(batch_figures.prefill_time(frame, lang)),
-               plot(batch_figures.kv_bytes(frame, lang)))
+               plot(batch_figures.kv_bytes(frame, lang)), {"rows": sweep_history_rows(frame, lang)})
 
-    ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos, lang],
+    ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos, chat_template, lang],
                    [summary, rows, steps, kv, life, last],
                    api_name="batch", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
-    sweep_go.click(sweep, [model, sweep_prompt, sweep_new, sweep_top, lang],
-                   [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot], api_name="batch_sweep",
-                   concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
-    return BatchTab(ran, last)
+    swept = sweep_go.click(sweep, [model, sweep_prompt, sweep_new, sweep_top, lang],
+                           [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot, last_sweep],
+                           api_name="batch_sweep",
+                           concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+    return BatchTab(ran, last, swept, last_sweep)

@@ -24,24 +24,20 @@ from kvviz.ui.tabs.common import plot, refusal
 D = INPUT_DEFAULTS
 
 
+# The calculator's inputs in their order (the /kv_memory endpoint's parameters, as the CLI names them).
+INPUT_NAMES = ("preset", "config", "batch", "seq_len", "layers", "kv_heads", "head_dim", "kv_dtype", "gpu", "mem_util",
+               "block_size", "tp", "pp", "dp", "lang")
+
+
 @dataclass(frozen=True)
 class CalculatorTab:
     inputs: list[gr.components.Component]
     outputs: list[gr.components.Component]
     answer: object  # the /kv_memory handler, which the page's first load runs too
 
-    # The controls another tab sets (the Lesson tab's questions 3 and 4), by their place in `inputs`.
-    @property
-    def preset(self) -> gr.components.Component:
-        return self.inputs[0]
-
-    @property
-    def batch(self) -> gr.components.Component:
-        return self.inputs[2]
-
-    @property
-    def seq_len(self) -> gr.components.Component:
-        return self.inputs[3]
+    def control(self, name: str) -> gr.components.Component:
+        """The control of input `name` (INPUT_NAMES), which another tab may set (the Lesson's questions 3 and 4)."""
+        return self.inputs[INPUT_NAMES.index(name)]
 
 
 def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
@@ -56,12 +52,13 @@ def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
                                 placeholder="Qwen/Qwen2.5-0.5B-Instruct" if policy.hosted else
                                 L("calc.config.placeholder"))
             batch = gr.Slider(1, 512, value=D["batch"], step=1, label=L("calc.batch"), elem_id="calc-batch")
-            seq_len = gr.Slider(1, 262_144, value=D["seq_len"], step=1, label=L("calc.seq_len"))
-            layers = gr.Slider(1, 128, value=D["layers"], step=1, label=L("calc.layers"))
+            seq_len = gr.Slider(1, 262_144, value=D["seq_len"], step=1, label=L("calc.seq_len"), elem_id="calc-seq-len")
+            layers = gr.Slider(1, 128, value=D["layers"], step=1, label=L("calc.layers"), elem_id="calc-layers")
             kv_heads = gr.Slider(1, 128, value=D["kv_heads"], step=1, label=L("calc.kv_heads"),
                                  elem_id="calc-kv-heads")
             head_dim = gr.Slider(1, 512, value=D["head_dim"], step=1, label=L("calc.head_dim"))
-            kv_dtype = gr.Dropdown(list(KV_DTYPES), value=D["kv_dtype"], label=L("calc.kv_dtype"))
+            kv_dtype = gr.Dropdown(list(KV_DTYPES), value=D["kv_dtype"], label=L("calc.kv_dtype"),
+                                   elem_id="calc-kv-dtype")
             gpu = gr.Dropdown([(a.name, k) for k, a in ACCELERATORS.items()] + [(L("calc.cpu"), "cpu")],
                               value=D["gpu"], label=L("calc.accelerator"))
             mem_util = gr.Slider(0.05, 1.0, value=D["mem_util"], step=0.01, label=L("calc.mem_util"))

@@ -74,7 +74,7 @@ def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
     with gr.Row():
         model = model_picker(policy, default_model, scale=2)
         # A long answer: a clear curve.
-        prompt = gr.Textbox(label=L("generation.prompt"), value=EXAMPLE_PROMPTS[2], scale=3)
+        prompt = gr.Textbox(label=L("generation.prompt"), value=EXAMPLE_PROMPTS[0], scale=3)
         max_new_tokens = max_new_slider(policy, 512, scale=2)
         static = gr.Checkbox(False, label=L("compare.static"), elem_id="compare-static", scale=1)
         go = gr.Button(L("compare.go"), variant="primary", elem_id="compare-btn", scale=1)

@@ -62,7 +62,7 @@ def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable,
                 progress(message.fraction, desc=translate(message.message, lang))
             case Loaded():
                 record.model, record.random_weights = message.spec, message.random_weights
-                record.cpu_threads = message.cpu_threads
+                record.cpu_threads, record.load_s = message.cpu_threads, message.load_s
             case Tokens():
                 for event in message.events:
                     record.add(event)

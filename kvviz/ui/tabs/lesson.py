@@ -1,10 +1,11 @@
 """The Lesson tab: the lesson's six questions as a guided path through the app, and the lesson's own script.
 
 Each question has a button that opens the view that shows it, already set to make the point (the Live
-generation tab with a long prompt, the Cached vs uncached tab, the calculator at the lesson's batch 16 ×
-seq_len 4096, the Serving tab's sweep). "Answer with my measurements" fills every answer from the session's
-history (kvviz.lesson, in the page's language). The script section runs the lesson's loop and kvviz's on the
-device worker (JobKind.LESSON) and shows the script's dict beside kvviz's metrics for the same request.
+generation tab with a long prompt, the Cached vs uncached tab, the calculator at the lesson's example with every
+control its figure depends on, the Batch tab's sweep), and scrolls to where the answer shows. "Answer with my
+measurements" fills every answer from the session's history (kvviz.lesson, in the page's language). The script
+section runs the lesson's loop and kvviz's on the device worker (JobKind.LESSON) and shows the script's dict beside
+kvviz's metrics for the same request.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from dataclasses import dataclass
 import gradio as gr
 
 from kvviz.engine.hosting import HostPolicy
-from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, LESSON_PROMPT, known_architecture
+from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, known_architecture
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 from kvviz.lesson import QUESTIONS, answers
-from kvviz.serving.live import SWEEP
 from kvviz.ui.lang import L
 from kvviz.ui.present import RunHistory
 from kvviz.ui.tabs.common import DEVICE, build_request, max_new_slider, model_picker, no_answer, start
@@ -34,7 +34,25 @@ LONG_PROMPT = ("During training we care about one batch's forward pass, backward
                "time. The two differ in the shape of their computation, their bottleneck and how to optimise them. "
                "With that in mind, explain in three sentences what the KV cache stores and why it makes decode "
                "faster.")
-LESSON_EXAMPLE = {"preset": "llama-2-7b", "batch": 16, "seq_len": 4096}  # 32 layers, 32 KV heads, head_dim 128
+# The lesson's worked example on the calculator, with every control its 32 GiB depends on: the config box empty (it
+# wins over the preset), the preset's own depth and heads (sliders moved earlier stay otherwise), bf16 (fp8 halves
+# it), one GPU (tp, pp and dp split the figure). The accelerator, mem_util and block_size change what fits, not it.
+# The script's prompt on the page: raw text (the script applies no chat template), so an opening SmolLM2-135M-Instruct
+# continues well (three tips in 64 tokens), not the lesson's Chinese question, which it answers with a loop.
+SCRIPT_PROMPT = "Three tips for writing clear code:"
+LESSON_EXAMPLE = {"preset": "llama-2-7b", "config": "", "batch": 16, "seq_len": 4096, "layers": 32, "kv_heads": 32,
+                  "head_dim": 128, "kv_dtype": "bf16", "tp": 1, "pp": 1, "dp": 1}
+# Where each question's view shows its answer: the element "Show me" scrolls to once its tab is open.
+ANSWER_AT = {1: "gen-prompt", 2: "compare-btn", 3: "calc-summary", 4: "calc-summary", 5: "batch-sweep",
+             6: "gen-prompt"}
+
+
+def scroll_js(elem_id: str) -> str:
+    """Browser code that scrolls element `elem_id` to the top of the window as soon as its tab has drawn it (a
+    newly selected tab keeps the page's scroll position, which would leave the visitor mid-page)."""
+    return ("() => { let tries = 0; const go = () => { const el = document.getElementById('" + elem_id + "'); "
+            "if (el && el.offsetParent !== null) { el.scrollIntoView({block: 'start'}); } "
+            "else if (tries++ < 60) { setTimeout(go, 50); } }; go(); }")
 
 
 @dataclass(frozen=True)
@@ -45,29 +63,24 @@ class LessonTargets:
     generation_id: str
     compare_id: str
     calculator_id: str
-    serving_id: str
+    batch_id: str
     gen_prompt: gr.Textbox | None
-    calc_preset: gr.components.Component
-    calc_batch: gr.components.Component
-    calc_seq_len: gr.components.Component
-    serving_kind: gr.Radio | None
+    calculator: Callable[[str], gr.components.Component]  # a calculator control by its input name
 
 
 def opener(targets: LessonTargets, question: int) -> tuple[Callable, list]:
     """The handler and outputs of question `question`'s button: the view selected, its controls set."""
     gen = [targets.gen_prompt] if targets.gen_prompt is not None else []
-    kind = [targets.serving_kind] if targets.serving_kind is not None else []
     if question in (1, 6):
         return (lambda: (gr.Tabs(selected=targets.generation_id), *[gr.update(value=LONG_PROMPT)] * len(gen)),
                 [targets.tabs, *gen])
     if question == 2:
         return lambda: gr.Tabs(selected=targets.compare_id), [targets.tabs]
     if question in (3, 4):
-        return (lambda: (gr.Tabs(selected=targets.calculator_id), gr.update(value=LESSON_EXAMPLE["preset"]),
-                         gr.update(value=LESSON_EXAMPLE["batch"]), gr.update(value=LESSON_EXAMPLE["seq_len"])),
-                [targets.tabs, targets.calc_preset, targets.calc_batch, targets.calc_seq_len])
-    return (lambda: (gr.Tabs(selected=targets.serving_id), *[gr.update(value=SWEEP)] * len(kind)),
-            [targets.tabs, *kind])
+        return (lambda: (gr.Tabs(selected=targets.calculator_id),
+                         *[gr.update(value=value) for value in LESSON_EXAMPLE.values()]),
+                [targets.tabs, *[targets.calculator(name) for name in LESSON_EXAMPLE]])
+    return lambda: gr.Tabs(selected=targets.batch_id), [targets.tabs]
 
 
 def script_verdict(result: dict, lang: str) -> str:
@@ -92,12 +105,13 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
                 go = gr.Button(L("lesson.open"), size="sm", scale=0, min_width=120, elem_id=f"lesson-open-{q.number}")
             shown.append(gr.Markdown(L("lesson.pending"), elem_id=f"lesson-answer-{q.number}"))
         fn, outputs = opener(targets, q.number)
-        go.click(fn, None, outputs, api_visibility="private", queue=False)
+        go.click(fn, None, outputs, api_visibility="private", queue=False).then(
+            None, js=scroll_js(ANSWER_AT[q.number]), api_visibility="private", queue=False)
 
     gr.Markdown(L("lesson.script.title"))
     with gr.Row():
         model = model_picker(policy, default_model, scale=2, elem_id="lesson-model")
-        prompt = gr.Textbox(LESSON_PROMPT, label=L("lesson.script.prompt"), scale=3, elem_id="lesson-prompt")
+        prompt = gr.Textbox(SCRIPT_PROMPT, label=L("lesson.script.prompt"), scale=3, elem_id="lesson-prompt")
         max_new_tokens = max_new_slider(policy, 1024, LESSON_MAX_NEW_TOKENS, "lesson.script.max_new", scale=2)
         run = gr.Button(L("lesson.script.run"), variant="primary", scale=1, elem_id="lesson-run")
     verdict = gr.Markdown(elem_id="lesson-verdict")
@@ -109,7 +123,7 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
         """The six answers from the session's runs, in `lang`; Q3 with the chosen model's numbers."""
         return tuple(answers(history, lang, known_architecture(model)))
 
-    def lesson_script(model, prompt=LESSON_PROMPT, max_new_tokens=LESSON_MAX_NEW_TOKENS, lang="en",
+    def lesson_script(model, prompt=SCRIPT_PROMPT, max_new_tokens=LESSON_MAX_NEW_TOKENS, lang="en",
                       progress=gr.Progress()):
         """The lesson's script on `model` (prefill, then the last token with past_key_values, greedy, EOS), then
         kvviz's loop on the same raw prompt: whether they agree, the script's dict, kvviz's metrics."""
