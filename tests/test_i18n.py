@@ -145,3 +145,12 @@ def test_chinese_questions_use_full_width_punctuation():
 
     half = {q.number: q.zh for q in QUESTIONS if re.search(r"[?,]", q.zh)}
     assert not half, f"half-width ? or , in the Chinese questions: {half}"
+
+
+def test_english_questions_use_ascii_punctuation():
+    """The lesson's English questions punctuate as English does: ? and , (ASCII), not the full-width ？ and ，
+    (the fix for the Chinese questions once reached the English ones: "input shape， attention")."""
+    from kvviz.lesson import QUESTIONS
+
+    full = {q.number: q.en for q in QUESTIONS if re.search(r"[？，]", q.en)}
+    assert not full, f"full-width ？ or ， in the English questions: {full}"

@@ -12,12 +12,12 @@ EN = {
     "lesson.open": "Show me",
     "lesson.q1": "1. In your own words, draw the life cycle of one LLM request, from arriving over HTTP to streaming "
                  "its tokens back.",
-    "lesson.q2": "2. How do prefill and decode differ in input shape， attention computation and performance "
+    "lesson.q2": "2. How do prefill and decode differ in input shape, attention computation and performance "
                  "bottleneck?",
     "lesson.q3": "3. Write the KV Cache memory formula and explain what each variable means.",
-    "lesson.q4": "4. Why does the KV Cache grow linearly with batch, seq_len and layers？",
-    "lesson.q5": "5. What do TTFT， TPOT and throughput each measure？ What trade-offs are common between them？",
-    "lesson.q6": "6. If a service's first token is slow but later tokens are fast, what would you check first？",
+    "lesson.q4": "4. Why does the KV Cache grow linearly with batch, seq_len and layers?",
+    "lesson.q5": "5. What do TTFT, TPOT and throughput each measure? What trade-offs are common between them?",
+    "lesson.q6": "6. If a service's first token is slow but later tokens are fast, what would you check first?",
     "lesson.pending": "*Press **Answer with my measurements**.*",
     "lesson.script.title": "## The lesson's script\nThe lesson's own loop (prefill the whole prompt, then feed only "
                            "the last token with past_key_values, greedy, stop at EOS), run on the chosen model, beside "
