@@ -31,6 +31,7 @@ from kvviz.engine.loop import run_to_end
 from kvviz.engine.metrics import RunSummary
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.steps import cache_kwarg
+from kvviz.engine.streaming import whole_text
 
 LESSON_PROMPT = "用三句话解释 LLM 推理中的 KV Cache。"
 LESSON_MAX_NEW_TOKENS = 64
@@ -116,7 +117,8 @@ def lesson_script(lm: LoadedModel, prompt: str, max_new_tokens: int = LESSON_MAX
         "tpot_s": (elapsed - first_token_time) / max(new_tokens - 1, 1),
         "tokens_per_s": new_tokens / elapsed,
     }
-    text = tokenizer.decode(generated[0], skip_special_tokens=True)
+    # The script's decode(generated[0]); a run cut at max_new_tokens inside a character ends in U+FFFD: dropped.
+    text = whole_text(tokenizer.decode(generated[0], skip_special_tokens=True))
     return ScriptRun(lesson=lesson, text=text, new_token_ids=tuple(generated[0, input_ids.shape[-1]:].tolist()))
 
 

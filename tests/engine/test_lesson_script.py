@@ -33,3 +33,21 @@ def test_run_lesson_returns_the_scripts_dict_beside_kvvizs(tiny_models):
     assert shown["script"]["new_tokens"] == shown["kvviz"]["new_tokens"] == len(result.new_token_ids) > 0
     assert shown["script"]["text"].startswith("The kernel"), "the script decodes the prompt and the answer"
     assert all(shown["kvviz"][k] is not None for k in ("ttft_s", "tokens_per_s", "prefill_s"))
+
+
+def test_a_script_cut_inside_a_character_ends_at_the_last_whole_one(tiny_models):
+    """A run stopped by max_new_tokens between the bytes of one character shows no U+FFFD: its text is the
+    tokenizer's decoding less the one U+FFFD that Python's UTF-8 decoder (errors="replace") makes of the cut
+    character's leading bytes; kvviz's streamed text for the same run ends at the same character."""
+    lm = load_model(str(tiny_models["llama"]), device="cpu", dtype="fp32")  # its answer: 显存 ×10, then 2-byte æİ
+    prompt = "缓存用显存"
+    prompt_ids = lm.tokenizer(prompt)["input_ids"]
+    ids = list(lesson_script(lm, prompt, 40).new_token_ids)
+    decode = lambda k: lm.tokenizer.decode(prompt_ids + ids[:k], skip_special_tokens=True)  # noqa: E731
+    cuts = [k for k in range(1, len(ids) + 1) if decode(k).endswith("\ufffd")]
+    assert cuts, "the random model's 40 tokens never stop inside a character: the test needs another prompt"
+    k = cuts[0]  # the first cut: whole characters, then one character's leading bytes
+    script = lesson_script(lm, prompt, k)
+    assert script.text == decode(k)[:-1]
+    _, finished = run_to_end(lm, GenerationRequest(prompt, k, chat_template=False))
+    assert prompt + finished.text == script.text, "kvviz's streamed text keeps the cut character's bytes"

@@ -98,7 +98,7 @@ def _decode(tokenizer, ids: list[int]) -> str:
 
 def test_streamed_text_is_the_tokenizers_decoding_of_the_run(tiny_models):
     """Each token's streamed text extends the decoding of the ids so far; together they are the decoding of
-    all of them (the finish flushes only a character the output left unfinished), and that text is the one
+    all of them (less the bytes of a character the run stopped inside), and that text is the one
     transformers' model.generate produces greedily from the same prompt."""
     import torch
 
@@ -390,3 +390,14 @@ def test_out_of_memory_mid_run_frees_the_cache_and_the_next_run_works(tiny_model
     monkeypatch.setattr(lm.model, "forward", real_forward)
     _, again = run_to_end(lm, req)
     assert again.text == reference.text and again.error is None
+
+
+def test_a_stream_stopped_inside_a_character_ends_at_the_last_whole_one(tiny_models):
+    """预填充 is four tokens of the tiny byte-level tokenizer: 预 (3 bytes), 填 (3), then 充's bytes as 2 + 1.
+    Stopped after three tokens, the stream gives 预填 and nothing for the two bytes no token will complete."""
+    tok = load_model(str(tiny_models["qwen2"])).tokenizer
+    ids = tok("预填充")["input_ids"]
+    assert len(ids) == 4 and tok.decode(ids[:3]) == "预填\ufffd", f"the tokenizer now splits 预填充 as {ids}"
+    stream = TextStream(tok)
+    shown = "".join(stream.put(i) for i in ids[:3]) + stream.end()
+    assert shown == "预填"
