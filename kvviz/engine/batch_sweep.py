@@ -229,8 +229,9 @@ def summarize_sweep(frame: pd.DataFrame) -> dict:
     cb = first["compute_bound_batch"]
 
     def at(row: pd.Series) -> dict:
-        return {k: float(row[k]) for k in ("step_s", "step_s_predicted", "step_over_predicted", "tokens_per_s_total",
-                                           "tokens_per_s_per_seq", "prefill_s", "prefill_s_predicted", "kv_bytes")}
+        return {k: float(row[k]) for k in ("step_s", "step_min_s", "step_max_s", "step_s_predicted",
+                                           "step_over_predicted", "tokens_per_s_total", "tokens_per_s_per_seq",
+                                           "prefill_s", "prefill_s_predicted", "kv_bytes")}
 
     return {
         "model": str(first["model"]), "device": str(first["device"]), "dtype": str(first["dtype"]),

@@ -113,6 +113,10 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
                             "({per_seq_kv} at the end) and its own FLOPs{cheap}Each sequence's own rate went from "
                             "{seq_a} to {seq_z} tokens/s: batching trades each sequence's latency for the batch's "
                             "throughput. {stopped}",
+    "batch.sweep.headline_noise": "From B={a} to B={z} tokens/s went from {rate_a} to {rate_z}, but a decode step "
+                                  "ranged {range_a} at B={a} and {range_z} at B={z}: at those extremes B={z} does not "
+                                  "beat B={a}, so the two are within noise and this sweep shows no gain from batching "
+                                  "to explain. {stopped}",
     "batch.sweep.cheap": ", so a bigger batch is nearly free per step. ",
     "batch.sweep.not_cheap": ". ",
     "batch.sweep.stop.max_batch": "The sweep stopped at the largest batch asked for (B={b}).",
@@ -308,6 +312,9 @@ ZH = {
                             "{rate_a} 变为 {rate_z}（{rate_growth}×）：权重（{weights}）每步只为整个批次读一遍，每条"
                             "序列只增加自己的 KV Cache（最后为 {per_seq_kv}）和自己的 FLOPs{cheap}每条序列自身的速率从 "
                             "{seq_a} 变为 {seq_z} tokens/s：批处理用每条序列的延迟换取整个批次的吞吐。{stopped}",
+    "batch.sweep.headline_noise": "从 B={a} 到 B={z}，tokens/s 从 {rate_a} 变为 {rate_z}，但解码步在 B={a} 时为 "
+                                  "{range_a}，在 B={z} 时为 {range_z}：按这两个范围的极端值，B={z} 并不胜过 B={a}，"
+                                  "两者在噪声范围内，这次扫描没有可解释的批处理收益。{stopped}",
     "batch.sweep.cheap": "，所以更大的批次每步几乎不增加开销。",
     "batch.sweep.not_cheap": "。",
     "batch.sweep.stop.max_batch": "扫描停在所要求的最大批次（B={b}）。",

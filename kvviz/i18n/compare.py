@@ -56,6 +56,10 @@ shows how close each loop comes to the device's limit.
     "compare.how_cuda": "replayed as one CUDA graph, so the GPU is handed the whole step at once",
     "compare.how_cpu": "compiled by inductor into fused kernels, the weights prepacked for its matrix kernels",
     "compare.its_bandwidth": "its bandwidth",
+    "compare.why_noise": "**Within noise.** The static mode took {tpot_s} per token and the plain cached loop "
+                         "{tpot_c}: {ratio}× apart, less than the spread of either run's own per-token latencies "
+                         "(interquartile range {spread}), so this run shows no speed-up to explain. Run it again, or "
+                         "with more tokens.",
     "compare.why": "**Why the fast path is faster.** A decode step must read every weight and the cache: "
                    "{step_mb:,.1f} MB per token for the plain loop. At this device's {limit:,.1f} GB/s ({source}) "
                    "that read alone takes {floor_c}: the floor under TPOT. The plain cached loop took {tpot_c}, "
@@ -128,6 +132,9 @@ ZH = {
     "compare.how_cuda": "以一个 CUDA graph 重放，GPU 一次拿到整个解码步",
     "compare.how_cpu": "由 inductor 编译成融合算子，权重为其矩阵算子预先打包",
     "compare.its_bandwidth": "其带宽",
+    "compare.why_noise": "**在噪声范围内。** 静态模式每个 token 用时 {tpot_s}，普通缓存循环 {tpot_c}：相差 {ratio}×，"
+                         "小于任一次运行自身逐 token 延迟的离散程度（四分位距 {spread}），所以这次运行没有可解释的"
+                         "加速。请再运行一次，或生成更多 token。",
     "compare.why": "**为什么快路径更快。** 每个解码步都必须读一遍全部权重和缓存：普通循环每个 token 读 "
                    "{step_mb:,.1f} MB。按本设备 {limit:,.1f} GB/s 的带宽（{source}），光是这次读取就要 {floor_c}："
                    "这是 TPOT 的下限。普通有缓存循环用了 {tpot_c}，比下限多 {above}：Python 逐个调用模型的模块，"

@@ -71,6 +71,10 @@ def headline(s: dict, lang: str = "en") -> str:
     if a["batch"] == z["batch"]:
         return t("batch.sweep.only", lang, b=a["batch"], step=ms(a["step_s"]), rate=rate(a["tokens_per_s_total"]),
                  stopped=_stopped(s, lang))
+    if not _rate_beyond_noise(a, z):
+        return t("batch.sweep.headline_noise", lang, a=a["batch"], z=z["batch"], rate_a=rate(a["tokens_per_s_total"]),
+                 rate_z=rate(z["tokens_per_s_total"]), range_a=_step_range(a), range_z=_step_range(z),
+                 stopped=_stopped(s, lang))
     per_seq_kv = z["kv_bytes"] / z["batch"]
     cheap = s["step_growth"] < (z["batch"] / a["batch"]) / 2
     return t("batch.sweep.headline", lang, a=a["batch"], z=z["batch"], step_a=ms(a["step_s"]), step_z=ms(z["step_s"]),
@@ -79,6 +83,16 @@ def headline(s: dict, lang: str = "en") -> str:
              weights=mb(s["weights_bytes"]), per_seq_kv=mb(per_seq_kv),
              cheap=t("batch.sweep.cheap" if cheap else "batch.sweep.not_cheap", lang),
              seq_a=rate(a["tokens_per_s_per_seq"]), seq_z=rate(z["tokens_per_s_per_seq"]), stopped=_stopped(s, lang))
+
+
+def _rate_beyond_noise(a: dict, z: dict) -> bool:
+    """Whether batch z's tokens/s beat batch a's even at z's slowest step against a's fastest: one run per batch,
+    so its own steps' range is the only noise band the sweep has."""
+    return z["batch"] / z["step_max_s"] > a["batch"] / a["step_min_s"]
+
+
+def _step_range(row: dict) -> str:
+    return f"{ms(row['step_min_s'])}–{ms(row['step_max_s'])}"
 
 
 def _stopped(s: dict, lang: str) -> str:
@@ -140,7 +154,7 @@ def _kernel_switch(frame: pd.DataFrame, lang: str) -> str:
         return ""
     a, b = f.iloc[0], f.iloc[1]
     grew, predicted = b["step_s"] / a["step_s"], b["step_s_predicted"] / a["step_s_predicted"]
-    if grew < KERNEL_JUMP or predicted > 1.05:
+    if grew < KERNEL_JUMP or predicted > 1.05 or b["step_min_s"] <= a["step_max_s"]:  # within the steps' range
         return ""
     return t("batch.sweep.kernel_switch", lang, a=int(a["batch"]), b=int(b["batch"]), grew=f"{grew:.1f}",
              step_a=ms(a["step_s"]), step_b=ms(b["step_s"]), predicted=f"{predicted:.2f}")

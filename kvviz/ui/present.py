@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from kvviz.base.noise import beyond_noise, spread
 from kvviz.base.units import fmt_ms, fmt_seconds
 from kvviz.engine.batch import BatchResult
 from kvviz.engine.compare import Comparison
@@ -153,10 +154,15 @@ def source_text(source: str, lang: str = "en") -> str:
 
 def fast_path_why(result: Comparison, device: str, lang: str = "en") -> str:
     """Why the static mode decodes faster, with this run's numbers: the floor the weights and cache set at the
-    device's bandwidth, how far the plain loop stands above it (per-step overhead), how close the static one is."""
+    device's bandwidth, how far the plain loop stands above it (per-step overhead), how close the static one is;
+    or, when the two TPOTs are apart by less than the runs' own per-token spread, that they are within noise."""
     c, s = result.cached, result.static.summary
     if not (c.bytes_per_decode_step and c.bandwidth_bound and c.tpot_s and s.tpot_s and s.bytes_per_decode_step):
         return t("compare.why_none", lang)
+    if not beyond_noise(c.tpot_s, s.tpot_s, c.itl_s, s.itl_s):
+        return t("compare.why_noise", lang, tpot_s=ms(s.tpot_s), tpot_c=ms(c.tpot_s),
+                 ratio=f"{max(c.tpot_s, s.tpot_s) / min(c.tpot_s, s.tpot_s):.2f}",
+                 spread=ms(max(spread(c.itl_s), spread(s.itl_s))))
     limit = c.bandwidth_bound
     floor_c, floor_s = c.bytes_per_decode_step / limit, s.bytes_per_decode_step / limit
     how = t("compare.how_cuda" if device.startswith("cuda") else "compare.how_cpu", lang)

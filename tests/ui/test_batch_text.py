@@ -44,7 +44,7 @@ def test_departure_names_the_ratios_and_the_compute_bound_batch():
 def test_a_jump_from_one_row_to_two_is_reported():
     """B=2 twice as slow as B=1 where the roofline barely moves: the kernel change is named."""
     f = hand_frame()
-    f.loc[f["batch"] == 2, "step_s"] = 6e-3
+    f.loc[f["batch"] == 2, ["step_s", "step_min_s", "step_max_s"]] = [6e-3, 5.4e-3, 7.2e-3]  # above B=1's 3.6 ms
     text = sweep_markdown(f)
     assert "From B=1 to B=2 the measured step grew 2.0× (3.00 ms to 6.00 ms) where the roofline's grows 1.00×" in text
     assert "matrix-vector product, the kernel a batch of one runs" in text
@@ -159,3 +159,24 @@ def test_the_batch_catalogue_has_the_same_fields_in_both_languages():
         if "%{" in en and "{{" not in en:
             continue  # a plotly hover template used without fields
         assert ({f for _, f, _, _ in fields.parse(en) if f} == {f for _, f, _, _ in fields.parse(ZH[key]) if f}), key
+
+
+def test_no_kernel_change_is_read_into_steps_whose_ranges_overlap():
+    """B=2's median step twice B=1's, but its fastest step (3.0 ms) under B=1's slowest (3.6 ms): no cause named."""
+    f = hand_frame()
+    f.loc[f["batch"] == 2, ["step_s", "step_min_s", "step_max_s"]] = [6e-3, 3.0e-3, 7.2e-3]
+    assert "measured step grew" not in sweep_markdown(f)
+
+
+def test_a_rate_gain_inside_the_steps_range_is_called_noise():
+    """B=1: step 3.00 ms (2.70–3.60 ms), 333 tokens/s; B=2: step 5.00 ms (4.50–6.00 ms), 400 tokens/s. At the
+    extremes B=2 makes 2 / 6.00 ms = 333 tokens/s and B=1 1 / 2.70 ms = 370: B=2 does not beat B=1."""
+    f = hand_frame(batches=(1, 2))
+    f.loc[f["batch"] == 2, ["step_s", "step_min_s", "step_max_s", "tokens_per_s_total"]] = [5e-3, 4.5e-3, 6e-3, 400.0]
+    text = sweep_markdown(f)
+    assert ("From B=1 to B=2 tokens/s went from 333 to 400, but a decode step ranged 2.70 ms–3.60 ms at B=1 and "
+            "4.50 ms–6.00 ms at B=2: at those extremes B=2 does not beat B=1, so the two are within noise and this "
+            "sweep shows no gain from batching to explain.") in text
+    assert "read once per step" not in text
+    zh = sweep_markdown(f, "zh")
+    assert "两者在噪声范围内" in zh and "2.70 ms–3.60 ms" in zh

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -266,3 +267,23 @@ def test_a_sweep_becomes_history_rows():
     assert [(r["kind"], r["batch_size"], r["batch_tokens_per_s"], r["decode_step_median_s"]) for r in rows] == \
         [("sweep", 1, 200.0, 0.005), ("sweep", 4, 500.0, 0.008)]
     assert rows[0]["sweep"] == rows[1]["sweep"] and rows[1]["label"] == f"sweep {rows[0]['sweep']} B=4"
+
+
+def test_compare_verdict_within_noise_names_no_cause():
+    """Plain loop: 100, 96, 104, 98, 102 ms a token (IQR 102 - 98 = 4 ms); static: 3 ms less each (IQR 4 ms). TPOT
+    100 ms against 97 ms is 1.03× apart, inside 4 ms: the verdict says so and explains no speed-up."""
+    plain = [0.100, 0.096, 0.104, 0.098, 0.102]
+    result = comparison(static=static_run())
+    cached = summary(bytes_per_decode_step=2e7, tpot_s=0.100, itl_s=plain)
+    fast = summary(mode="static", tpot_s=0.097, itl_s=[x - 0.003 for x in plain], bytes_per_decode_step=2.4e7,
+                   bandwidth_utilisation=0.6)
+    result = replace(result, cached=cached, static=replace(result.static, summary=fast))
+    why = compare_verdict(result, LOADED).split("\n\n")[4]
+    assert why == ("**Within noise.** The static mode took 97.00 ms per token and the plain cached loop 100.00 ms: "
+                   "1.03× apart, less than the spread of either run's own per-token latencies (interquartile range "
+                   "4.00 ms), so this run shows no speed-up to explain. Run it again, or with more tokens.")
+    zh = compare_verdict(result, LOADED, "zh").split("\n\n")[4]
+    assert zh.startswith("**在噪声范围内。**") and "相差 1.03×" in zh and "四分位距 4.00 ms" in zh
+    # 10 ms apart with the same 4 ms spread: a difference, explained.
+    far = replace(result, static=replace(result.static, summary=replace(fast, tpot_s=0.090)))
+    assert compare_verdict(far, LOADED).split("\n\n")[4].startswith("**Why the fast path is faster.**")
