@@ -137,7 +137,8 @@ def test_generation_streams_tokens_and_plots(page: Page, shots: Path):
 
 def test_compare(page: Page, shots: Path):
     """The comparison reports the speedup and whether the tokens agree; with static + compiled ticked, the third
-    mode's text appears beside the other two and every mode's bandwidth is drawn against the device's limit."""
+    mode's text appears beside the other two, its gain explained (or called within noise), and every mode's bandwidth
+    is drawn against the device's limit."""
     _tab(page, "Cached vs uncached")
     static_text = page.locator("#compare-static-text")
     expect(static_text).to_be_hidden()
@@ -146,7 +147,8 @@ def test_compare(page: Page, shots: Path):
     verdict = page.locator("#compare-verdict")
     expect(verdict).to_contain_text("faster with the cache", timeout=240_000)
     expect(verdict).to_contain_text("identical")
-    expect(verdict).to_contain_text("Why the fast path is faster")
+    # the fast path's gain is explained, or called within the run's noise (kvviz.base.noise) on a busy machine
+    expect(verdict).to_contain_text(re.compile(r"Why the fast path is faster|Within noise"))
     expect(static_text).to_be_visible()
     cached = page.get_by_label("with the KV cache").input_value()
     assert static_text.locator("textarea").input_value() == cached, "static decoding (fp32) must give the cached text"
