@@ -18,7 +18,9 @@ from itertools import pairwise
 @dataclass(frozen=True)
 class RequestRecord:
     """One request. new_tokens: the server's usage.completion_tokens, or the arrivals counted where the
-    server sent no usage (usage_reported says which); prompt_tokens: the server's count, else the client's."""
+    server sent no usage (usage_reported says which); prompt_tokens: the server's count, else the client's.
+    due_s: in an open loop, when the schedule wanted it sent (seconds since the run's start; None in a closed
+    loop); waited_s: how long it waited for a free slot under the concurrency cap (0: one was free)."""
 
     index: int
     sent_s: float
@@ -30,6 +32,8 @@ class RequestRecord:
     arrivals_s: tuple[float, ...] = ()
     usage_reported: bool = False
     error: str | None = None
+    due_s: float | None = None
+    waited_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -60,4 +64,5 @@ class RequestRecord:
                 "new_tokens": self.new_tokens, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
                 "tokens_per_s": self.tokens_per_s, "accepted_s": self.accepted_s, "e2e_s": self.e2e_s,
                 "chunks": len(self.arrivals_s), "itl_median_s": itl[len(itl) // 2] if itl else None,
-                "usage_reported": self.usage_reported, "error": self.error}
+                "usage_reported": self.usage_reported, "error": self.error, "due_s": self.due_s,
+                "waited_s": self.waited_s}

@@ -4,7 +4,11 @@ duration: from the run's first send to its last request's end. Output throughput
 completed requests / duration; request throughput: completed requests / duration. TTFT, TPOT, ITL and E2E
 per metrics.md (record.py), each as mean and p50/p90/p99 over the completed requests (ITL over every gap of
 every request, pooled, as vLLM does). Goodput: completed requests that meet the SLO (TTFT <= a and TPOT <= b)
-per second of the run. Failed requests count in `failed` and in nothing else. Only arithmetic.
+per second of the run. Failed requests count in `failed` and in nothing else.
+An open loop also says the rate asked, the rate sent ((sent - 1) / (last send - first send)), the rate
+completed (requests_per_s), and whether the concurrency cap bounded it: it held arrivals back (each found every
+slot busy) and the rate sent fell more than CAP_SHORTFALL below the rate of the schedule those same requests
+were due on (so a Poisson schedule's own randomness is not mistaken for the cap). Only arithmetic.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from dataclasses import asdict, dataclass
 
 from kvviz.engine.metrics import percentile
 from kvviz.serving.record import RequestRecord
+
+CAP_SHORTFALL = 0.05
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,12 @@ class RunStats:
     slo: Slo
     goodput_requests_per_s: float
     first_error: str | None
+    rate_asked_per_s: float | None = None
+    rate_sent_per_s: float | None = None
+    rate_due_per_s: float | None = None
+    held_by_cap: int = 0
+    held_mean_s: float | None = None
+    cap_bound: bool = False
 
     def flat(self) -> dict:
         """One flat row: distributions as ttft_p50_s, tpot_mean_s... and the SLO as slo_ttft_s, slo_tpot_s."""
@@ -76,9 +88,21 @@ class RunStats:
         return row
 
 
-def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None = None) -> RunStats:
-    """The run's figures; duration_s is the run's wall time (first send to last end)."""
+def rate_of(times: list[float]) -> float | None:
+    """Events per second of a series of times: (n - 1) / (last - first); None for fewer than two."""
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return (len(times) - 1) / (max(times) - min(times))
+
+
+def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None = None,
+              rate: float | None = None) -> RunStats:
+    """The run's figures; duration_s is the run's wall time (first send to last end); rate: the open loop's
+    asked rate (None for a closed loop)."""
     slo = slo or Slo()
+    held = [r.waited_s for r in records if r.waited_s > 0]
+    sent = rate_of([r.sent_s for r in records]) if rate else None
+    due = rate_of([r.due_s for r in records if r.due_s is not None]) if rate else None
     done = [r for r in records if r.ok]
     out = sum(r.new_tokens for r in done)
     prompt = sum(r.prompt_tokens or 0 for r in done)
@@ -93,4 +117,7 @@ def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None =
         e2e=Distribution.of([r.e2e_s for r in done]),
         slo=slo, goodput_requests_per_s=per_s(sum(slo.met(r) for r in done)),
         first_error=next((r.error for r in records if r.error), None),
+        rate_asked_per_s=rate, rate_sent_per_s=sent, rate_due_per_s=due, held_by_cap=len(held),
+        held_mean_s=sum(held) / len(held) if held else None,
+        cap_bound=bool(held) and sent is not None and due is not None and sent < (1 - CAP_SHORTFALL) * due,
     )
