@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from kvviz.serving.stamped import StampedSocket, stamped_socket
 
 CONNECT_TIMEOUT_S = 10.0
+DRAIN_GRACE_S = 1.0
 MAX_HEAD_BYTES = 64 * 1024
 _HEAD, _LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(5)
 
@@ -98,8 +99,11 @@ def request_bytes(origin: Origin, method: str, path: str, headers: dict[str, str
 
 class Connection(asyncio.Protocol):
     """One keep-alive connection: one request at a time, its reply decoded as bytes arrive. A request ends when
-    its Reply has had all it wants or the reply ends; the connection goes back to its pool when the reply ends
-    (a server that sends `data: [DONE]` and the chunked body's end in two writes costs no new connection)."""
+    its reply ends, and the connection goes back to its pool then. Once the Reply has had all it wants (a stream
+    after `data: [DONE]`), the rest is read and dropped, and the request ends at most DRAIN_GRACE_S later even
+    if the reply does not (the connection is then closed): a server that sends [DONE] and the end of its
+    chunked body in two writes costs neither a new connection nor a wait, and one that never ends its body
+    does not hold the load. The times the Reply was given are unaffected either way."""
 
     def __init__(self, pool: Pool, sock: StampedSocket) -> None:
         self.pool, self.sock = pool, sock
@@ -111,6 +115,7 @@ class Connection(asyncio.Protocol):
         self.left = 0  # body bytes still to come: of the Content-Length, or of the current chunk (-1: a size line)
         self.crlf = False  # a chunk's data ended: its CRLF is next
         self.reusable = True
+        self.grace: asyncio.TimerHandle | None = None
         self.uses = 0
         self.got_bytes = False
 
@@ -162,8 +167,23 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def _answered(self) -> None:
-        """The Reply has all it wants: the request ends now; the rest of the reply is read and dropped."""
+        """The Reply has all it wants: the rest of the reply is read and dropped, for DRAIN_GRACE_S at most."""
         self.reply = None
+        if self.state == _UNTIL_CLOSE:  # only the close would end this reply: end it now
+            self.close()
+            self._resolve()
+        elif self.grace is None:
+            self.grace = asyncio.get_running_loop().call_later(DRAIN_GRACE_S, self._give_up)
+
+    def _give_up(self) -> None:
+        """The reply did not end within the grace after the Reply had enough: end the request, drop the connection."""
+        self.close()
+        self._resolve()
+
+    def _resolve(self) -> None:
+        if self.grace is not None:
+            self.grace.cancel()
+            self.grace = None
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
 
@@ -172,11 +192,12 @@ class Connection(asyncio.Protocol):
         self.state, self.reply = _DONE, None
         if self.reusable:
             self.pool.release(self)
-        if self.done is not None and not self.done.done():
-            self.done.set_result(None)
+        self._resolve()
 
     def _fail(self, exc: Exception) -> None:
         self.state, self.reply = _DONE, None
+        if self.grace is not None:  # the Reply had what it wanted: the request ends as it was, not as a failure
+            return self._give_up()
         self.close()
         if self.done is not None and not self.done.done():
             self.done.set_exception(exc)
@@ -215,8 +236,6 @@ class Connection(asyncio.Protocol):
                 self._end()
         elif self.state == _UNTIL_CLOSE:
             self._deliver(buf, now)
-            if self.reply is None:
-                self.close()  # only the close would end this reply: end it now
 
     def _framing(self, status: int, headers: dict[str, str]) -> None:
         """How the body is delimited (RFC 9112 §6.3): none for 1xx/204/304, chunked, Content-Length, or the close."""
@@ -358,6 +377,10 @@ class Pool:
 
 
 def _reason(exc: BaseException) -> str:
-    """An OS or TLS error in one line: its text, else its type's name."""
+    """An OS or TLS error in one line: the system's words for its error number (asyncio's own text adds the
+    address the URL already gives), else its text, else its type's name."""
+    number = getattr(exc, "errno", None)
+    if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError) and isinstance(number, int) and number > 0:
+        return os.strerror(number)
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -225,7 +225,7 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
         finally:
             pool.close()
     records = tuple(sorted(run.records, key=lambda r: r.index))
-    stats = run_stats(list(records), duration, slo, rate=load.rate)
+    stats = run_stats(list(records), duration, slo, rate=load.rate, concurrency=load.concurrency)
     if stats.completed == 0 and not cancelled:
         raise EndpointError(stats.first_error or "no request completed")
     overhead = client_overhead(stats, [r.accepted_s for r in records if r.accepted_s is not None], cpu, pool.waits)

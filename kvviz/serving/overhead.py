@@ -11,7 +11,9 @@ late while it is busy, and a client that takes a core starves a server on the sa
 - the time from each request's send to its response headers.
 The rule: the client limited the run when its loop was busy for more than BUSY_LIMIT of the run (it then queues
 work, however fast the server), or when its reads waited, at p90, more than WAIT_SHARE of the median request's
-duration (E2E p50): a closed loop then loses about that share of its throughput to the client. Only arithmetic.
+duration (E2E p50) and more than WAIT_FLOOR_S: a closed loop then loses about that share of its throughput to
+the client (the floor keeps a busy machine's scheduling jitter, a millisecond or so, from condemning a run of
+very short requests). Only arithmetic.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kvviz.serving.stats import Distribution, RunStats
 
 BUSY_LIMIT = 0.75
 WAIT_SHARE = 0.025
+WAIT_FLOOR_S = 0.002
 BUSY, LATE_READS = "busy", "late_reads"  # why the client limited a run
 
 
@@ -62,7 +65,7 @@ def client_overhead(stats: RunStats, headers_s: Sequence[float], cpu_s: float, w
     limits = []
     if busy > BUSY_LIMIT:
         limits.append(BUSY)
-    if wait is not None and stats.e2e.p50 and wait.p90 > WAIT_SHARE * stats.e2e.p50:
+    if wait is not None and stats.e2e.p50 and wait.p90 > max(WAIT_SHARE * stats.e2e.p50, WAIT_FLOOR_S):
         limits.append(LATE_READS)
     return ClientOverhead(cpu_s=cpu_s, busy=busy,
                           cpu_us_per_token=1e6 * cpu_s / stats.output_tokens if stats.output_tokens else None,

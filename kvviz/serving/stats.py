@@ -6,9 +6,9 @@ per metrics.md (record.py), each as mean and p50/p90/p99 over the completed requ
 every request, pooled, as vLLM does). Goodput: completed requests that meet the SLO (TTFT <= a and TPOT <= b)
 per second of the run. Failed requests count in `failed` and in nothing else.
 An open loop also says the rate asked, the rate sent ((sent - 1) / (last send - first send)), the rate
-completed (requests_per_s), and whether the concurrency cap bounded it: it held arrivals back (each found every
-slot busy) and the rate sent fell more than CAP_SHORTFALL below the rate of the schedule those same requests
-were due on (so a Poisson schedule's own randomness is not mistaken for the cap). Only arithmetic.
+completed (requests_per_s), the most its concurrency cap can carry (Little's law: cap / mean E2E requests per
+second), and whether the cap bounded it: it held arrivals back (each found every slot busy) and the rate asked
+is more than the cap can carry, so a longer run would queue without end. Only arithmetic.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass
 
 from kvviz.engine.metrics import percentile
 from kvviz.serving.record import RequestRecord
-
-CAP_SHORTFALL = 0.05
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ class RunStats:
     first_error: str | None
     rate_asked_per_s: float | None = None
     rate_sent_per_s: float | None = None
-    rate_due_per_s: float | None = None
+    cap_rate_per_s: float | None = None
     held_by_cap: int = 0
     held_mean_s: float | None = None
     cap_bound: bool = False
@@ -95,18 +93,24 @@ def rate_of(times: list[float]) -> float | None:
     return (len(times) - 1) / (max(times) - min(times))
 
 
+def cap_rate(concurrency: int, e2e_mean_s: float | None) -> float | None:
+    """Little's law: the most requests per second `concurrency` slots carry when a request lasts e2e_mean_s."""
+    return concurrency / e2e_mean_s if e2e_mean_s else None
+
+
 def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None = None,
-              rate: float | None = None) -> RunStats:
-    """The run's figures; duration_s is the run's wall time (first send to last end); rate: the open loop's
-    asked rate (None for a closed loop)."""
+              rate: float | None = None, concurrency: int | None = None) -> RunStats:
+    """The run's figures; duration_s is the run's wall time (first send to last end); rate and concurrency: the
+    open loop's asked rate and cap (rate None for a closed loop)."""
     slo = slo or Slo()
     held = [r.waited_s for r in records if r.waited_s > 0]
     sent = rate_of([r.sent_s for r in records]) if rate else None
-    due = rate_of([r.due_s for r in records if r.due_s is not None]) if rate else None
     done = [r for r in records if r.ok]
     out = sum(r.new_tokens for r in done)
     prompt = sum(r.prompt_tokens or 0 for r in done)
     per_s = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: 0.0)
+    e2e = Distribution.of([r.e2e_s for r in done])
+    carried = cap_rate(concurrency, e2e.mean) if rate and concurrency else None
     return RunStats(
         requests=len(records), completed=len(done), failed=len(records) - len(done), duration_s=duration_s,
         prompt_tokens=prompt, output_tokens=out, output_tokens_per_s=per_s(out), requests_per_s=per_s(len(done)),
@@ -114,10 +118,10 @@ def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None =
         ttft=Distribution.of([r.ttft_s for r in done]),
         tpot=Distribution.of([r.tpot_s for r in done if r.tpot_s is not None]),
         itl=Distribution.of([gap for r in done for gap in r.itl_s]),
-        e2e=Distribution.of([r.e2e_s for r in done]),
+        e2e=e2e,
         slo=slo, goodput_requests_per_s=per_s(sum(slo.met(r) for r in done)),
         first_error=next((r.error for r in records if r.error), None),
-        rate_asked_per_s=rate, rate_sent_per_s=sent, rate_due_per_s=due, held_by_cap=len(held),
+        rate_asked_per_s=rate, rate_sent_per_s=sent, cap_rate_per_s=carried, held_by_cap=len(held),
         held_mean_s=sum(held) / len(held) if held else None,
-        cap_bound=bool(held) and sent is not None and due is not None and sent < (1 - CAP_SHORTFALL) * due,
+        cap_bound=bool(held) and carried is not None and rate > carried,
     )

@@ -1,10 +1,11 @@
 """A streaming server whose timings are known by construction: the truth a load generator is checked against.
 
-Every streamed request is answered with its headers at once, its first token `ttft_s` after it arrived (when its
-last bytes reached the machine, by the kernel's stamp: stamped.py), then one token every `itl_s`, as many tokens as it asks (max_tokens; `tokens` when it does not),
-the last with a usage chunk and `data: [DONE]`. No queueing, no batching: any number of requests run side by
-side, so what a client measures at any load should be ttft_s, itl_s, and C × tokens / (ttft_s + (tokens - 1)
-× itl_s) tokens/s for C requests in flight in whole waves (throughput()).
+Every streamed request is answered with its headers at once, its first token `ttft_s` after it arrived (when
+its last bytes reached the machine, by the kernel's stamp: stamped.py), then one token every `itl_s`, as many
+tokens as it asks (max_tokens; `tokens` when it does not), the last with a usage chunk and `data: [DONE]`. No
+queueing, no batching: any number of requests run side by side, so what a client measures at any load should
+be ttft_s, itl_s, and C × tokens / (ttft_s + (tokens - 1) × itl_s) tokens/s for C requests in flight in whole
+waves (throughput()).
 
 It holds its construction at hundreds of streams in flight on a small machine because it does little: it runs
 in a process of its own (python -m kvviz.serving.timed_server; its CPU is not the client's), on one asyncio
@@ -13,10 +14,10 @@ kernel's stamp of its arrival (a request read late, in a burst, is still served 
 scheduled at an ABSOLUTE time (arrival + ttft_s + k × itl_s), so a late send does not delay the next. It
 measures itself: every send's lateness (when it went out against when it was due) and every request's wait to
 be read are kept, and GET /lateness reports them (and resets them with ?reset=1), so a run can show that the
-server kept its schedule. OpenAI-compatible as far as kvviz's client and
-vLLM's benchmark client need: GET /v1/models, /health, a minimal /metrics (requests running, tokens made),
-POST /v1/completions and /v1/chat/completions streamed (stream_options.include_usage is always honoured).
-Knows HTTP/1.1 and the OpenAI stream format; nothing of kvviz's client.
+server kept its schedule. OpenAI-compatible as far as kvviz's client and vLLM's benchmark client need: GET
+/v1/models, /health, a minimal /metrics (requests running, tokens made), POST /v1/completions and
+/v1/chat/completions streamed (stream_options.include_usage is always honoured). Knows HTTP/1.1 and the
+OpenAI stream format; nothing of kvviz's client.
 """
 
 from __future__ import annotations

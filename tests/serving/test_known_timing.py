@@ -1,0 +1,65 @@
+"""The load generator against a server whose timings are known by construction (kvviz.serving.timed_server, in a
+process of its own): first token 300 ms after each request, then one every 25 ms, 32 tokens, no queueing. A
+closed loop of C requests in flight, in whole waves, must then read TTFT = 300 ms and C × 32 / (0.3 + 31 ×
+0.025) tokens/s (worked by hand below) at every concurrency up to 256: if the client's own cost entered what it
+measures, TTFT would grow and throughput fall with C (the client this one replaced read 436 ms and -19% at 256).
+Each level also checks that the server kept its schedule, so a failure says which side broke."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.serving.endpoint import CHAT, endpoint
+from kvviz.serving.load import Load
+from kvviz.serving.loadgen import run
+from kvviz.serving.prompts import synthetic
+from kvviz.serving.timed_server import timed_server
+
+TTFT_S, ITL_S, TOKENS = 0.3, 0.025, 32
+WAVES = 3
+TTFT_BOUND, THROUGHPUT_BOUND, TPOT_BOUND = 0.05, 0.03, 0.05
+SERVER_LATE_P99_S = 0.010  # beyond this the truth itself slipped: the failure is the machine's, not the client's
+
+
+@pytest.fixture(scope="module")
+def server():
+    with timed_server(TTFT_S, ITL_S, TOKENS) as srv:
+        yield srv
+
+
+def construction_tokens_per_s(concurrency: int) -> float:
+    """C requests in flight, each 32 tokens over 0.3 + 31 × 0.025 = 1.075 s from its send to its last token."""
+    return concurrency * TOKENS / (TTFT_S + (TOKENS - 1) * ITL_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("concurrency", [1, 8, 32, 128, 256])
+def test_the_client_reads_the_construction_at_any_concurrency(server, concurrency):
+    """TTFT p50 within 5%, output tokens/s within 3%, TPOT p50 within 5% of the construction, every request
+    complete, and the client not limiting the run by its own rule."""
+    server.lateness(reset=True)
+    result = run(endpoint(server.base_url, server.model), Load(concurrency=concurrency, requests=WAVES * concurrency,
+                 output_tokens=TOKENS), synthetic(64, 16))
+    late = server.lateness()
+    s, client = result.stats, result.client
+    said = (f"c={concurrency}: TTFT p50 {s.ttft.p50 * 1e3:.1f} ms, {s.output_tokens_per_s:,.1f} tokens/s "
+            f"(construction {construction_tokens_per_s(concurrency):,.1f}), TPOT p50 {s.tpot.p50 * 1e3:.2f} ms; "
+            f"client busy {client.busy:.0%}, reads waited p90 {client.read_wait.p90 * 1e3:.2f} ms; server sends "
+            f"late p99 {late.p99_s * 1e3:.2f} ms")
+    assert late.p99_s <= SERVER_LATE_P99_S, f"the server did not keep its schedule, so nothing is known: {said}"
+    assert (s.completed, s.failed, s.output_tokens) == (WAVES * concurrency, 0, WAVES * concurrency * TOKENS), said
+    assert abs(s.ttft.p50 / TTFT_S - 1) <= TTFT_BOUND, f"TTFT off the construction: {said}"
+    assert abs(s.output_tokens_per_s / construction_tokens_per_s(concurrency) - 1) <= THROUGHPUT_BOUND, \
+        f"throughput off the construction: {said}"
+    assert abs(s.tpot.p50 / ITL_S - 1) <= TPOT_BOUND, f"TPOT off the construction: {said}"
+    assert not client.limited, f"the client says it limited the run ({client.limits}): {said}"
+
+
+def test_chat_streams_are_timed_from_their_first_content_not_the_role_chunk(server):
+    """A chat stream opens with the role announcement, sent with the first token: one arrival per token, TTFT
+    300 ms, 4 tokens end at 0.3 + 3 × 0.025 = 0.375 s."""
+    result = run(endpoint(server.base_url, server.model, api=CHAT), Load(concurrency=2, requests=2, output_tokens=4),
+                 synthetic(4, 8))
+    for rec in result.records:
+        assert rec.ok and rec.new_tokens == 4 and len(rec.arrivals_s) == 4
+        assert rec.ttft_s == pytest.approx(0.3, abs=0.015) and rec.e2e_s == pytest.approx(0.375, abs=0.015)
