@@ -163,7 +163,8 @@ class _Run:
 
     async def open_loop(self) -> None:
         """Arrivals at the load's rate (the first at once), at most `concurrency` in flight: an arrival that
-        finds every slot busy waits for one (its record says how long)."""
+        finds every slot busy waits for one, and so do the arrivals that fall due meanwhile (each record says
+        how long after its due time it got its slot)."""
         rng = random.Random(self.load.seed)
         slots = asyncio.Semaphore(self.load.concurrency)
         tasks, due = [], self.start
@@ -174,15 +175,19 @@ class _Run:
             finally:
                 slots.release()
 
+        held_until = self.start  # when the loop last got a slot it had waited for
         for index in range(self.load.requests):
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            full, asked = slots.locked(), time.perf_counter()
+            full = slots.locked()
             await slots.acquire()
-            if time.perf_counter() >= self.deadline:
+            got = time.perf_counter()
+            if got >= self.deadline:
                 slots.release()
                 break
-            waited = time.perf_counter() - asked if full else 0.0
-            tasks.append(asyncio.create_task(bounded(index, due - self.start, waited)))
+            # held by the cap: it found every slot busy, or fell due while the loop waited for an earlier one's
+            held = full or held_until > due
+            held_until = got if full else held_until
+            tasks.append(asyncio.create_task(bounded(index, due - self.start, got - due if held else 0.0)))
             due += rng.expovariate(self.load.rate) if self.load.arrivals == POISSON else 1 / self.load.rate
         await asyncio.gather(*tasks)
 

@@ -20,7 +20,7 @@ class RequestRecord:
     """One request. new_tokens: the server's usage.completion_tokens, or the arrivals counted where the
     server sent no usage (usage_reported says which); prompt_tokens: the server's count, else the client's.
     due_s: in an open loop, when the schedule wanted it sent (seconds since the run's start; None in a closed
-    loop); waited_s: how long it waited for a free slot under the concurrency cap (0: one was free)."""
+    loop); waited_s: how long after due_s it got a slot, when the concurrency cap held it back (0: it was not)."""
 
     index: int
     sent_s: float

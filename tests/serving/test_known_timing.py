@@ -3,15 +3,20 @@ process of its own): first token 300 ms after each request, then one every 25 ms
 closed loop of C requests in flight, in whole waves, must then read TTFT = 300 ms and C × 32 / (0.3 + 31 ×
 0.025) tokens/s (worked by hand below) at every concurrency up to 256: if the client's own cost entered what it
 measures, TTFT would grow and throughput fall with C (the client this one replaced read 436 ms and -19% at 256).
-Each level also checks that the server kept its schedule, so a failure says which side broke."""
+Each level also checks that the server kept its schedule, so a failure says which side broke. The same server
+checks what an open loop says of its rates and cap, and the client's own verdict on itself."""
 
 from __future__ import annotations
+
+import sys
+import threading
 
 import pytest
 
 from kvviz.serving.endpoint import CHAT, endpoint
-from kvviz.serving.load import Load
+from kvviz.serving.load import CONSTANT, Load
 from kvviz.serving.loadgen import run
+from kvviz.serving.overhead import BUSY, LATE_READS
 from kvviz.serving.prompts import synthetic
 from kvviz.serving.timed_server import timed_server
 
@@ -63,3 +68,70 @@ def test_chat_streams_are_timed_from_their_first_content_not_the_role_chunk(serv
     for rec in result.records:
         assert rec.ok and rec.new_tokens == 4 and len(rec.arrivals_s) == 4
         assert rec.ttft_s == pytest.approx(0.3, abs=0.015) and rec.e2e_s == pytest.approx(0.375, abs=0.015)
+
+
+@pytest.fixture(scope="module")
+def short_server():
+    """Requests of 8 tokens: 0.1 + 7 × 0.01 = 0.17 s each."""
+    with timed_server(0.1, 0.01, 8) as srv:
+        yield srv
+
+
+def test_an_open_loop_under_a_cap_that_cannot_carry_its_rate_says_so(short_server):
+    """20 requests/s asked, evenly spaced, under a cap of 2 in flight: 2 slots carry at most 2 / 0.17 s = 11.8
+    requests/s (Little's law), so arrivals wait for slots, the rate sent falls to about that, and the run says
+    the cap bounded it."""
+    result = run(endpoint(short_server.base_url, short_server.model),
+                 Load(arrivals=CONSTANT, rate=20, concurrency=2, requests=24, output_tokens=8), synthetic(24, 8))
+    s = result.stats
+    assert s.completed == 24 and s.rate_asked_per_s == 20
+    assert s.cap_rate_per_s == pytest.approx(2 / 0.17, rel=0.05)
+    assert s.rate_sent_per_s == pytest.approx(2 / 0.17, rel=0.1), "sends paced by the slots freeing"
+    assert s.held_by_cap >= 20 and s.cap_bound, (s.held_by_cap, s.cap_bound)
+    waited = [r.waited_s for r in result.records]
+    assert max(waited) > 0.3, "the queue behind the cap grows: later arrivals wait longer"
+
+
+def test_an_open_loop_the_cap_can_carry_is_never_held_back(short_server):
+    """4 requests/s, evenly spaced (0.25 s apart), requests of 0.17 s, a cap of 2: never more than one in flight,
+    so no arrival waits, the rate sent is the rate asked (sends 0.25 s apart), and the cap did not bound it."""
+    result = run(endpoint(short_server.base_url, short_server.model),
+                 Load(arrivals=CONSTANT, rate=4, concurrency=2, requests=8, output_tokens=8), synthetic(8, 8))
+    s = result.stats
+    assert s.held_by_cap == 0 and not s.cap_bound and s.held_mean_s is None
+    assert s.rate_sent_per_s == pytest.approx(4, rel=0.05)
+    assert [r.due_s for r in sorted(result.records, key=lambda r: r.index)] == pytest.approx(
+        [0.25 * i for i in range(8)], abs=1e-9), "each request's place in the schedule"
+
+
+def test_a_closed_loop_has_no_rate_to_say(short_server):
+    s = run(endpoint(short_server.base_url, short_server.model), Load(concurrency=2, requests=4, output_tokens=8),
+            synthetic(4, 8)).stats
+    assert (s.rate_asked_per_s, s.rate_sent_per_s, s.cap_rate_per_s, s.held_by_cap, s.cap_bound) == \
+        (None, None, None, 0, False)
+
+
+def test_a_client_starved_by_another_thread_says_it_limited_the_run(short_server):
+    """Another thread of the client's process spins in Python and, with a switch interval of 50 ms, keeps the
+    GIL from the load's loop for tens of milliseconds at a time: the reads wait (p90 well over 2.5% of a 0.17 s
+    request and the 2 ms floor), so the run says the client limited it, for that reason and not for CPU."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        result = run(endpoint(short_server.base_url, short_server.model),
+                     Load(concurrency=4, requests=16, output_tokens=8), synthetic(16, 8))
+    finally:
+        stop.set()
+        spinner.join()
+        sys.setswitchinterval(interval)
+    client = result.client
+    assert client.read_wait.p90 > 0.01, client
+    assert LATE_READS in client.limits and BUSY not in client.limits, client.limits
