@@ -132,9 +132,9 @@ class _Run:
         self.in_flight.prompt[index] = prompt.tokens or 0
         output, arrivals, start = self.in_flight.output, self.arrivals_s, self.start
 
-        def arrived(chunks: int) -> None:  # on every chunk: kept to two stores
+        def arrived(chunks: int, now: float) -> None:  # on every chunk: kept to two stores
             output[index] = chunks
-            arrivals.append(time.perf_counter() - start)
+            arrivals.append(now - start)
 
         try:
             record = await asyncio.wait_for(

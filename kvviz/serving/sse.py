@@ -62,7 +62,7 @@ def server_message(status: int, body: bytes) -> str:
 class _Stream(Reply):
     """What one stream has told so far: fed by the connection as its bytes arrive (http1.Reply)."""
 
-    def __init__(self, chat: bool, on_arrival: Callable[[int], None] | None) -> None:
+    def __init__(self, chat: bool, on_arrival: Callable[[int, float], None] | None) -> None:
         self.chat, self.on_arrival = chat, on_arrival
         self.t0 = 0.0
         self.accepted: float | None = None
@@ -132,7 +132,7 @@ class _Stream(Reply):
         if choices and (not self.chat or "role" not in (choices[0].get("delta") or {})):
             self.arrivals.append(now - self.t0)
             if self.on_arrival is not None:
-                self.on_arrival(len(self.arrivals))
+                self.on_arrival(len(self.arrivals), now)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
 
@@ -146,9 +146,11 @@ def request_for(pool: Pool, ep: Endpoint, prompt: Prompt, output_tokens: int, ig
 
 async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, sent_s: float,
                          output_tokens: int, ignore_eos: bool = True,
-                         on_arrival: Callable[[int], None] | None = None, t0: float | None = None) -> RequestRecord:
-    """Send one request and time its stream from t0 (its send, perf_counter; now if not given). Never raises
-    for what the server did: the record's error says it. Cancellation (the run stopping) propagates."""
+                         on_arrival: Callable[[int, float], None] | None = None, t0: float | None = None
+                         ) -> RequestRecord:
+    """Send one request and time its stream from t0 (its send, perf_counter; now if not given); on_arrival(chunks
+    so far, the chunk's arrival time) on every output chunk. Never raises for what the server did: the record's
+    error says it. Cancellation (the run stopping) propagates."""
     stream = _Stream(ep.api == CHAT, on_arrival)
     data = request_for(pool, ep, prompt, output_tokens, ignore_eos)
     stream.t0 = time.perf_counter() if t0 is None else t0
