@@ -24,6 +24,7 @@ TTFT_S, ITL_S, TOKENS = 0.3, 0.025, 32
 WAVES = 3
 TTFT_BOUND, THROUGHPUT_BOUND, TPOT_BOUND = 0.05, 0.03, 0.05
 SERVER_LATE_P99_S = 0.010  # beyond this the truth itself slipped: the failure is the machine's, not the client's
+ATTEMPTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -37,21 +38,34 @@ def construction_tokens_per_s(concurrency: int) -> float:
     return concurrency * TOKENS / (TTFT_S + (TOKENS - 1) * ITL_S)
 
 
+def measured(server, concurrency: int):
+    """One level's run and the server's record of it: up to ATTEMPTS runs, until one in which the server kept its
+    schedule (its sends' p99 lateness within SERVER_LATE_P99_S). A run in which the server itself slipped (a
+    busy machine took its core for ~100 ms) says nothing of the client: the truth was not there."""
+    for _ in range(ATTEMPTS):
+        server.lateness(reset=True)
+        result = run(endpoint(server.base_url, server.model),
+                     Load(concurrency=concurrency, requests=WAVES * concurrency, output_tokens=TOKENS),
+                     synthetic(64, 16))
+        late = server.lateness()
+        if late.p99_s <= SERVER_LATE_P99_S:
+            break
+    return result, late
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 8, 32, 128, 256])
 def test_the_client_reads_the_construction_at_any_concurrency(server, concurrency):
     """TTFT p50 within 5%, output tokens/s within 3%, TPOT p50 within 5% of the construction, every request
     complete, and the client not limiting the run by its own rule."""
-    server.lateness(reset=True)
-    result = run(endpoint(server.base_url, server.model), Load(concurrency=concurrency, requests=WAVES * concurrency,
-                 output_tokens=TOKENS), synthetic(64, 16))
-    late = server.lateness()
+    result, late = measured(server, concurrency)
     s, client = result.stats, result.client
     said = (f"c={concurrency}: TTFT p50 {s.ttft.p50 * 1e3:.1f} ms, {s.output_tokens_per_s:,.1f} tokens/s "
             f"(construction {construction_tokens_per_s(concurrency):,.1f}), TPOT p50 {s.tpot.p50 * 1e3:.2f} ms; "
             f"client busy {client.busy:.0%}, reads waited p90 {client.read_wait.p90 * 1e3:.2f} ms; server sends "
             f"late p99 {late.p99_s * 1e3:.2f} ms")
-    assert late.p99_s <= SERVER_LATE_P99_S, f"the server did not keep its schedule, so nothing is known: {said}"
+    assert late.p99_s <= SERVER_LATE_P99_S, \
+        f"the server did not keep its schedule in {ATTEMPTS} runs, so nothing is known (a busy machine): {said}"
     assert (s.completed, s.failed, s.output_tokens) == (WAVES * concurrency, 0, WAVES * concurrency * TOKENS), said
     assert abs(s.ttft.p50 / TTFT_S - 1) <= TTFT_BOUND, f"TTFT off the construction: {said}"
     assert abs(s.output_tokens_per_s / construction_tokens_per_s(concurrency) - 1) <= THROUGHPUT_BOUND, \
