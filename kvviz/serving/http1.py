@@ -21,6 +21,7 @@ import asyncio
 import os
 import socket
 import ssl
+import time
 from array import array
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -38,10 +39,13 @@ class HttpError(Exception):
 
 
 class Reply:
-    """What receives a reply as it comes: head() once, then body() with each piece of the decoded body and the
-    time its bytes arrived; either may return True when it has had all it wants (the request then ends, and
-    the connection, unless the reply had ended too, is closed rather than reused). Exceptions raised here end
-    the request with them."""
+    """What receives a reply as it comes: sent() with the time its request is written (a retry writes it again),
+    head() once, then body() with each piece of the decoded body and the time its bytes arrived; head and body
+    may return True when the Reply has had all it wants (see Connection). Exceptions raised here end the request
+    with them."""
+
+    def sent(self, now: float) -> None:
+        return None
 
     def head(self, status: int, headers: dict[str, str], now: float) -> bool:
         return False
@@ -154,6 +158,7 @@ class Connection(asyncio.Protocol):
         self.reply, self.state, self.buffer, self.got_bytes = reply, _HEAD, b"", False
         self.uses += 1
         self.done = asyncio.get_running_loop().create_future()
+        reply.sent(time.perf_counter())  # the request's t0: when it goes on the wire, not when it was made
         self.transport.write(data)
         try:
             await self.done

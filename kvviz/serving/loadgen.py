@@ -127,8 +127,7 @@ class _Run:
         """Send request `index` and keep its record, however it ends (due_s, waited_s: an open loop's schedule
         for it and how long it waited for a free slot)."""
         prompt = self.prompts[index % len(self.prompts)]
-        t0 = time.perf_counter()
-        sent = t0 - self.start
+        sent = time.perf_counter() - self.start  # a failed request's record; a sent one's is its write's
         self.in_flight.prompt[index] = prompt.tokens or 0
         output, arrivals, start = self.in_flight.output, self.arrivals_s, self.start
 
@@ -137,10 +136,8 @@ class _Run:
             arrivals.append(now - start)
 
         try:
-            record = await asyncio.wait_for(
-                stream_request(self.pool, self.ep, prompt, index, sent, self.load.output_tokens,
-                               self.load.ignore_eos, on_arrival=arrived, t0=t0),
-                self.load.timeout_s)
+            record = await _within(stream_request(self.pool, self.ep, prompt, index, start, self.load.output_tokens,
+                                                  self.load.ignore_eos, on_arrival=arrived), self.load.timeout_s)
         except asyncio.TimeoutError:
             record = RequestRecord(index, sent, prompt.tokens, 0,
                                    error=f"no complete answer within the request timeout ({self.load.timeout_s:g} s)")
@@ -239,6 +236,15 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
     overhead = client_overhead(stats, [r.accepted_s for r in records if r.accepted_s is not None], cpu, pool.waits)
     return RunResult(ep.describe(), load, records, stats, cancelled,
                      tuple(watcher.samples) if watcher else (), watcher.error if watcher else None, overhead)
+
+
+async def _within(coro, timeout_s: float):
+    """coro's result, or asyncio.TimeoutError after timeout_s; on Python 3.11+ in the caller's own task
+    (asyncio.timeout), without the task wait_for starts, which would write the request a loop pass later."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(timeout_s):
+            return await coro
+    return await asyncio.wait_for(coro, timeout_s)
 
 
 @contextmanager

@@ -74,6 +74,9 @@ class _Stream(Reply):
         self.usage: dict | None = None
         self.done = False
 
+    def sent(self, now: float) -> None:
+        self.t0 = now
+
     def head(self, status: int, headers: dict[str, str], now: float) -> bool:
         self.accepted = now - self.t0
         if status != 200:
@@ -144,16 +147,16 @@ def request_for(pool: Pool, ep: Endpoint, prompt: Prompt, output_tokens: int, ig
     return request_bytes(pool.origin, "POST", path, {"Content-Type": "application/json", **ep.headers()}, body)
 
 
-async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, sent_s: float,
+async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, start: float,
                          output_tokens: int, ignore_eos: bool = True,
-                         on_arrival: Callable[[int, float], None] | None = None, t0: float | None = None
-                         ) -> RequestRecord:
-    """Send one request and time its stream from t0 (its send, perf_counter; now if not given); on_arrival(chunks
-    so far, the chunk's arrival time) on every output chunk. Never raises for what the server did: the record's
-    error says it. Cancellation (the run stopping) propagates."""
+                         on_arrival: Callable[[int, float], None] | None = None) -> RequestRecord:
+    """Send one request and time its stream from t0, the moment it is written to its connection (its record's
+    sent_s is t0 - start, start being the run's perf_counter origin); on_arrival(chunks so far, the chunk's
+    arrival time) on every output chunk. Never raises for what the server did: the record's error says it.
+    Cancellation (the run stopping) propagates."""
     stream = _Stream(ep.api == CHAT, on_arrival)
     data = request_for(pool, ep, prompt, output_tokens, ignore_eos)
-    stream.t0 = time.perf_counter() if t0 is None else t0
+    stream.t0 = time.perf_counter()  # until the request is written (a connection that cannot be had never is)
     error = None
     try:
         await pool.send(data, stream)
@@ -163,7 +166,7 @@ async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, s
         error = first_line(exc)
     except ValueError as exc:
         error = first_line(exc)
-    return _record(stream, prompt, index, sent_s, stream.accepted, error)
+    return _record(stream, prompt, index, stream.t0 - start, stream.accepted, error)
 
 
 def transport_message(exc: httpx.HTTPError, url: str) -> str:
