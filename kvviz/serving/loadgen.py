@@ -36,7 +36,7 @@ from kvviz.serving.load import CLOSED, POISSON, Load
 from kvviz.serving.overhead import ClientOverhead, client_overhead
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.record import RequestRecord
-from kvviz.serving.sse import server_message, stream_request, transport_message
+from kvviz.serving.sse import request_for, server_message, stream_request, transport_message
 from kvviz.serving.stats import RunStats, Slo, run_stats
 
 
@@ -111,6 +111,7 @@ class _Run:
         self.records = progress.records  # the reader's list: it sees each record as it is kept
         self.arrivals_s = progress.arrivals_s
         self.in_flight = InFlight()
+        self.requests: dict[int, bytes] = {}  # each prompt's request bytes, made once: a burst of sends is cheaper
         self.begin()
 
     def begin(self) -> None:
@@ -126,7 +127,11 @@ class _Run:
     async def one(self, index: int, due_s: float | None = None, waited_s: float = 0.0) -> None:
         """Send request `index` and keep its record, however it ends (due_s, waited_s: an open loop's schedule
         for it and how long it waited for a free slot)."""
-        prompt = self.prompts[index % len(self.prompts)]
+        which = index % len(self.prompts)
+        prompt = self.prompts[which]
+        if which not in self.requests:
+            self.requests[which] = request_for(self.pool, self.ep, prompt, self.load.output_tokens,
+                                               self.load.ignore_eos)
         sent = time.perf_counter() - self.start  # a failed request's record; a sent one's is its write's
         self.in_flight.prompt[index] = prompt.tokens or 0
         output, arrivals, start = self.in_flight.output, self.arrivals_s, self.start
@@ -137,7 +142,8 @@ class _Run:
 
         try:
             record = await _within(stream_request(self.pool, self.ep, prompt, index, start, self.load.output_tokens,
-                                                  self.load.ignore_eos, on_arrival=arrived), self.load.timeout_s)
+                                                  self.load.ignore_eos, arrived, self.requests[which]),
+                                   self.load.timeout_s)
         except asyncio.TimeoutError:
             record = RequestRecord(index, sent, prompt.tokens, 0,
                                    error=f"no complete answer within the request timeout ({self.load.timeout_s:g} s)")

@@ -149,13 +149,14 @@ def request_for(pool: Pool, ep: Endpoint, prompt: Prompt, output_tokens: int, ig
 
 async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, start: float,
                          output_tokens: int, ignore_eos: bool = True,
-                         on_arrival: Callable[[int, float], None] | None = None) -> RequestRecord:
-    """Send one request and time its stream from t0, the moment it is written to its connection (its record's
-    sent_s is t0 - start, start being the run's perf_counter origin); on_arrival(chunks so far, the chunk's
-    arrival time) on every output chunk. Never raises for what the server did: the record's error says it.
-    Cancellation (the run stopping) propagates."""
+                         on_arrival: Callable[[int, float], None] | None = None,
+                         data: bytes | None = None) -> RequestRecord:
+    """Send one request (data: its bytes, request_for's, when the caller made them beforehand) and time its stream
+    from t0, the moment it is written to its connection (its record's sent_s is t0 - start, start being the
+    run's perf_counter origin); on_arrival(chunks so far, the chunk's arrival time) on every output chunk. Never
+    raises for what the server did: the record's error says it. Cancellation (the run stopping) propagates."""
     stream = _Stream(ep.api == CHAT, on_arrival)
-    data = request_for(pool, ep, prompt, output_tokens, ignore_eos)
+    data = data or request_for(pool, ep, prompt, output_tokens, ignore_eos)
     stream.t0 = time.perf_counter()  # until the request is written (a connection that cannot be had never is)
     error = None
     try:
