@@ -38,7 +38,7 @@ EN = {
     "serving_cli.capacity.agree": "agree",
     "serving_cli.capacity.differ": "DIFFER",
     "serving_cli.client": "      client: CPU {cpu:.2f} s ({busy:.0%} of a core, {per_token:,.1f} µs/token)  "
-                          "reads waited p50/p90 {wait} ms  headers p50 {headers} ms",
+                          "reads waited p50/p90 {wait} ms  chunks read together {joined:.0%}  headers p50 {headers} ms",
     "serving_cli.client.limited": "      warning: the client, not the server, limited this run ({why}); its figures "
                                   "understate the server",
     "serving_cli.client.busy": "its loop was busy {busy:.0%} of the run, over {limit:.0%}",
@@ -54,8 +54,8 @@ EN = {
                               "duration, less than the rate asked",
     "serving_cli.sweep.saturated": "sweep stopped at c={concurrency}: throughput stopped growing (the server is "
                                    "saturated)",
-    "serving_cli.sweep.client": "sweep stopped at c={concurrency}: the client, not the server, limited that level; "
-                                "levels beyond it would measure the client",
+    "serving_cli.sweep.client": "sweep stopped at c={concurrency}: the client saturated there (its event loop was "
+                                "the bottleneck); levels beyond it would measure the client",
     "serving_cli.sweep.cancelled": "sweep stopped at c={concurrency}: cancelled",
     "serving_cli.sweep.last": "sweep ended at its last level, c={concurrency}",
 }
@@ -89,7 +89,7 @@ ZH = {
     "serving_cli.capacity.agree": "一致",
     "serving_cli.capacity.differ": "不一致",
     "serving_cli.client": "      客户端：CPU {cpu:.2f} 秒（单核的 {busy:.0%}，每 token {per_token:,.1f} µs）  读取等待 "
-                          "p50/p90 {wait} ms  响应头 p50 {headers} ms",
+                          "p50/p90 {wait} ms  一起读到的输出块 {joined:.0%}  响应头 p50 {headers} ms",
     "serving_cli.client.limited": "      警告：限制本次运行的是客户端而不是服务器（{why}）；其数据低估了服务器",
     "serving_cli.client.busy": "其事件循环忙碌了运行时间的 {busy:.0%}，超过 {limit:.0%}",
     "serving_cli.client.late": "其读取在 p90 等待了 {wait} ms，超过请求耗时 {e2e} ms 的 {share:.1%}",
@@ -101,7 +101,7 @@ ZH = {
     "serving_cli.rate.bound": "并发上限 {cap} 挡住了 {requests} 个到达中的 {held} 个（平均等待 {wait} ms），"
                               "并限制了速率：按这些请求的耗时它最多承载 {carried} req/s，低于请求速率",
     "serving_cli.sweep.saturated": "扫描在 c={concurrency} 停止：吞吐不再增长（服务器已饱和）",
-    "serving_cli.sweep.client": "扫描在 c={concurrency} 停止：限制这一级的是客户端而不是服务器；"
+    "serving_cli.sweep.client": "扫描在 c={concurrency} 停止：客户端在这一级已饱和（瓶颈是它的事件循环）；"
                                 "更高的级别测到的将是客户端",
     "serving_cli.sweep.cancelled": "扫描在 c={concurrency} 停止：已取消",
     "serving_cli.sweep.last": "扫描在最后一级 c={concurrency} 结束",

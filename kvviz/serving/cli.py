@@ -209,22 +209,31 @@ def result_line(result, lang: str = "en") -> str:
 
 
 def client_line(result, lang: str = "en") -> str | None:
-    """What the client itself cost (CPU, how long its reads waited, time to headers), and, when it limited the
-    run, a warning that says why (overhead.py's rule)."""
-    from kvviz.serving.overhead import BUSY, BUSY_LIMIT, WAIT_SHARE
-
+    """What the client itself cost (CPU, how long its reads waited, chunks read together, time to headers), and, when
+    it limited the run, a warning that says why (overhead.py's rule)."""
     c = result.client
     if c is None:
         return None
     wait = "-" if c.read_wait is None else f"{_ms(c.read_wait.p50)}/{_ms(c.read_wait.p90)}"
     line = t("serving_cli.client", lang, cpu=c.cpu_s, busy=c.busy, per_token=c.cpu_us_per_token or 0.0, wait=wait,
-             headers=_ms(c.headers.p50))
+             joined=c.joined_chunks, headers=_ms(c.headers.p50))
     if not c.limited:
         return line
-    why = [t("serving_cli.client.busy", lang, busy=c.busy, limit=BUSY_LIMIT) if reason == BUSY else
-           t("serving_cli.client.late", lang, wait=_ms(c.read_wait.p90), e2e=_ms(result.stats.e2e.p50),
-             share=WAIT_SHARE) for reason in c.limits]
-    return line + "\n" + t("serving_cli.client.limited", lang, why=t("serving_cli.client.sep", lang).join(why))
+    why = t("serving_cli.client.sep", lang).join(_limit_text(reason, result, lang) for reason in c.limits)
+    return line + "\n" + t("serving_cli.client.limited", lang, why=why)
+
+
+def _limit_text(reason: str, result, lang: str) -> str:
+    """One reason the client limited a run, with its numbers and the rule's bound."""
+    from kvviz.serving.overhead import BUSY, BUSY_LIMIT, LATE_READS, WAIT_SHARE
+
+    c = result.client
+    if reason == BUSY:
+        return t("serving_cli.client.busy", lang, busy=c.busy, limit=BUSY_LIMIT)
+    if reason == LATE_READS:
+        return t("serving_cli.client.late", lang, wait=_ms(c.read_wait.p90), e2e=_ms(result.stats.e2e.p50),
+                 share=WAIT_SHARE)
+    raise ValueError(f"unknown reason the client limited a run: {reason}")
 
 
 def rate_line(result, lang: str = "en") -> str | None:

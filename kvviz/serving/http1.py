@@ -42,7 +42,7 @@ class Reply:
     """What receives a reply as it comes: sent() with the time its request is written (a retry writes it again),
     head() once, then body() with each piece of the decoded body and the time its bytes arrived; head and body
     may return True when the Reply has had all it wants (see Connection). Exceptions raised here end the request
-    with them."""
+    with them. body's waited: how long the read's bytes waited for this process (0 where not stamped)."""
 
     def sent(self, now: float) -> None:
         return None
@@ -50,7 +50,7 @@ class Reply:
     def head(self, status: int, headers: dict[str, str], now: float) -> bool:
         return False
 
-    def body(self, data: bytes, now: float) -> bool:
+    def body(self, data: bytes, now: float, waited: float = 0.0) -> bool:
         return False
 
 
@@ -122,6 +122,7 @@ class Connection(asyncio.Protocol):
         self.grace: asyncio.TimerHandle | None = None
         self.uses = 0
         self.got_bytes = False
+        self.waited = 0.0  # the current read's wait for this process
 
     # -- asyncio.Protocol --------------------------------------------------------------------------------------
 
@@ -140,8 +141,9 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         sock = self.sock
         now = sock.arrived_at  # when the kernel got these bytes: every timestamp of the load is this
+        self.waited = sock.read_at - now
         if sock.stamped:
-            self.pool.waits.append(sock.read_at - now)
+            self.pool.waits.append(self.waited)
         if self.state == _DONE:
             self.reusable = False  # bytes nobody asked for: this connection's framing cannot be trusted
             return
@@ -208,7 +210,7 @@ class Connection(asyncio.Protocol):
             self.done.set_exception(exc)
 
     def _deliver(self, data: bytes, now: float) -> None:
-        if self.reply is not None and data and self.reply.body(data, now):
+        if self.reply is not None and data and self.reply.body(data, now, self.waited):
             self._answered()
 
     # -- decoding ----------------------------------------------------------------------------------------------

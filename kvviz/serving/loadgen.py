@@ -239,7 +239,7 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
     stats = run_stats(list(records), duration, slo, rate=load.rate, concurrency=load.concurrency)
     if stats.completed == 0 and not cancelled:
         raise EndpointError(stats.first_error or "no request completed")
-    overhead = client_overhead(stats, [r.accepted_s for r in records if r.accepted_s is not None], cpu, pool.waits)
+    overhead = client_overhead(stats, records, cpu, pool.waits)
     return RunResult(ep.describe(), load, records, stats, cancelled,
                      tuple(watcher.samples) if watcher else (), watcher.error if watcher else None, overhead)
 

@@ -72,6 +72,7 @@ class _Stream(Reply):
         self.last_now = 0.0
         self.arrivals: list[float] = []
         self.usage: dict | None = None
+        self.joined_chunks = 0
         self.done = False
 
     def sent(self, now: float) -> None:
@@ -88,18 +89,23 @@ class _Stream(Reply):
                              "(text/event-stream): it does not stream this request")
         return False
 
-    def body(self, data: bytes, now: float) -> bool:
-        """Split the body into lines as bytes arrive; each line is stamped with the time its bytes came."""
+    def body(self, data: bytes, now: float, waited: float = 0.0) -> bool:
+        """Split the body into lines as bytes arrive; each line is stamped with the time its bytes came (the
+        newest bytes' of the read). Chunks that came in one read are counted as joined, but the last."""
         self.last_now = now
         if self.status is not None:
             self.error_body += data
             return len(self.error_body) >= ERROR_BODY_BYTES
         *lines, self.pending = (self.pending + data).split(b"\n")
-        for raw in lines:
-            self.line(raw.rstrip(b"\r"), now)
-            if self.done:
-                return True
-        return False
+        before = len(self.arrivals)
+        try:
+            for raw in lines:
+                self.line(raw.rstrip(b"\r"), now)
+                if self.done:
+                    return True
+            return False
+        finally:
+            self.joined_chunks += max(0, len(self.arrivals) - before - 1)
 
     def end(self) -> None:
         """The reply ended: what it said, or why it is not a complete stream."""
@@ -192,4 +198,4 @@ def _record(stream: _Stream, prompt: Prompt, index: int, sent_s: float, accepted
         new_tokens=new_tokens if isinstance(new_tokens, int) else len(arrivals),
         accepted_s=accepted, ttft_s=arrivals[0] if arrivals and error is None else None,
         e2e_s=arrivals[-1] if arrivals and error is None else None, arrivals_s=arrivals,
-        usage_reported=isinstance(new_tokens, int), error=error)
+        usage_reported=isinstance(new_tokens, int), error=error, joined_chunks=stream.joined_chunks)

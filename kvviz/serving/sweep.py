@@ -3,10 +3,10 @@
 As `vllm bench serve` over --max-concurrency values and guidellm's sweep from synchronous to throughput:
 each level runs `per_level × concurrency` requests (at least min_requests); the sweep stops when two levels
 in a row add less than `saturation_gain` to the best output throughput before them (the server is
-saturated), or when the client, not the server, limited a level (its overhead measurement says so: a level
-beyond it would measure the client), or at max_concurrency; stop_reason() says which. Each level's row is its
-run's figures plus tokens/s per user, 1 / TPOT p50 (the decode speed one user sees, the y-axis of the trade-off
-curve against total tokens/s) and the client's own cost. Knows loads, not servers.
+saturated), or when the client saturated at a level (its overhead measurement says its own loop was the
+bottleneck: a level beyond it would measure the client), or at max_concurrency; stop_reason() says which. Each
+level's row is its run's figures plus tokens/s per user, 1 / TPOT p50 (the decode speed one user sees, the
+y-axis of the trade-off curve against total tokens/s) and the client's own cost. Knows loads, not servers.
 """
 
 from __future__ import annotations
@@ -90,17 +90,19 @@ def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32,
     return results
 
 
-def client_limited(result: RunResult) -> bool:
-    """Whether the client, not the server, limited this run (loadgen's overhead measurement)."""
-    return result.client is not None and result.client.limited
+def client_saturated(result: RunResult) -> bool:
+    """Whether the client's own loop was the bottleneck of this run (overhead.py's BUSY): a level beyond it would
+    measure the client. (Reads that waited or chunks read together are warned of in the run, not stopped at: a
+    busy machine or a busy process around the client causes them, and more load does not.)"""
+    return result.client is not None and result.client.saturated
 
 
 def stop_reason(results: Sequence[RunResult], gain: float = 0.05) -> str:
-    """Why a sweep stops after these levels: CANCELLED, CLIENT (the client limited the last level), SATURATED
+    """Why a sweep stops after these levels: CANCELLED, CLIENT (the client saturated at the last level), SATURATED
     (throughput stopped growing), or LAST (it had more levels to go, or it ran them all)."""
     if results[-1].cancelled:
         return CANCELLED
-    if client_limited(results[-1]):
+    if client_saturated(results[-1]):
         return CLIENT
     if saturated(results, gain):
         return SATURATED

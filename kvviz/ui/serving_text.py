@@ -19,7 +19,7 @@ from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import ServerView, server_view
-from kvviz.serving.overhead import BUSY, BUSY_LIMIT, WAIT_SHARE
+from kvviz.serving.overhead import BUSY, BUSY_LIMIT, LATE_READS, WAIT_SHARE
 from kvviz.serving.stats import Distribution, RunStats
 from kvviz.serving.sweep import CLIENT, stop_reason
 
@@ -117,7 +117,7 @@ def _rate(x: float | None) -> str:
 
 
 def client_markdown(result: RunResult, lang: str = "en") -> str | None:
-    """What the client itself cost in the run, and a warning, with its reason, when it limited the run
+    """What the client itself cost in the run, and a warning, with its reasons, when it limited the run
     (kvviz.serving.overhead's rule); None for a run not made by kvviz's client."""
     c = result.client
     if c is None:
@@ -125,13 +125,22 @@ def client_markdown(result: RunResult, lang: str = "en") -> str | None:
     wait = "n/a" if c.read_wait is None else f"{ms(c.read_wait.p50)}/{ms(c.read_wait.p90)}"
     text = t("serving.client.line", lang, cpu=f"{c.cpu_s:,.2f}", busy=pct(c.busy, 0),
              per_token="n/a" if c.cpu_us_per_token is None else f"{c.cpu_us_per_token:,.1f}", wait=wait,
-             headers=ms(c.headers.p50))
+             joined=pct(c.joined_chunks, 0), headers=ms(c.headers.p50))
     if not c.limited:
         return text
-    why = [t("serving.client.busy", lang, busy=pct(c.busy, 0), limit=pct(BUSY_LIMIT, 0)) if reason == BUSY else
-           t("serving.client.late", lang, wait=ms(c.read_wait.p90), share=pct(WAIT_SHARE), e2e=ms(result.stats.e2e.p50))
-           for reason in c.limits]
-    return text + "\n\n" + t("serving.client.limited", lang, why=t("serving.client.sep", lang).join(why))
+    why = t("serving.client.sep", lang).join(_limit_text(reason, result, lang) for reason in c.limits)
+    return text + "\n\n" + t("serving.client.limited", lang, why=why)
+
+
+def _limit_text(reason: str, result: RunResult, lang: str) -> str:
+    """One reason the client limited a run, with its numbers and the rule's bound."""
+    c = result.client
+    if reason == BUSY:
+        return t("serving.client.busy", lang, busy=pct(c.busy, 0), limit=pct(BUSY_LIMIT, 0))
+    if reason == LATE_READS:
+        return t("serving.client.late", lang, wait=ms(c.read_wait.p90), share=pct(WAIT_SHARE),
+                 e2e=ms(result.stats.e2e.p50))
+    raise ValueError(f"unknown reason the client limited a run: {reason}")
 
 
 def run_markdown(result: RunResult, lang: str = "en") -> str:

@@ -31,7 +31,7 @@ class Recorder(Reply):
         self.status, self.headers = status, headers
         return False
 
-    def body(self, data, now):
+    def body(self, data, now, waited=0.0):
         self.data += data
         self.times.append(now)
         return self.enough_after is not None and self.enough_after in self.data

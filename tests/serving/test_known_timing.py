@@ -38,40 +38,46 @@ def construction_tokens_per_s(concurrency: int) -> float:
     return concurrency * TOKENS / (TTFT_S + (TOKENS - 1) * ITL_S)
 
 
-def measured(server, concurrency: int):
-    """One level's run and the server's record of it: up to ATTEMPTS runs, until one in which the server kept its
-    schedule (its sends' p99 lateness within SERVER_LATE_P99_S). A run in which the server itself slipped (a
-    busy machine took its core for ~100 ms) says nothing of the client: the truth was not there."""
-    for _ in range(ATTEMPTS):
-        server.lateness(reset=True)
-        result = run(endpoint(server.base_url, server.model),
-                     Load(concurrency=concurrency, requests=WAVES * concurrency, output_tokens=TOKENS),
-                     synthetic(64, 16))
-        late = server.lateness()
-        if late.p99_s <= SERVER_LATE_P99_S:
-            break
-    return result, late
+def misses(result, concurrency: int) -> list[str]:
+    """What the run got wrong against the construction (empty: nothing): TTFT p50 beyond 5%, output tokens/s
+    beyond 3%, TPOT p50 beyond 5%, a request lost, or the client saying it limited the run."""
+    s, client = result.stats, result.client
+    wrong = []
+    if (s.completed, s.failed, s.output_tokens) != (WAVES * concurrency, 0, WAVES * concurrency * TOKENS):
+        wrong.append(f"{s.completed} completed, {s.failed} failed, {s.output_tokens} tokens")
+    if abs(s.ttft.p50 / TTFT_S - 1) > TTFT_BOUND:
+        wrong.append(f"TTFT p50 {s.ttft.p50 * 1e3:.1f} ms")
+    if abs(s.output_tokens_per_s / construction_tokens_per_s(concurrency) - 1) > THROUGHPUT_BOUND:
+        wrong.append(f"{s.output_tokens_per_s:,.1f} tokens/s (construction "
+                     f"{construction_tokens_per_s(concurrency):,.1f})")
+    if abs(s.tpot.p50 / ITL_S - 1) > TPOT_BOUND:
+        wrong.append(f"TPOT p50 {s.tpot.p50 * 1e3:.2f} ms")
+    if client.limited:
+        wrong.append(f"the client says it limited the run ({', '.join(client.limits)}; busy {client.busy:.0%}, "
+                     f"reads waited p90 {client.read_wait.p90 * 1e3:.2f} ms)")
+    return wrong
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 8, 32, 128, 256])
 def test_the_client_reads_the_construction_at_any_concurrency(server, concurrency):
     """TTFT p50 within 5%, output tokens/s within 3%, TPOT p50 within 5% of the construction, every request
-    complete, and the client not limiting the run by its own rule."""
-    result, late = measured(server, concurrency)
-    s, client = result.stats, result.client
-    said = (f"c={concurrency}: TTFT p50 {s.ttft.p50 * 1e3:.1f} ms, {s.output_tokens_per_s:,.1f} tokens/s "
-            f"(construction {construction_tokens_per_s(concurrency):,.1f}), TPOT p50 {s.tpot.p50 * 1e3:.2f} ms; "
-            f"client busy {client.busy:.0%}, reads waited p90 {client.read_wait.p90 * 1e3:.2f} ms; server sends "
-            f"late p99 {late.p99_s * 1e3:.2f} ms")
-    assert late.p99_s <= SERVER_LATE_P99_S, \
-        f"the server did not keep its schedule in {ATTEMPTS} runs, so nothing is known (a busy machine): {said}"
-    assert (s.completed, s.failed, s.output_tokens) == (WAVES * concurrency, 0, WAVES * concurrency * TOKENS), said
-    assert abs(s.ttft.p50 / TTFT_S - 1) <= TTFT_BOUND, f"TTFT off the construction: {said}"
-    assert abs(s.output_tokens_per_s / construction_tokens_per_s(concurrency) - 1) <= THROUGHPUT_BOUND, \
-        f"throughput off the construction: {said}"
-    assert abs(s.tpot.p50 / ITL_S - 1) <= TPOT_BOUND, f"TPOT off the construction: {said}"
-    assert not client.limited, f"the client says it limited the run ({client.limits}): {said}"
+    complete, and the client not limiting the run by its own rule. A run that misses while the server itself did
+    not keep its schedule (its sends' p99 lateness over 10 ms: a busy machine took its core) is void, as the
+    truth was not there, and runs again, up to ATTEMPTS runs; a miss while the server kept it fails at once."""
+    for _ in range(ATTEMPTS):
+        server.lateness(reset=True)
+        result = run(endpoint(server.base_url, server.model),
+                     Load(concurrency=concurrency, requests=WAVES * concurrency, output_tokens=TOKENS),
+                     synthetic(64, 16))
+        late = server.lateness()
+        wrong = misses(result, concurrency)
+        if not wrong:
+            return
+        said = f"c={concurrency}: {'; '.join(wrong)}; server sends late p99 {late.p99_s * 1e3:.2f} ms"
+        assert late.p99_s > SERVER_LATE_P99_S, f"the client misread a server that kept its schedule: {said}"
+    pytest.fail(f"the server did not keep its schedule in {ATTEMPTS} runs (a busy machine), so nothing is known: "
+                f"{said}")
 
 
 def test_chat_streams_are_timed_from_their_first_content_not_the_role_chunk(server):

@@ -227,7 +227,8 @@ def test_the_client_paragraph_and_its_warning_in_both_languages():
                             limits=(BUSY, LATE_READS))
     text = run_markdown(replace(base, client=client))
     assert ("**The client's own cost**: CPU 1.60 s (80% of a core, 200,000.0 µs per output token); its reads waited "
-            "2.0 ms/30.0 ms (p50/p90) after the bytes arrived; response headers 10.0 ms (p50) after each send.") in text
+            "2.0 ms/30.0 ms (p50/p90) after the bytes arrived, and 0% of the output chunks came in one read with a "
+            "later one (their gap reads 0); response headers 10.0 ms (p50) after each send.") in text
     assert ("**Warning: the client, not the server, limited this run** (its event loop was busy 80% of the run, over "
             "75%; its reads waited 30.0 ms at p90, over 2.5% of a request's 450.0 ms)") in text
     zh = run_markdown(replace(base, client=client), "zh")
@@ -263,8 +264,8 @@ def test_a_sweep_stopped_by_the_client_says_so_first():
     runs = [result(concurrency=1), replace(result(concurrency=2), client=client)]
     frame = level_frame(runs)
     text = sweep_markdown(frame, runs)
-    assert text.startswith("**The sweep stopped at 2 in flight because the client, not the server, limited that "
-                           "level**")
-    assert sweep_markdown(frame, runs, "zh").startswith("**扫描在并发 2 处停止，因为限制这一级的是客户端而不是服务器**")
+    assert text.startswith("**The sweep stopped at 2 in flight because the client saturated there** (its event loop "
+                           "was the bottleneck)")
+    assert sweep_markdown(frame, runs, "zh").startswith("**扫描在并发 2 处停止，因为客户端在这一级已饱和**")
     fine = [runs[0], result(concurrency=2)]
     assert "client" not in sweep_markdown(level_frame(fine), fine)
