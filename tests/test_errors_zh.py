@@ -147,6 +147,9 @@ def test_loading_progress_reads_in_chinese():
     ("stopped by the time limit: this demo allows 120 s per request", "已因时间限制停止：本演示每个请求最多 120 秒"),
     ("HTTP 401 (set KVVIZ_API_KEY or pass --api-key): bad key",
      "HTTP 401（请设置 KVVIZ_API_KEY 或传入 --api-key）：bad key"),
+    ("http://127.0.0.1:8011: the server closed the connection before its answer ended",
+     "http://127.0.0.1:8011：服务器在回答结束前关闭了连接"),
+    ("cannot reach http://127.0.0.1:8011: Connection refused", "无法连接 http://127.0.0.1:8011：Connection refused"),
     ("a message no template knows", "a message no template knows"),
 ])
 def test_messages_made_elsewhere_read_in_chinese(message, zh):

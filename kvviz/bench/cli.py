@@ -4,7 +4,8 @@ Parts: overhead (1), payoff (2), memory (3), hardware (4), calculator and app (5
 CUDA), batch (kvviz's batched engine over B, against the roofline), load, concurrency (many clients on one
 app), leaks (memory over many runs), cancel (how soon Stop, a cancelled call or a closed tab frees the device),
 serving (vLLM under load, beside vLLM's own benchmark and kvviz's engine; not in `all`, as it needs vLLM's
-environment), fast (the static mode: a preallocated cache and a compiled decode step, beside the plain loops and
+environment), loadgen (kvviz's load generator against a server of known timings, up to 256 in flight), fast
+(the static mode: a preallocated cache and a compiled decode step, beside the plain loops and
 model.generate), figures (plotly HTML and PNG from the results), and all
 (every part in turn; with --quick, seconds each, as CI runs it).
 """
@@ -210,6 +211,16 @@ def _serving(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     write_results(args.out, "serving-quick" if args.quick else "serving", frame, summary, argv)
 
 
+def _loadgen(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from dataclasses import replace
+
+    from kvviz.bench.loadgen import FULL, QUICK, loadgen_bench
+
+    plan = QUICK if args.quick else replace(FULL, repeats=args.repeats, waves=args.waves, levels=tuple(args.levels))
+    frame, summary = loadgen_bench(plan)
+    write_results(args.out, "loadgen-quick" if args.quick else "loadgen", frame, summary, argv)
+
+
 def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.figures import write_figures
 
@@ -218,7 +229,7 @@ def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 
 ALL = ("overhead", "load", "payoff", "memory", "hardware", "batch", "fast", "calculator", "app", "concurrency",
-       "leaks", "cancel", "gpu")
+       "leaks", "cancel", "loadgen", "gpu")
 
 
 def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -243,7 +254,8 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
          "batch": _batch, "fast": _fast, "calculator": _calculator, "app": _app, "concurrency": _concurrency,
-         "leaks": _leaks, "cancel": _cancel, "gpu": _gpu, "serving": _serving, "figures": _figures, "all": _all}
+         "leaks": _leaks, "cancel": _cancel, "gpu": _gpu, "serving": _serving, "loadgen": _loadgen,
+         "figures": _figures, "all": _all}
 
 
 def _models(*default: str, help_: str | None = None) -> tuple[str, dict]:
@@ -318,6 +330,13 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
     "serving": ("vLLM serving tiny: kvviz's sweep, vLLM's own benchmark beside it, kvviz's engine one at a time "
                 "(needs `python -m kvviz.serving setup`)",
                 "levels 1-2, 32 tokens, the comparison at 2 in flight", []),
+    "loadgen": ("kvviz's load generator against a server of known timings (first token 300 ms, a token every 25 ms, "
+                "32 tokens) at 1, 8, 32, 128 and 256 in flight: TTFT and throughput against the construction, the "
+                "client's own cost", "levels 1, 8, 32, two waves, one repeat",
+                [_int("--repeats", 5, "interleaved repeats of every level (default 5)"),
+                 _int("--waves", 4, "whole waves of requests per level (default 4)"),
+                 ("--levels", {"nargs": "+", "type": int, "default": [1, 8, 32, 128, 256],
+                               "help": "requests in flight (default 1 8 32 128 256)"})]),
     "figures": ("plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
                 "draw the quick runs' results (PART-quick.csv)", [NO_PNG]),
     "all": ("every part in turn, then the figures", "every part in its quick mode (CI)", [NO_PNG]),

@@ -245,6 +245,31 @@ def fast_figure(rows: pd.DataFrame) -> go.Figure:
                    "(dashed: 80% of the bandwidth)", height=480, width=1300)
 
 
+def loadgen_figure(rows: pd.DataFrame) -> go.Figure:
+    """Part `loadgen`: what kvviz's client read against the timed server's construction at each concurrency, as
+    relative errors of TTFT p50 and output tokens/s (every repeat a dot, the medians a line, the targets dashed),
+    and the client's own CPU per token."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        "error against the construction", "client CPU per output token"))
+    for key, label, color in (("ttft_error", "TTFT p50", COLORS["kvviz"]),
+                              ("throughput_error", "output tokens/s", COLORS["generate"])):
+        med = rows.groupby("concurrency")[key].median()
+        fig.add_scatter(x=med.index, y=med.values, mode="lines", name=f"{label} (median)", line_color=color,
+                        row=1, col=1)
+        fig.add_scatter(x=rows["concurrency"], y=rows[key], mode="markers", name=f"{label} (each repeat)",
+                        marker={"color": color, "size": 6}, row=1, col=1)
+    for bound in (0.05, -0.05, 0.03, -0.03):
+        fig.add_hline(y=bound, line_dash="dash", line_width=1, row=1, col=1)
+    med = rows.groupby("concurrency")["client_cpu_us_per_token"].median()
+    fig.add_scatter(x=med.index, y=med.values, mode="lines+markers", name="client CPU µs/token (median)",
+                    marker_color=COLORS["plain"], row=1, col=2)
+    fig.update_xaxes(title_text="requests in flight", type="log")
+    fig.update_yaxes(tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(title_text="µs per token", rangemode="tozero", row=1, col=2)
+    return _layout(fig, "kvviz's load generator against a server of known timings (dashed: ±5% TTFT, ±3% "
+                   "throughput)", height=460, width=1200)
+
+
 def _gather(results: Path, name: str) -> pd.DataFrame | None:
     """A part's rows (name.csv) from the folder and its sub-run folders (not gpu*/ runs or figures/)."""
     runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(("gpu", "figures")))
@@ -263,6 +288,7 @@ FIGURES: dict[str, Callable[[pd.DataFrame], go.Figure]] = {
     "overhead": overhead_figure, "payoff": payoff_figure, "memory": memory_figure, "hardware": hardware_figure,
     "batch": batch_figure, "calculator": calculator_figure, "app": app_figure, "concurrency": concurrency_figure,
     "concurrency-hosted": concurrency_figure, "serving": serving_figure, "fast": fast_figure,
+    "loadgen": loadgen_figure,
 }
 
 

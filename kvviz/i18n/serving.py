@@ -99,6 +99,24 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.run.metrics_error": "The server's metrics could not be read: {error}",
     "serving.run.failed": "**{failed} request(s) failed**; the first: {error}",
     "serving.run.cancelled": "*Cancelled: the requests in flight were recorded as failed.*",
+    "serving.client.line": "**The client's own cost**: CPU {cpu} s ({busy} of a core, {per_token} µs per output "
+                           "token); its reads waited {wait} (p50/p90) after the bytes arrived, and {joined} of the "
+                           "output chunks came in one read with a later one (their gap reads 0); response headers "
+                           "{headers} (p50) after each send. Times are the kernel's receive stamps, so this cost "
+                           "does not enter TTFT or E2E.",
+    "serving.client.limited": "**Warning: the client, not the server, limited this run** ({why}): its throughput "
+                              "understates the server's.",
+    "serving.client.busy": "its event loop was busy {busy} of the run, over {limit}",
+    "serving.client.late": "its reads waited {wait} at p90, over {share} of a request's {e2e}",
+    "serving.client.sep": "; ",
+    "serving.rate.line": "**Open loop**: {asked} requests/s asked, {sent} sent, {completed} completed. {cap}",
+    "serving.rate.free": "The cap of {cap} in flight (at most {carried} requests/s at these requests' duration) never "
+                         "held an arrival back.",
+    "serving.rate.held": "The cap of {cap} in flight held back {held} of {requests} arrivals in bursts (mean wait "
+                         "{wait}); it carries at most {carried} requests/s, more than the rate asked.",
+    "serving.rate.bound": "**The cap of {cap} in flight bounded the rate**: it held back {held} of {requests} "
+                          "arrivals (mean wait {wait}) and carries at most {carried} requests/s at these requests' "
+                          "duration (Little's law: cap / mean E2E), less than the rate asked.",
     # --- a sweep's text ---
     "serving.q5.from_nothing": "from nothing",
     "serving.q5.users": " (each user's decode speed from {first} to {top} tokens/s)",
@@ -137,6 +155,9 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.q6.top": " At {concurrency} in flight the server's mean request queued {queued} and was prefilled in "
                       "{prefill}; a long prompt lengthens the prefill, and the scheduler's batch limits "
                       "(max-num-seqs, the token budget per step) the queue.",
+    "serving.sweep.client": "**The sweep stopped at {concurrency} in flight because the client saturated there** "
+                            "(its event loop was the bottleneck): levels beyond it would measure the client. Its "
+                            "throughput is a floor for the server's.",
     "serving.sweep.none": "No sweep yet.",
     "serving.sweep.one": "One level only ({concurrency} in flight): the trade-offs of questions 5 and 6 show from two "
                          "levels on.",
@@ -344,6 +365,21 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
     "serving.run.metrics_error": "无法读取服务端指标：{error}",
     "serving.run.failed": "**{failed} 个请求失败**；第一个：{error}",
     "serving.run.cancelled": "*已取消：进行中的请求记为失败。*",
+    "serving.client.line": "**客户端自身的开销**：CPU {cpu} 秒（单核的 {busy}，每个输出 token {per_token} µs）；"
+                           "字节到达后读取等待 {wait}（p50/p90），{joined} 的输出块与后面的块在同一次读取中到达"
+                           "（其间隔记为 0）；每次发送后 {headers}（p50）收到响应头。时间取自内核的接收时间戳，"
+                           "所以这部分开销不计入 TTFT 和 E2E。",
+    "serving.client.limited": "**警告：限制本次运行的是客户端而不是服务器**（{why}）：其吞吐低估了服务器。",
+    "serving.client.busy": "其事件循环忙碌了运行时间的 {busy}，超过 {limit}",
+    "serving.client.late": "其读取在 p90 等待了 {wait}，超过请求耗时 {e2e} 的 {share}",
+    "serving.client.sep": "；",
+    "serving.rate.line": "**开环**：请求速率 {asked} 个/秒，实际发送 {sent}，完成 {completed}。{cap}",
+    "serving.rate.free": "并发上限 {cap}（按这些请求的耗时最多承载 {carried} 个请求/秒）从未挡住任何到达的请求。",
+    "serving.rate.held": "并发上限 {cap} 在突发时挡住了 {requests} 个到达中的 {held} 个（平均等待 {wait}）；"
+                         "它最多承载 {carried} 个请求/秒，高于请求速率。",
+    "serving.rate.bound": "**并发上限 {cap} 限制了速率**：它挡住了 {requests} 个到达中的 {held} 个（平均等待 "
+                          "{wait}），按这些请求的耗时最多承载 {carried} 个请求/秒（利特尔法则：上限 / 平均 E2E），"
+                          "低于请求速率。",
     "serving.q5.from_nothing": "从零开始",
     "serving.q5.users": "（每个用户的解码速度从 {first} 变为 {top} tokens/s）",
     "serving.q5.text": "**Q5：{question}** TTFT 是用户等到第一个 token 的时间（排队 + 预填充）；TPOT 是其余 token "
@@ -373,6 +409,8 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
                            "共享调度器的每一步。",
     "serving.q6.top": "并发 {concurrency} 时，服务端平均每个请求排队 {queued}、预填充用时 {prefill}；长提示词会拉长"
                       "预填充，调度器的批限制（max-num-seqs、每步的 token 预算）会拉长队列。",
+    "serving.sweep.client": "**扫描在并发 {concurrency} 处停止，因为客户端在这一级已饱和**（瓶颈是它的事件循环）："
+                            "更高的级别测到的将是客户端。这一级的吞吐只是服务器吞吐的下限。",
     "serving.sweep.none": "还没有扫描结果。",
     "serving.sweep.one": "只有一级（并发 {concurrency}）：问题 5 和 6 的权衡至少要两级才能看出。",
     "serving.change.plain": "从 {before} 变为 {after}",

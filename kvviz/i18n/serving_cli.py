@@ -48,6 +48,27 @@ EN = {
     "serving_cli.capacity.kind.sliding": "{n} sliding (window {window})",
     "serving_cli.capacity.kind.chunked": "{n} chunked (chunk {window})",
     "serving_cli.capacity.padding": " with {padding} padding layer(s)",
+    "serving_cli.client": "      client: CPU {cpu:.2f} s ({busy:.0%} of a core, {per_token:,.1f} µs/token)  "
+                          "reads waited p50/p90 {wait} ms  chunks read together {joined:.0%}  headers p50 {headers} ms",
+    "serving_cli.client.limited": "      warning: the client, not the server, limited this run ({why}); its figures "
+                                  "understate the server",
+    "serving_cli.client.busy": "its loop was busy {busy:.0%} of the run, over {limit:.0%}",
+    "serving_cli.client.late": "its reads waited {wait} ms at p90, over {share:.1%} of a request's {e2e} ms",
+    "serving_cli.client.sep": "; ",
+    "serving_cli.rate": "      open loop: asked {asked:.2f} req/s, sent {sent}, completed {completed:.2f}; {cap}",
+    "serving_cli.rate.free": "the cap of {cap} in flight (it carries at most {carried} req/s at these requests' "
+                             "duration) never held an arrival back",
+    "serving_cli.rate.held": "the cap of {cap} in flight held back {held} of {requests} arrivals in bursts (mean "
+                             "wait {wait} ms); it carries at most {carried} req/s, more than the rate asked",
+    "serving_cli.rate.bound": "the cap of {cap} in flight held back {held} of {requests} arrivals (mean wait {wait} "
+                              "ms) and BOUNDED THE RATE: it carries at most {carried} req/s at these requests' "
+                              "duration, less than the rate asked",
+    "serving_cli.sweep.saturated": "sweep stopped at c={concurrency}: throughput stopped growing (the server is "
+                                   "saturated)",
+    "serving_cli.sweep.client": "sweep stopped at c={concurrency}: the client saturated there (its event loop was "
+                                "the bottleneck); levels beyond it would measure the client",
+    "serving_cli.sweep.cancelled": "sweep stopped at c={concurrency}: cancelled",
+    "serving_cli.sweep.last": "sweep ended at its last level, c={concurrency}",
 }
 ZH = {
     "serving_cli.error": "错误：{message}",
@@ -89,5 +110,22 @@ ZH = {
     "serving_cli.capacity.kind.sliding": "{n} 组滑动窗口（窗口 {window}）",
     "serving_cli.capacity.kind.chunked": "{n} 组分块局部注意力（块长 {window}）",
     "serving_cli.capacity.padding": "，含 {padding} 个填充层",
+    "serving_cli.client": "      客户端：CPU {cpu:.2f} 秒（单核的 {busy:.0%}，每 token {per_token:,.1f} µs）  读取等待 "
+                          "p50/p90 {wait} ms  一起读到的输出块 {joined:.0%}  响应头 p50 {headers} ms",
+    "serving_cli.client.limited": "      警告：限制本次运行的是客户端而不是服务器（{why}）；其数据低估了服务器",
+    "serving_cli.client.busy": "其事件循环忙碌了运行时间的 {busy:.0%}，超过 {limit:.0%}",
+    "serving_cli.client.late": "其读取在 p90 等待了 {wait} ms，超过请求耗时 {e2e} ms 的 {share:.1%}",
+    "serving_cli.client.sep": "；",
+    "serving_cli.rate": "      开环：请求速率 {asked:.2f} req/s，实际发送 {sent}，完成 {completed:.2f}；{cap}",
+    "serving_cli.rate.free": "并发上限 {cap}（按这些请求的耗时最多承载 {carried} req/s）从未挡住任何到达的请求",
+    "serving_cli.rate.held": "并发上限 {cap} 在突发时挡住了 {requests} 个到达中的 {held} 个（平均等待 {wait} ms）；"
+                             "它最多承载 {carried} req/s，高于请求速率",
+    "serving_cli.rate.bound": "并发上限 {cap} 挡住了 {requests} 个到达中的 {held} 个（平均等待 {wait} ms），"
+                              "并限制了速率：按这些请求的耗时它最多承载 {carried} req/s，低于请求速率",
+    "serving_cli.sweep.saturated": "扫描在 c={concurrency} 停止：吞吐不再增长（服务器已饱和）",
+    "serving_cli.sweep.client": "扫描在 c={concurrency} 停止：客户端在这一级已饱和（瓶颈是它的事件循环）；"
+                                "更高的级别测到的将是客户端",
+    "serving_cli.sweep.cancelled": "扫描在 c={concurrency} 停止：已取消",
+    "serving_cli.sweep.last": "扫描在最后一级 c={concurrency} 结束",
 }
 register(EN, ZH)

@@ -179,6 +179,7 @@ def _result_json(result) -> dict:
 
     view = server_view(result.samples)
     return {"endpoint": result.endpoint, "load": asdict(result.load), "stats": result.stats.flat(),
+            "client": result.client.flat() if result.client else None,
             "cancelled": result.cancelled, "requests": [r.row() for r in result.records],
             "server": {"metrics_error": result.metrics_error, "view": asdict(view) if view else None,
                        "samples": [asdict(s) for s in result.samples]}}
@@ -215,6 +216,49 @@ def result_line(result, lang: str = "en") -> str:
         t("serving_cli.result.running", lang, peak=peak) if peak else "")
 
 
+def client_line(result, lang: str = "en") -> str | None:
+    """What the client itself cost (CPU, how long its reads waited, chunks read together, time to headers), and, when
+    it limited the run, a warning that says why (overhead.py's rule)."""
+    c = result.client
+    if c is None:
+        return None
+    wait = "-" if c.read_wait is None else f"{_ms(c.read_wait.p50)}/{_ms(c.read_wait.p90)}"
+    line = t("serving_cli.client", lang, cpu=c.cpu_s, busy=c.busy, per_token=c.cpu_us_per_token or 0.0, wait=wait,
+             joined=c.joined_chunks, headers=_ms(c.headers.p50))
+    if not c.limited:
+        return line
+    why = t("serving_cli.client.sep", lang).join(_limit_text(reason, result, lang) for reason in c.limits)
+    return line + "\n" + t("serving_cli.client.limited", lang, why=why)
+
+
+def _limit_text(reason: str, result, lang: str) -> str:
+    """One reason the client limited a run, with its numbers and the rule's bound."""
+    from kvviz.serving.overhead import BUSY, BUSY_LIMIT, LATE_READS, WAIT_SHARE
+
+    c = result.client
+    if reason == BUSY:
+        return t("serving_cli.client.busy", lang, busy=c.busy, limit=BUSY_LIMIT)
+    if reason == LATE_READS:
+        return t("serving_cli.client.late", lang, wait=_ms(c.read_wait.p90), e2e=_ms(result.stats.e2e.p50),
+                 share=WAIT_SHARE)
+    raise ValueError(f"unknown reason the client limited a run: {reason}")
+
+
+def rate_line(result, lang: str = "en") -> str | None:
+    """An open loop's rates: asked, sent, completed, and whether the concurrency cap held arrivals back and
+    bounded the rate (stats.py's rule); None for a closed loop."""
+    s = result.stats
+    if s.rate_asked_per_s is None:
+        return None
+    sent = "-" if s.rate_sent_per_s is None else f"{s.rate_sent_per_s:.2f}"
+    carried = "-" if s.cap_rate_per_s is None else f"{s.cap_rate_per_s:.2f}"
+    key = "serving_cli.rate.bound" if s.cap_bound else "serving_cli.rate.held" if s.held_by_cap else \
+        "serving_cli.rate.free"
+    cap = t(key, lang, cap=result.load.concurrency, held=s.held_by_cap, requests=s.requests, wait=_ms(s.held_mean_s),
+            carried=carried)
+    return t("serving_cli.rate", lang, asked=s.rate_asked_per_s, sent=sent, completed=s.requests_per_s, cap=cap)
+
+
 def _run(args: argparse.Namespace) -> None:
     from kvviz.serving.loadgen import run
     from kvviz.serving.stats import Slo
@@ -237,15 +281,15 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _print_level(result, lang: str = "en") -> None:
-    print(result_line(result, lang), flush=True)
-    server = server_line(result, lang)
-    if server:
-        print(server, flush=True)
+    for line in (result_line(result, lang), rate_line(result, lang), server_line(result, lang),
+                 client_line(result, lang)):
+        if line:
+            print(line, flush=True)
 
 
 def _sweep(args: argparse.Namespace) -> None:
     from kvviz.serving.stats import Slo
-    from kvviz.serving.sweep import prompts_needed, sweep, sweep_frame
+    from kvviz.serving.sweep import prompts_needed, stop_reason, sweep, sweep_frame
 
     with _maybe_vllm(args) as folder:
         ep = endpoint(args.url, args.model, args.api, args.api_key)
@@ -254,8 +298,12 @@ def _sweep(args: argparse.Namespace) -> None:
                         per_level=args.per_level, slo=Slo(args.slo_ttft, args.slo_tpot),
                         watcher=_watcher_factory(ep, folder or args.tokenizer),
                         on_level=None if args.json else partial(_print_level, lang=args.lang))
+    why = stop_reason(results)
     if args.json:
-        print(json.dumps({"endpoint": results[0].endpoint, "levels": sweep_frame(results).to_dict("records")}))
+        print(json.dumps({"endpoint": results[0].endpoint, "stopped": why,
+                          "levels": sweep_frame(results).to_dict("records")}))
+    else:
+        print(t(f"serving_cli.sweep.{why}", args.lang, concurrency=results[-1].load.concurrency), flush=True)
 
 
 def _setup(args: argparse.Namespace) -> None:

@@ -5,34 +5,45 @@ guidellm's "concurrent"). Open loop: requests arrive at `rate` per second, as a 
 evenly spaced, with at most `concurrency` in flight (an arrival that finds them all busy waits, as in `vllm
 bench serve --request-rate R --max-concurrency C`). Every run is bounded: at most `requests` requests, none
 sent after `duration_s`, none lasting past `timeout_s`, so it ends by itself within duration_s + timeout_s;
-a cancel event ends it sooner, the requests in flight recorded as cancelled. One httpx.AsyncClient carries
-the load and, when a watcher is given, the polling of the server's /metrics (metrics_reader). Knows loads
-and timing; the wire format is sse.py's, the figures stats.py's.
+a cancel event ends it sooner, the requests in flight recorded as cancelled.
+
+The load goes over http1.py's keep-alive connections, as many as the concurrency, opened before the run's clock
+starts (a TCP or TLS handshake is the client's cost, not the server's TTFT); httpx only checks the endpoint
+first and, when a watcher is given, polls the server's /metrics (metrics_reader). Every run measures the
+client's own cost beside the server's figures (overhead.py: CPU of the loop's thread, how long its reads
+waited, time to headers) and says when the client limited it. Knows loads and timing; the wire format is sse.py's, the
+figures stats.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import random
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import httpx
 
+from kvviz.base.errors import first_line
 from kvviz.serving.endpoint import Endpoint, EndpointError
+from kvviz.serving.http1 import HttpError, Pool
 from kvviz.serving.load import CLOSED, POISSON, Load
+from kvviz.serving.overhead import ClientOverhead, client_overhead
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.record import RequestRecord
-from kvviz.serving.sse import server_message, stream_request, transport_message
+from kvviz.serving.sse import request_for, server_message, stream_request, transport_message
 from kvviz.serving.stats import RunStats, Slo, run_stats
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """One run: where it went, what was asked, every request's record, the figures, the server's samples."""
+    """One run: where it went, what was asked, every request's record, the figures, the server's samples, and
+    what the client itself cost (None for a run not made by this client: kvviz's own engine)."""
 
     endpoint: dict
     load: Load
@@ -41,6 +52,7 @@ class RunResult:
     cancelled: bool
     samples: tuple = ()
     metrics_error: str | None = None
+    client: ClientOverhead | None = None
 
 
 @dataclass
@@ -92,14 +104,14 @@ async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
 
 
 class _Run:
-    """One run's shared state: the client, the clock, the records, what is in flight."""
+    """One run's shared state: the connections, the clock, the records, what is in flight."""
 
-    def __init__(self, client: httpx.AsyncClient, ep: Endpoint, load: Load, prompts: Sequence[Prompt],
-                 progress: Progress) -> None:
-        self.client, self.ep, self.load, self.prompts = client, ep, load, prompts
+    def __init__(self, pool: Pool, ep: Endpoint, load: Load, prompts: Sequence[Prompt], progress: Progress) -> None:
+        self.pool, self.ep, self.load, self.prompts = pool, ep, load, prompts
         self.records = progress.records  # the reader's list: it sees each record as it is kept
         self.arrivals_s = progress.arrivals_s
         self.in_flight = InFlight()
+        self.requests: dict[int, bytes] = {}  # each prompt's request bytes, made once: a burst of sends is cheaper
         self.begin()
 
     def begin(self) -> None:
@@ -112,21 +124,26 @@ class _Run:
         return len(self.records) + len(self.in_flight.prompt) < self.load.requests and \
             time.perf_counter() < self.deadline
 
-    async def one(self, index: int) -> None:
-        """Send request `index` and keep its record, however it ends."""
-        prompt = self.prompts[index % len(self.prompts)]
-        sent = time.perf_counter() - self.start
+    async def one(self, index: int, due_s: float | None = None, waited_s: float = 0.0) -> None:
+        """Send request `index` and keep its record, however it ends (due_s, waited_s: an open loop's schedule
+        for it and how long it waited for a free slot)."""
+        which = index % len(self.prompts)
+        prompt = self.prompts[which]
+        if which not in self.requests:
+            self.requests[which] = request_for(self.pool, self.ep, prompt, self.load.output_tokens,
+                                               self.load.ignore_eos)
+        sent = time.perf_counter() - self.start  # a failed request's record; a sent one's is its write's
         self.in_flight.prompt[index] = prompt.tokens or 0
+        output, arrivals, start = self.in_flight.output, self.arrivals_s, self.start
 
-        def arrived(chunks: int) -> None:
-            self.in_flight.output[index] = chunks
-            self.arrivals_s.append(time.perf_counter() - self.start)
+        def arrived(chunks: int, now: float) -> None:  # on every chunk: kept to two stores
+            output[index] = chunks
+            arrivals.append(now - start)
 
         try:
-            record = await asyncio.wait_for(
-                stream_request(self.client, self.ep, prompt, index, sent, self.load.output_tokens,
-                               self.load.ignore_eos, on_arrival=arrived),
-                self.load.timeout_s)
+            record = await _within(stream_request(self.pool, self.ep, prompt, index, start, self.load.output_tokens,
+                                                  self.load.ignore_eos, arrived, self.requests[which]),
+                                   self.load.timeout_s)
         except asyncio.TimeoutError:
             record = RequestRecord(index, sent, prompt.tokens, 0,
                                    error=f"no complete answer within the request timeout ({self.load.timeout_s:g} s)")
@@ -136,6 +153,8 @@ class _Run:
         finally:
             self.in_flight.prompt.pop(index, None)
             self.in_flight.output.pop(index, None)
+        if due_s is not None:
+            record = replace(record, due_s=due_s, waited_s=waited_s)
         self.records.append(record)
 
     async def closed(self) -> None:
@@ -148,24 +167,32 @@ class _Run:
         await asyncio.gather(*(worker() for _ in range(self.load.concurrency)))
 
     async def open_loop(self) -> None:
-        """Arrivals at the load's rate (the first at once), at most `concurrency` in flight."""
+        """Arrivals at the load's rate (the first at once), at most `concurrency` in flight: an arrival that
+        finds every slot busy waits for one, and so do the arrivals that fall due meanwhile (each record says
+        how long after its due time it got its slot)."""
         rng = random.Random(self.load.seed)
         slots = asyncio.Semaphore(self.load.concurrency)
         tasks, due = [], self.start
 
-        async def bounded(index: int) -> None:
+        async def bounded(index: int, due_s: float, waited_s: float) -> None:
             try:
-                await self.one(index)
+                await self.one(index, due_s, waited_s)
             finally:
                 slots.release()
 
+        held_until = self.start  # when the loop last got a slot it had waited for
         for index in range(self.load.requests):
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            full = slots.locked()
             await slots.acquire()
-            if time.perf_counter() >= self.deadline:
+            got = time.perf_counter()
+            if got >= self.deadline:
                 slots.release()
                 break
-            tasks.append(asyncio.create_task(bounded(index)))
+            # held by the cap: it found every slot busy, or fell due while the loop waited for an earlier one's
+            held = full or held_until > due
+            held_until = got if full else held_until
+            tasks.append(asyncio.create_task(bounded(index, due - self.start, got - due if held else 0.0)))
             due += rng.expovariate(self.load.rate) if self.load.arrivals == POISSON else 1 / self.load.rate
         await asyncio.gather(*tasks)
 
@@ -179,34 +206,72 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
     server cannot be used at all (unreachable, refused key, model not served) or when no request succeeded."""
     if not prompts:
         raise ValueError("no prompts to send")
-    limits = httpx.Limits(max_connections=load.concurrency + 2, max_keepalive_connections=load.concurrency + 2)
     # verify=False for plain http: no TLS, so the system's CA bundle is not read (tens of ms per run)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(load.timeout_s, connect=10.0),
-                                 verify=not ep.base_url.startswith("http://")) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0), verify=not ep.base_url.startswith("http://")) as client:
         await check_endpoint(client, ep)
-        progress = progress or Progress()
-        progress.begin(load, watcher)
-        run = _Run(client, ep, load, prompts, progress)
-        stop, first = asyncio.Event(), asyncio.Event()
-        polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop, first)) if watcher else None
-        if polling is not None:  # the server's counters before the first request, not after it
-            try:
-                await asyncio.wait_for(first.wait(), 10.0)  # set by the first sample, or by polling failing
-            except asyncio.TimeoutError:
-                pass
-        run.begin()
-        cancelled = await _until_done_or_cancelled(run.closed() if load.arrivals == CLOSED else run.open_loop(),
-                                                   cancel)
-        duration = time.perf_counter() - run.start
-        stop.set()
-        if polling is not None:
-            await polling
+        pool = Pool(ep.base_url)
+        try:
+            await _warm(pool, min(load.concurrency, load.requests))
+            progress = progress or Progress()
+            progress.begin(load, watcher)
+            run = _Run(pool, ep, load, prompts, progress)
+            stop, first = asyncio.Event(), asyncio.Event()
+            polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop, first)) if watcher else None
+            if polling is not None:  # the server's counters before the first request, not after it
+                try:
+                    await asyncio.wait_for(first.wait(), 10.0)  # set by the first sample, or by polling failing
+                except asyncio.TimeoutError:
+                    pass
+            del pool.waits[:]  # the warm-up's reads are not the run's
+            cpu = time.thread_time()  # this thread runs the loop: its CPU is the client's, not the app's others
+            with _old_objects_frozen():
+                run.begin()
+                driver = run.closed() if load.arrivals == CLOSED else run.open_loop()
+                cancelled = await _until_done_or_cancelled(driver, cancel)
+                duration = time.perf_counter() - run.start
+            cpu = time.thread_time() - cpu
+            stop.set()
+            if polling is not None:
+                await polling
+        finally:
+            pool.close()
     records = tuple(sorted(run.records, key=lambda r: r.index))
-    stats = run_stats(list(records), duration, slo)
+    stats = run_stats(list(records), duration, slo, rate=load.rate, concurrency=load.concurrency)
     if stats.completed == 0 and not cancelled:
         raise EndpointError(stats.first_error or "no request completed")
+    overhead = client_overhead(stats, records, cpu, pool.waits)
     return RunResult(ep.describe(), load, records, stats, cancelled,
-                     tuple(watcher.samples) if watcher else (), watcher.error if watcher else None)
+                     tuple(watcher.samples) if watcher else (), watcher.error if watcher else None, overhead)
+
+
+async def _within(coro, timeout_s: float):
+    """coro's result, or asyncio.TimeoutError after timeout_s; on Python 3.11+ in the caller's own task
+    (asyncio.timeout), without the task wait_for starts, which would write the request a loop pass later."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(timeout_s):
+            return await coro
+    return await asyncio.wait_for(coro, timeout_s)
+
+
+@contextmanager
+def _old_objects_frozen() -> Iterator[None]:
+    """The process's objects from before the run kept out of the garbage collector's full collections while it
+    goes (gc.freeze): in a process holding pandas, torch or an app, a full collection walks hundreds of thousands of
+    them and stalls the event loop for 40-50 ms (seen at 256 in flight: a closed loop's next requests went out that
+    much late). Objects made during the run are collected as usual."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+async def _warm(pool: Pool, connections: int) -> None:
+    """The run's connections opened before its clock starts; a server that cannot be reached is EndpointError."""
+    try:
+        await pool.warm(connections)
+    except HttpError as exc:
+        raise EndpointError(first_line(exc)) from None
 
 
 async def _until_done_or_cancelled(driver, cancel: asyncio.Event | None) -> bool:

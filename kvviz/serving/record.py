@@ -18,7 +18,11 @@ from itertools import pairwise
 @dataclass(frozen=True)
 class RequestRecord:
     """One request. new_tokens: the server's usage.completion_tokens, or the arrivals counted where the
-    server sent no usage (usage_reported says which); prompt_tokens: the server's count, else the client's."""
+    server sent no usage (usage_reported says which); prompt_tokens: the server's count, else the client's.
+    due_s: in an open loop, when the schedule wanted it sent (seconds since the run's start; None in a closed
+    loop); waited_s: how long after due_s it got a slot, when the concurrency cap held it back (0: it was not);
+    joined_chunks: output chunks that came in one read with a later chunk of their stream, and so carry its time
+    (the server sent them together, or the client read them late)."""
 
     index: int
     sent_s: float
@@ -30,6 +34,9 @@ class RequestRecord:
     arrivals_s: tuple[float, ...] = ()
     usage_reported: bool = False
     error: str | None = None
+    due_s: float | None = None
+    waited_s: float = 0.0
+    joined_chunks: int = 0
 
     @property
     def ok(self) -> bool:
@@ -60,4 +67,5 @@ class RequestRecord:
                 "new_tokens": self.new_tokens, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
                 "tokens_per_s": self.tokens_per_s, "accepted_s": self.accepted_s, "e2e_s": self.e2e_s,
                 "chunks": len(self.arrivals_s), "itl_median_s": itl[len(itl) // 2] if itl else None,
-                "usage_reported": self.usage_reported, "error": self.error}
+                "usage_reported": self.usage_reported, "error": self.error, "due_s": self.due_s,
+                "waited_s": self.waited_s, "joined_chunks": self.joined_chunks}

@@ -1,13 +1,15 @@
 """One request to an OpenAI-compatible server, streamed as server-sent events and timed as it arrives.
 
-The stream is read as bytes and parsed as little as possible: split on newlines, keep the lines that start
-with `data:`, stop at `data: [DONE]`, json.loads each chunk (a chunk is a few hundred bytes) and look at
-two keys. The client and the server may share a machine's cores, so every microsecond spent here is one the
-server does not get. A chunk that carries output is one arrival: in /v1/completions any chunk with a choice
-(vLLM's benchmark counts empty texts too: a token may be half a UTF-8 character), in /v1/chat/completions a
-choice's delta that is not the opening role announcement. Failures become one line in the record's error
-(HTTP status and the server's own message, a reply that is not a stream, malformed SSE, an error chunk).
-This module knows HTTP and the OpenAI wire format, not loads or statistics.
+The stream comes through http1.py's connections (a Reply fed the decoded body with the time its bytes arrived)
+and is parsed as little as possible: split on newlines, keep the lines that start with `data:`, stop at
+`data: [DONE]`, json.loads each chunk (a chunk is a few hundred bytes) and look at two keys. The client and
+the server may share a machine's cores, so every microsecond spent here is one the server does not get. A
+chunk that carries output is one arrival: in /v1/completions any chunk with a choice (vLLM's benchmark counts
+empty texts too: a token may be half a UTF-8 character), in /v1/chat/completions a choice's delta that is not
+the opening role announcement. Failures become one line in the record's error (HTTP status and the server's
+own message, a reply that is not a stream, malformed SSE, an error chunk, a connection cut off). This module
+knows the OpenAI wire format (and how httpx's failures read, for the few requests made with it: /v1/models,
+/metrics), not loads or statistics.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-
-import httpx
+from typing import TYPE_CHECKING
 
 from kvviz.base.errors import first_line
 from kvviz.base.inputs import clip
-from kvviz.serving.endpoint import CHAT, Endpoint
+from kvviz.serving.endpoint import APIS, CHAT, Endpoint
+from kvviz.serving.http1 import HttpError, Pool, Reply, request_bytes
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.record import RequestRecord
+
+if TYPE_CHECKING:
+    import httpx
 
 ERROR_BODY_BYTES = 2_000  # of an error reply's body, enough for its message
 
@@ -54,14 +59,63 @@ def server_message(status: int, body: bytes) -> str:
     return f"HTTP {status}{hint}: {first_line(RuntimeError(text)) if text else 'no message'}"
 
 
-class _Stream:
-    """What the chunks of one stream have told so far."""
+class _Stream(Reply):
+    """What one stream has told so far: fed by the connection as its bytes arrive (http1.Reply)."""
 
-    def __init__(self, chat: bool, t0: float, on_arrival: Callable[[int], None] | None) -> None:
-        self.chat, self.t0, self.on_arrival = chat, t0, on_arrival
+    def __init__(self, chat: bool, on_arrival: Callable[[int, float], None] | None) -> None:
+        self.chat, self.on_arrival = chat, on_arrival
+        self.t0 = 0.0
+        self.accepted: float | None = None
+        self.status: int | None = None  # of a reply that is not 200: its body is kept for its message
+        self.error_body = b""
+        self.pending = b""
+        self.last_now = 0.0
         self.arrivals: list[float] = []
         self.usage: dict | None = None
+        self.joined_chunks = 0
         self.done = False
+
+    def sent(self, now: float) -> None:
+        self.t0 = now
+
+    def head(self, status: int, headers: dict[str, str], now: float) -> bool:
+        self.accepted = now - self.t0
+        if status != 200:
+            self.status = status
+            return False
+        kind = headers.get("content-type", "").split(";")[0].strip()
+        if kind != "text/event-stream":
+            raise ValueError(f"the server answered with {kind or 'no content type'}, not a stream "
+                             "(text/event-stream): it does not stream this request")
+        return False
+
+    def body(self, data: bytes, now: float, waited: float = 0.0) -> bool:
+        """Split the body into lines as bytes arrive; each line is stamped with the time its bytes came (the
+        newest bytes' of the read). Chunks that came in one read are counted as joined, but the last."""
+        self.last_now = now
+        if self.status is not None:
+            self.error_body += data
+            return len(self.error_body) >= ERROR_BODY_BYTES
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        before = len(self.arrivals)
+        try:
+            for raw in lines:
+                self.line(raw.rstrip(b"\r"), now)
+                if self.done:
+                    return True
+            return False
+        finally:
+            self.joined_chunks += max(0, len(self.arrivals) - before - 1)
+
+    def end(self) -> None:
+        """The reply ended: what it said, or why it is not a complete stream."""
+        if self.status is not None:
+            raise ValueError(server_message(self.status, self.error_body[:ERROR_BODY_BYTES]))
+        if self.pending and not self.done:
+            self.line(self.pending.rstrip(b"\r"), self.last_now)
+        if not self.done:
+            raise ValueError("malformed SSE: the stream ended before data: [DONE]"
+                             if self.arrivals else "the server closed the stream without sending any data")
 
     def line(self, raw: bytes, now: float) -> None:
         """One line of the stream: a data line is a chunk or the end; anything else (comments, blank lines,
@@ -87,64 +141,45 @@ class _Stream:
         if choices and (not self.chat or "role" not in (choices[0].get("delta") or {})):
             self.arrivals.append(now - self.t0)
             if self.on_arrival is not None:
-                self.on_arrival(len(self.arrivals))
+                self.on_arrival(len(self.arrivals), now)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
 
 
-async def _read(resp: httpx.Response, stream: _Stream) -> None:
-    """Split the body into lines as bytes arrive; each line is stamped with the time its bytes came. An
-    uncompressed body (what inference servers send) is read raw, past httpx's decoders."""
-    pending = b""
-    plain = resp.headers.get("content-encoding", "identity") == "identity"
-    async for block in resp.aiter_raw() if plain else resp.aiter_bytes():
-        now = time.perf_counter()
-        pending += block
-        *lines, pending = pending.split(b"\n")
-        for raw in lines:
-            stream.line(raw.rstrip(b"\r"), now)
-            if stream.done:
-                return
-    if pending:
-        stream.line(pending.rstrip(b"\r"), time.perf_counter())
-    if not stream.done:
-        raise ValueError("malformed SSE: the stream ended before data: [DONE]"
-                         if stream.arrivals else "the server closed the stream without sending any data")
+def request_for(pool: Pool, ep: Endpoint, prompt: Prompt, output_tokens: int, ignore_eos: bool) -> bytes:
+    """The bytes of one streamed request to the endpoint's API."""
+    body = json.dumps(payload(ep, prompt, output_tokens, ignore_eos), separators=(",", ":")).encode()
+    path = pool.path_prefix + APIS[ep.api]
+    return request_bytes(pool.origin, "POST", path, {"Content-Type": "application/json", **ep.headers()}, body)
 
 
-async def stream_request(client: httpx.AsyncClient, ep: Endpoint, prompt: Prompt, index: int, sent_s: float,
+async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, start: float,
                          output_tokens: int, ignore_eos: bool = True,
-                         on_arrival: Callable[[int], None] | None = None) -> RequestRecord:
-    """Send one request and time its stream. Never raises for what the server did: the record's error says it.
-    Cancellation (the run stopping) propagates."""
-    t0 = time.perf_counter()
-    stream = _Stream(ep.api == CHAT, t0, on_arrival)
-    accepted = error = None
+                         on_arrival: Callable[[int, float], None] | None = None,
+                         data: bytes | None = None) -> RequestRecord:
+    """Send one request (data: its bytes, request_for's, when the caller made them beforehand) and time its stream
+    from t0, the moment it is written to its connection (its record's sent_s is t0 - start, start being the
+    run's perf_counter origin); on_arrival(chunks so far, the chunk's arrival time) on every output chunk. Never
+    raises for what the server did: the record's error says it. Cancellation (the run stopping) propagates."""
+    stream = _Stream(ep.api == CHAT, on_arrival)
+    data = data or request_for(pool, ep, prompt, output_tokens, ignore_eos)
+    stream.t0 = time.perf_counter()  # until the request is written (a connection that cannot be had never is)
+    error = None
     try:
-        async with client.stream("POST", ep.url, json=payload(ep, prompt, output_tokens, ignore_eos),
-                                 headers=ep.headers()) as resp:
-            accepted = time.perf_counter() - t0
-            if resp.status_code != 200:
-                body = b""
-                async for block in resp.aiter_bytes():
-                    body += block
-                    if len(body) >= ERROR_BODY_BYTES:
-                        break
-                raise ValueError(server_message(resp.status_code, body[:ERROR_BODY_BYTES]))
-            kind = resp.headers.get("content-type", "").split(";")[0].strip()
-            if kind != "text/event-stream":
-                raise ValueError(f"the server answered with {kind or 'no content type'}, not a stream "
-                                 "(text/event-stream): it does not stream this request")
-            await _read(resp, stream)
-    except httpx.HTTPError as exc:
-        error = transport_message(exc, ep.url)
+        await pool.send(data, stream)
+        if not stream.done:
+            stream.end()
+    except HttpError as exc:
+        error = first_line(exc)
     except ValueError as exc:
         error = first_line(exc)
-    return _record(stream, prompt, index, sent_s, accepted, error)
+    return _record(stream, prompt, index, stream.t0 - start, stream.accepted, error)
 
 
 def transport_message(exc: httpx.HTTPError, url: str) -> str:
-    """One line for a failure below HTTP: refused, unresolvable, timed out, cut off."""
+    """One line for a failure of an httpx request below HTTP: refused, unresolvable, timed out, cut off."""
+    import httpx
+
     if isinstance(exc, httpx.ConnectError):
         return f"cannot reach {url}: {first_line(exc)}"
     if isinstance(exc, httpx.TimeoutException):
@@ -163,4 +198,4 @@ def _record(stream: _Stream, prompt: Prompt, index: int, sent_s: float, accepted
         new_tokens=new_tokens if isinstance(new_tokens, int) else len(arrivals),
         accepted_s=accepted, ttft_s=arrivals[0] if arrivals and error is None else None,
         e2e_s=arrivals[-1] if arrivals and error is None else None, arrivals_s=arrivals,
-        usage_reported=isinstance(new_tokens, int), error=error)
+        usage_reported=isinstance(new_tokens, int), error=error, joined_chunks=stream.joined_chunks)

@@ -4,7 +4,11 @@ duration: from the run's first send to its last request's end. Output throughput
 completed requests / duration; request throughput: completed requests / duration. TTFT, TPOT, ITL and E2E
 per metrics.md (record.py), each as mean and p50/p90/p99 over the completed requests (ITL over every gap of
 every request, pooled, as vLLM does). Goodput: completed requests that meet the SLO (TTFT <= a and TPOT <= b)
-per second of the run. Failed requests count in `failed` and in nothing else. Only arithmetic.
+per second of the run. Failed requests count in `failed` and in nothing else.
+An open loop also says the rate asked, the rate sent ((sent - 1) / (last send - first send)), the rate
+completed (requests_per_s), the most its concurrency cap can carry (Little's law: cap / mean E2E requests per
+second), and whether the cap bounded it: it held arrivals back (each found every slot busy) and the rate asked
+is more than the cap can carry, so a longer run would queue without end. Only arithmetic.
 """
 
 from __future__ import annotations
@@ -62,6 +66,12 @@ class RunStats:
     slo: Slo
     goodput_requests_per_s: float
     first_error: str | None
+    rate_asked_per_s: float | None = None
+    rate_sent_per_s: float | None = None
+    cap_rate_per_s: float | None = None
+    held_by_cap: int = 0
+    held_mean_s: float | None = None
+    cap_bound: bool = False
 
     def flat(self) -> dict:
         """One flat row: distributions as ttft_p50_s, tpot_mean_s... and the SLO as slo_ttft_s, slo_tpot_s."""
@@ -76,13 +86,31 @@ class RunStats:
         return row
 
 
-def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None = None) -> RunStats:
-    """The run's figures; duration_s is the run's wall time (first send to last end)."""
+def rate_of(times: list[float]) -> float | None:
+    """Events per second of a series of times: (n - 1) / (last - first); None for fewer than two."""
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return (len(times) - 1) / (max(times) - min(times))
+
+
+def cap_rate(concurrency: int, e2e_mean_s: float | None) -> float | None:
+    """Little's law: the most requests per second `concurrency` slots carry when a request lasts e2e_mean_s."""
+    return concurrency / e2e_mean_s if e2e_mean_s else None
+
+
+def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None = None,
+              rate: float | None = None, concurrency: int | None = None) -> RunStats:
+    """The run's figures; duration_s is the run's wall time (first send to last end); rate and concurrency: the
+    open loop's asked rate and cap (rate None for a closed loop)."""
     slo = slo or Slo()
+    held = [r.waited_s for r in records if r.waited_s > 0]
+    sent = rate_of([r.sent_s for r in records]) if rate else None
     done = [r for r in records if r.ok]
     out = sum(r.new_tokens for r in done)
     prompt = sum(r.prompt_tokens or 0 for r in done)
     per_s = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: 0.0)
+    e2e = Distribution.of([r.e2e_s for r in done])
+    carried = cap_rate(concurrency, e2e.mean) if rate and concurrency else None
     return RunStats(
         requests=len(records), completed=len(done), failed=len(records) - len(done), duration_s=duration_s,
         prompt_tokens=prompt, output_tokens=out, output_tokens_per_s=per_s(out), requests_per_s=per_s(len(done)),
@@ -90,7 +118,10 @@ def run_stats(records: list[RequestRecord], duration_s: float, slo: Slo | None =
         ttft=Distribution.of([r.ttft_s for r in done]),
         tpot=Distribution.of([r.tpot_s for r in done if r.tpot_s is not None]),
         itl=Distribution.of([gap for r in done for gap in r.itl_s]),
-        e2e=Distribution.of([r.e2e_s for r in done]),
+        e2e=e2e,
         slo=slo, goodput_requests_per_s=per_s(sum(slo.met(r) for r in done)),
         first_error=next((r.error for r in records if r.error), None),
+        rate_asked_per_s=rate, rate_sent_per_s=sent, cap_rate_per_s=carried, held_by_cap=len(held),
+        held_mean_s=sum(held) / len(held) if held else None,
+        cap_bound=bool(held) and carried is not None and rate > carried,
     )

@@ -3,9 +3,10 @@
 As `vllm bench serve` over --max-concurrency values and guidellm's sweep from synchronous to throughput:
 each level runs `per_level × concurrency` requests (at least min_requests); the sweep stops when two levels
 in a row add less than `saturation_gain` to the best output throughput before them (the server is
-saturated), or at max_concurrency. Each level's row is its run's figures plus tokens/s per user, 1 / TPOT
-p50: the decode speed one user sees, the y-axis of the trade-off curve against total tokens/s. Knows loads,
-not servers.
+saturated), or when the client saturated at a level (its overhead measurement says its own loop was the
+bottleneck: a level beyond it would measure the client), or at max_concurrency; stop_reason() says which. Each
+level's row is its run's figures plus tokens/s per user, 1 / TPOT p50 (the decode speed one user sees, the
+y-axis of the trade-off curve against total tokens/s) and the client's own cost. Knows loads, not servers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kvviz.serving.prompts import Prompt
 from kvviz.serving.stats import Slo
 
 MIN_REQUESTS = 8  # every level sends at least this many requests
+CANCELLED, CLIENT, SATURATED, LAST = "cancelled", "client", "saturated", "last"  # why a sweep stopped
 
 
 def level_requests(concurrency: int, per_level: int = 4, min_requests: int = MIN_REQUESTS) -> int:
@@ -83,17 +85,37 @@ def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32,
         results.append(result)
         if on_level is not None:
             on_level(result)
-        if result.cancelled or saturated(results, saturation_gain):
+        if stop_reason(results, saturation_gain) != LAST:
             break
     return results
 
 
+def client_saturated(result: RunResult) -> bool:
+    """Whether the client's own loop was the bottleneck of this run (overhead.py's BUSY): a level beyond it would
+    measure the client. (Reads that waited or chunks read together are warned of in the run, not stopped at: a
+    busy machine or a busy process around the client causes them, and more load does not.)"""
+    return result.client is not None and result.client.saturated
+
+
+def stop_reason(results: Sequence[RunResult], gain: float = 0.05) -> str:
+    """Why a sweep stops after these levels: CANCELLED, CLIENT (the client saturated at the last level), SATURATED
+    (throughput stopped growing), or LAST (it had more levels to go, or it ran them all)."""
+    if results[-1].cancelled:
+        return CANCELLED
+    if client_saturated(results[-1]):
+        return CLIENT
+    if saturated(results, gain):
+        return SATURATED
+    return LAST
+
+
 def level_row(result: RunResult) -> dict:
-    """One level as a flat row: concurrency, the run's figures, tokens/s per user."""
+    """One level as a flat row: concurrency, the run's figures, tokens/s per user, the client's own cost."""
     flat = result.stats.flat()
     tpot = flat["tpot_p50_s"]
     return {"concurrency": result.load.concurrency, "output_tokens_per_request": result.load.output_tokens,
-            **flat, "tokens_per_s_per_user": 1 / tpot if tpot else None}
+            **flat, "tokens_per_s_per_user": 1 / tpot if tpot else None,
+            **(result.client.flat() if result.client else {})}
 
 
 def sweep_frame(results: Sequence[RunResult]) -> pd.DataFrame:

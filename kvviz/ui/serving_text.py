@@ -19,7 +19,9 @@ from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import ServerView, server_view
+from kvviz.serving.overhead import BUSY, BUSY_LIMIT, LATE_READS, WAIT_SHARE
 from kvviz.serving.stats import Distribution, RunStats
+from kvviz.serving.sweep import CLIENT, stop_reason
 
 # A level within this share of the sweep's best throughput counts as saturated (kvviz.serving.sweep's default
 # saturation_gain: a level that adds less than 5% has stopped growing).
@@ -97,12 +99,57 @@ def server_markdown(result: RunResult, lang: str = "en") -> str | None:
     return t("serving.server.line", lang, parts=t("serving.server.sep", lang).join(said)) if said else None
 
 
+def rate_markdown(result: RunResult, lang: str = "en") -> str | None:
+    """An open loop's rates (asked, sent, completed) and whether its concurrency cap held arrivals back and
+    bounded the rate (kvviz.serving.stats' rule); None for a closed loop."""
+    s = result.stats
+    if s.rate_asked_per_s is None:
+        return None
+    key = "serving.rate.bound" if s.cap_bound else "serving.rate.held" if s.held_by_cap else "serving.rate.free"
+    cap = t(key, lang, cap=result.load.concurrency, held=s.held_by_cap, requests=s.requests, wait=ms(s.held_mean_s),
+            carried=_rate(s.cap_rate_per_s))
+    return t("serving.rate.line", lang, asked=_rate(s.rate_asked_per_s), sent=_rate(s.rate_sent_per_s),
+             completed=_rate(s.requests_per_s), cap=cap)
+
+
+def _rate(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.2f}"
+
+
+def client_markdown(result: RunResult, lang: str = "en") -> str | None:
+    """What the client itself cost in the run, and a warning, with its reasons, when it limited the run
+    (kvviz.serving.overhead's rule); None for a run not made by kvviz's client."""
+    c = result.client
+    if c is None:
+        return None
+    wait = "n/a" if c.read_wait is None else f"{ms(c.read_wait.p50)}/{ms(c.read_wait.p90)}"
+    text = t("serving.client.line", lang, cpu=f"{c.cpu_s:,.2f}", busy=pct(c.busy, 0),
+             per_token="n/a" if c.cpu_us_per_token is None else f"{c.cpu_us_per_token:,.1f}", wait=wait,
+             joined=pct(c.joined_chunks, 0), headers=ms(c.headers.p50))
+    if not c.limited:
+        return text
+    why = t("serving.client.sep", lang).join(_limit_text(reason, result, lang) for reason in c.limits)
+    return text + "\n\n" + t("serving.client.limited", lang, why=why)
+
+
+def _limit_text(reason: str, result: RunResult, lang: str) -> str:
+    """One reason the client limited a run, with its numbers and the rule's bound."""
+    c = result.client
+    if reason == BUSY:
+        return t("serving.client.busy", lang, busy=pct(c.busy, 0), limit=pct(BUSY_LIMIT, 0))
+    if reason == LATE_READS:
+        return t("serving.client.late", lang, wait=ms(c.read_wait.p90), share=pct(WAIT_SHARE),
+                 e2e=ms(result.stats.e2e.p50))
+    raise ValueError(f"unknown reason the client limited a run: {reason}")
+
+
 def run_markdown(result: RunResult, lang: str = "en") -> str:
-    """A finished run: its table, the server's view when it had one, and why requests failed when some did."""
+    """A finished run: its table, an open loop's rates, the server's view when it had one, the client's own cost,
+    and why requests failed when some did."""
     lines = [stats_markdown(result.stats, lang)]
-    server = server_markdown(result, lang)
-    if server:
-        lines += ["", server]
+    for part in (rate_markdown(result, lang), server_markdown(result, lang), client_markdown(result, lang)):
+        if part:
+            lines += ["", part]
     if result.metrics_error:
         lines += ["", t("serving.run.metrics_error", lang, error=translate(result.metrics_error, lang))]
     if result.stats.first_error:
@@ -201,12 +248,22 @@ def q6_markdown(frame: pd.DataFrame, results: Sequence[RunResult], lang: str = "
 
 
 def sweep_markdown(frame: pd.DataFrame, results: Sequence[RunResult], lang: str = "en") -> str:
-    """What the sweep's curves say about the lesson's questions 5 and 6, with this sweep's numbers."""
+    """What the sweep's curves say about the lesson's questions 5 and 6, with this sweep's numbers; first, when
+    the sweep stopped because the client limited a level, that."""
     if frame is None or not len(frame):
         return t("serving.sweep.none", lang)
     if len(frame) == 1:
-        return t("serving.sweep.one", lang, concurrency=int(frame["concurrency"].iloc[0]))
-    return "\n\n".join([q5_markdown(frame, lang), saturation_markdown(frame, lang), q6_markdown(frame, results, lang)])
+        parts = [t("serving.sweep.one", lang, concurrency=int(frame["concurrency"].iloc[0]))]
+    else:
+        parts = [q5_markdown(frame, lang), saturation_markdown(frame, lang), q6_markdown(frame, results, lang)]
+    return "\n\n".join(filter(None, [client_stop_markdown(results, lang), *parts]))
+
+
+def client_stop_markdown(results: Sequence[RunResult], lang: str = "en") -> str | None:
+    """That the sweep stopped where the client, not the server, limited a level (kvviz.serving.sweep's rule)."""
+    if not results or stop_reason(results) != CLIENT:
+        return None
+    return t("serving.sweep.client", lang, concurrency=results[-1].load.concurrency)
 
 
 # --- a shared prefix, and the history ------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def test_memory_truth_is_exact_on_a_shrunk_sliding_window_twin():
 
 
 PARTS = ("overhead", "load", "payoff", "memory", "hardware", "calculator", "app", "concurrency", "leaks", "cancel",
-         "batch", "fast")
+         "batch", "fast", "loadgen")
 
 
 @pytest.mark.slow
@@ -107,8 +107,10 @@ def test_every_part_runs_in_quick_mode_and_draws_its_figures(tmp_path):
     assert json.loads((gpu / "memory.json").read_text())["results"]["all_exact"] is True
     batch = json.loads((tmp_path / "batch-quick.json").read_text())["results"]
     assert batch, "the batch part's summary"
+    loadgen = json.loads((tmp_path / "loadgen-quick.json").read_text())["results"]
+    assert set(loadgen["levels"]) == {"1", "8", "32"} and loadgen["construction"]["tokens"] == 32
     for folder, parts in ((tmp_path, ("overhead", "payoff", "memory", "hardware", "calculator", "app", "concurrency",
-                                      "batch", "fast")),
+                                      "batch", "fast", "loadgen")),
                           (gpu, ("overhead", "payoff", "memory", "hardware", "fast"))):
         for part in parts:
             assert (folder / "figures" / f"{part}.html").stat().st_size > 1000, (folder, part)

@@ -52,6 +52,9 @@ class Behaviour:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as inference servers set it (uvicorn through asyncio, Go's net/http): without it, on a
+    # kept-alive connection the first chunk waits for the client's delayed ACK of the headers (up to 40 ms)
+    disable_nagle_algorithm = True
     behaviour: Behaviour
 
     def log_message(self, *args) -> None:  # keep the test output clean

@@ -1,5 +1,6 @@
 """`python -m kvviz.bench serving --quick`: vLLM started on tiny, kvviz's sweep, vLLM's own benchmark on the
-same server and load, kvviz's engine one at a time; results and figure written like every other part."""
+same server and load, both clients on the timed server, kvviz's engine one at a time; results and figure written
+like every other part."""
 
 from __future__ import annotations
 
@@ -29,5 +30,14 @@ def test_serving_part_runs_in_quick_mode(tmp_path):
     for source in ("vllm bench serve", "kvviz"):
         row = rows.loc[source]
         assert (row["concurrency"], row["completed"], row["failed"], row["output_tokens"]) == (2, 4, 0, 128), source
+    # the same requests to both clients against the timed server, where the truth is known: 8 in flight, 8 requests
+    # of 32 tokens, each row with its errors against the construction (TTFT 300 ms)
+    for source in ("kvviz, timed server", "vllm bench serve, timed server"):
+        row = rows.loc[source]
+        assert (row["concurrency"], row["completed"], row["output_tokens"]) == (8, 8, 256), source
+        assert row["ttft_error"] == pytest.approx(row["ttft_p50_s"] / 0.3 - 1) and row["client_cpu_us_per_token"] > 0
+    timed = res["timed_server"]["levels"]["8"]
+    assert set(timed) == {"kvviz", "vllm_bench"} and timed["kvviz"]["ttft_error"]["n"] == 1
+    assert res["finding"].startswith("Against the timed server")
     assert bench_main(["figures", "--quick", "--out", str(tmp_path), "--no-png"]) == 0
     assert (tmp_path / "figures" / "serving.html").is_file()

@@ -36,7 +36,11 @@ def test_sweep_prints_a_line_per_level():
         proc = serving("sweep", "--url", url, "--model", MODEL, "--max-concurrency", "4", "--per-level", "1",
                        "--output-tokens", "2")
     assert proc.returncode == 0, proc.stderr
-    assert [line.split()[0] for line in proc.stdout.splitlines()][:2] == ["c=1", "c=2"]
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines if line.startswith("c=")][:2] == ["c=1", "c=2"]
+    assert sum(line.strip().startswith("client:") for line in lines) == sum(line.startswith("c=") for line in lines), \
+        "every level says what the client itself cost"
+    assert lines[-1].startswith("sweep "), "the sweep says why it stopped"
 
 
 @pytest.mark.parametrize(("behaviour", "args", "message"), [

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from kvviz.serving.capacity import CapacityRow
-from kvviz.serving.cli import capacity_line, main, server_line
+from kvviz.serving.cli import capacity_line, client_line, main, rate_line, server_line
 from kvviz.serving.metrics_reader import Sample
+from kvviz.serving.overhead import BUSY, LATE_READS, ClientOverhead
+from kvviz.serving.stats import Distribution
 from tests.serving.fake_server import MODEL, fake_server
 from tests.serving.test_cli import serving
 
@@ -40,7 +42,9 @@ def test_lang_en_under_a_chinese_locale_prints_english():
     with fake_server(ttft_s=0.02, itl_s=0.0, tokens=3) as (url, _):
         proc = serving("run", "--url", url, "--model", MODEL, *LOAD, "--lang", "en", env={"LANG": "zh_CN.UTF-8"})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("c=2    4/4 ok  ") and proc.stdout.rstrip().endswith("server running<=4")
+    first, client = proc.stdout.splitlines()[:2]
+    assert first.startswith("c=2    4/4 ok  ") and first.endswith("server running<=4"), first
+    assert client.startswith("      client: CPU "), client
     assert proc.stderr.startswith("note: no tokenizer, so prompts of about 16 tokens")
 
 
@@ -50,7 +54,9 @@ def test_sweep_levels_in_chinese():
                        "--output-tokens", "2", "--lang", "zh")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert [line[:13] for line in lines] == ["c=1    8/8 成功", "c=2    8/8 成功"], lines
+    assert [line[:13] for line in lines if line.startswith("c=")] == ["c=1    8/8 成功", "c=2    8/8 成功"], lines
+    assert sum(line.startswith("      客户端：CPU") for line in lines) == 2, lines
+    assert lines[-1] in ("扫描在最后一级 c=2 结束", "扫描在 c=2 停止：吞吐不再增长（服务器已饱和）"), lines
 
 
 def test_json_is_the_same_object_in_both_languages():
@@ -59,8 +65,10 @@ def test_json_is_the_same_object_in_both_languages():
         zh = serving("run", "--url", url, "--model", MODEL, *LOAD, "--json", "--lang", "zh")
     assert zh.returncode == 0, zh.stderr
     out = json.loads(zh.stdout)
-    assert set(out) == {"endpoint", "load", "stats", "cancelled", "requests", "server"}
+    assert set(out) == {"endpoint", "load", "stats", "client", "cancelled", "requests", "server"}
     assert out["stats"]["completed"] == 4
+    assert {"client_cpu_s", "client_busy", "client_read_wait_p90_s", "client_headers_p50_s", "client_limited"} <= \
+        set(out["client"])
 
 
 @pytest.mark.parametrize(("behaviour", "args", "env", "expected"), [
@@ -117,3 +125,42 @@ def test_capacity_line_in_chinese():
         "tiny                   GQA 4/2                          bf16/bf16   4,096 B/token  块大小 128  "
         "池：vLLM    262,144 模型计算    262,144  日志：vLLM    262,144 模型计算    262,144  "
         f"kvviz 槽位    262,144  {verdict}")
+
+
+def _dist(p50: float, p90: float) -> Distribution:
+    return Distribution(mean=p50, p50=p50, p90=p90, p99=p90)
+
+
+def test_client_line_and_its_warning_in_both_languages():
+    """A client busy 80% of a 2 s run (1.6 s of CPU over 4,000 tokens: 400 µs a token) whose reads waited 30 ms at
+    p90 against a 1 s request: both reasons of the rule, each with its numbers."""
+    client = ClientOverhead(cpu_s=1.6, busy=0.8, cpu_us_per_token=400.0, read_wait=_dist(0.002, 0.03),
+                            headers=_dist(0.0042, 0.005), limits=(BUSY, LATE_READS))
+    run = SimpleNamespace(client=client, stats=SimpleNamespace(e2e=SimpleNamespace(p50=1.0)))
+    assert client_line(run).splitlines() == [
+        "      client: CPU 1.60 s (80% of a core, 400.0 µs/token)  reads waited p50/p90 2.0/30.0 ms  "
+        "chunks read together 0%  headers p50 4.2 ms",
+        "      warning: the client, not the server, limited this run (its loop was busy 80% of the run, over 75%; "
+        "its reads waited 30.0 ms at p90, over 2.5% of a request's 1,000.0 ms); its figures understate the server"]
+    assert client_line(run, "zh").splitlines() == [
+        "      客户端：CPU 1.60 秒（单核的 80%，每 token 400.0 µs）  读取等待 p50/p90 2.0/30.0 ms  "
+        "一起读到的输出块 0%  响应头 p50 4.2 ms",
+        "      警告：限制本次运行的是客户端而不是服务器（其事件循环忙碌了运行时间的 80%，超过 75%；其读取在 p90 等待了 "
+        "30.0 ms，超过请求耗时 1,000.0 ms 的 2.5%）；其数据低估了服务器"]
+
+
+def test_rate_line_says_asked_sent_completed_and_the_cap_in_both_languages():
+    """10 requests/s asked under a cap of 8 that carries 8 / 1.075 s = 7.44 requests/s: 21 of 32 arrivals held
+    back 126.6 ms on average, the rate bounded."""
+    stats = SimpleNamespace(rate_asked_per_s=10.0, rate_sent_per_s=7.74, requests_per_s=6.3, cap_rate_per_s=7.44,
+                            held_by_cap=21, held_mean_s=0.1266, cap_bound=True, requests=32)
+    run = SimpleNamespace(stats=stats, load=SimpleNamespace(concurrency=8))
+    assert rate_line(run) == (
+        "      open loop: asked 10.00 req/s, sent 7.74, completed 6.30; the cap of 8 in flight held back 21 of 32 "
+        "arrivals (mean wait 126.6 ms) and BOUNDED THE RATE: it carries at most 7.44 req/s at these requests' "
+        "duration, less than the rate asked")
+    assert rate_line(run, "zh") == (
+        "      开环：请求速率 10.00 req/s，实际发送 7.74，完成 6.30；并发上限 8 挡住了 32 个到达中的 21 个（平均等待 "
+        "126.6 ms），并限制了速率：按这些请求的耗时它最多承载 7.44 req/s，低于请求速率")
+    closed = SimpleNamespace(stats=SimpleNamespace(rate_asked_per_s=None))
+    assert rate_line(closed) is None, "a closed loop has no rates to say"

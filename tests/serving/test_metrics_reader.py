@@ -20,6 +20,7 @@ from kvviz.serving.metrics_reader import (
     cache_config,
     fetch,
     parse,
+    read_lines,
     sample_from,
     server_view,
 )
@@ -43,6 +44,20 @@ def test_sglang_names_feed_the_same_series():
     sample = sample_from(parse(text), 0.0)
     assert (sample.running, sample.waiting, sample.kv_usage) == (5, 1, 0.3)
     assert cache_config(parse(text)).capacity_tokens == 4096
+
+
+def test_only_the_lines_read_are_parsed_and_they_give_the_same_sample():
+    """The test server's text with 200 histogram buckets added (as vLLM's /metrics, mostly buckets): the lines kept
+    are the series' and the cache config's (no comments, no buckets), and they give the same sample and config."""
+    buckets = "".join(f'vllm:e2e_request_latency_seconds_bucket{{le="{i}",model_name="fake"}} {i}\n'
+                      for i in range(200))
+    text = METRICS + "# TYPE vllm:e2e_request_latency_seconds histogram\n" + buckets
+    kept = read_lines(text).splitlines()
+    # of the test server's 10 sample lines, all but its one histogram bucket: running ×2, waiting, KV usage ×2,
+    # generation tokens, queue time sum and count, cache config
+    assert len(kept) == 9 and not any(line.startswith("#") or "_bucket" in line for line in kept), kept
+    assert sample_from(parse(read_lines(text)), 0.0) == sample_from(parse(text), 0.0)
+    assert cache_config(parse(read_lines(text))) == cache_config(parse(text))
 
 
 def test_cache_config_gives_the_servers_capacity():

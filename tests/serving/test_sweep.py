@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from kvviz.serving import overhead
 from kvviz.serving.endpoint import endpoint
 from kvviz.serving.prompts import synthetic
-from kvviz.serving.sweep import levels, prompts_needed, sweep, sweep_frame
+from kvviz.serving.sweep import CLIENT, LAST, levels, prompts_needed, stop_reason, sweep, sweep_frame
 from tests.serving.fake_server import MODEL, fake_server
 
 
@@ -40,3 +41,16 @@ def test_a_server_that_batches_is_swept_to_the_end():
     frame = sweep_frame(results)
     assert list(frame["concurrency"]) == [1, 2, 4]
     assert frame["tokens_per_s_per_user"].iloc[0] == pytest.approx(50, rel=0.25)
+
+
+def test_a_sweep_stops_where_the_client_limits_a_level(monkeypatch):
+    """With the rule's CPU bound set below any client's (busy > -1 always), the first level is limited by the
+    client: the sweep runs no further level and says why; without it, the same sweep runs to its end."""
+    with fake_server(ttft_s=0.02, itl_s=0.02, tokens=4) as (url, _):
+        ep = endpoint(url, MODEL)
+        whole = sweep(ep, synthetic(100, 4), max_concurrency=4, output_tokens=4, per_level=1, min_requests=4)
+        monkeypatch.setattr(overhead, "BUSY_LIMIT", -1.0)
+        cut = sweep(ep, synthetic(100, 4), max_concurrency=4, output_tokens=4, per_level=1, min_requests=4)
+    assert [r.load.concurrency for r in whole] == [1, 2, 4] and stop_reason(whole) == LAST
+    assert [r.load.concurrency for r in cut] == [1] and stop_reason(cut) == CLIENT
+    assert bool(sweep_frame(cut)["client_limited"].iloc[0])

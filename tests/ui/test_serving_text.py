@@ -3,7 +3,7 @@ records and samples by hand, and the API key never reaches the history."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pandas as pd
 import pytest
@@ -12,8 +12,10 @@ from kvviz.serving.endpoint import endpoint
 from kvviz.serving.load import Load
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import Sample
+from kvviz.serving.overhead import BUSY, LATE_READS, ClientOverhead
 from kvviz.serving.record import RequestRecord
-from kvviz.serving.stats import Slo, run_stats
+from kvviz.serving.stats import Distribution, Slo, run_stats
+from kvviz.serving.sweep import sweep_frame as level_frame
 from kvviz.ui.serving_text import (
     Q5,
     Q6,
@@ -214,3 +216,56 @@ def test_the_engine_comparison_says_both_engines_numbers():
     assert "Batching made 2.0× the tokens per second" in text and "the 1 request(s) ahead" in text
     single = engine_vs_server_markdown(result(concurrency=1), result(concurrency=1, duration_s=1.0))
     assert "nothing to batch" in single and "(0.5×)" in single
+
+
+def test_the_client_paragraph_and_its_warning_in_both_languages():
+    """The two requests above (E2E p50 450 ms) measured by a client that spent 1.6 s of CPU in the 2 s run (80% of
+    a core; 8 tokens: 200,000 µs a token) and whose reads waited 30 ms at p90: both reasons of the rule."""
+    base = result()
+    client = ClientOverhead(cpu_s=1.6, busy=0.8, cpu_us_per_token=200_000.0,
+                            read_wait=Distribution(0.002, 0.002, 0.03, 0.03), headers=Distribution.of([0.01, 0.01]),
+                            limits=(BUSY, LATE_READS))
+    text = run_markdown(replace(base, client=client))
+    assert ("**The client's own cost**: CPU 1.60 s (80% of a core, 200,000.0 µs per output token); its reads waited "
+            "2.0 ms/30.0 ms (p50/p90) after the bytes arrived, and 0% of the output chunks came in one read with a "
+            "later one (their gap reads 0); response headers 10.0 ms (p50) after each send.") in text
+    assert ("**Warning: the client, not the server, limited this run** (its event loop was busy 80% of the run, over "
+            "75%; its reads waited 30.0 ms at p90, over 2.5% of a request's 450.0 ms)") in text
+    zh = run_markdown(replace(base, client=client), "zh")
+    assert "**客户端自身的开销**：CPU 1.60 秒（单核的 80%，每个输出 token 200,000.0 µs）" in zh
+    assert ("**警告：限制本次运行的是客户端而不是服务器**（其事件循环忙碌了运行时间的 80%，超过 75%；其读取在 p90 "
+            "等待了 30.0 ms，超过请求耗时 450.0 ms 的 2.5%）") in zh
+    assert "Warning" not in run_markdown(replace(base, client=replace(client, limits=()))), "no warning unless limited"
+
+
+def test_an_open_loops_rates_and_its_cap_in_both_languages():
+    """4 requests/s asked, the two completed sent 0.5 s apart (2.00/s), 1.00 completed/s over 2 s; a cap of 2 over
+    requests of 450 ms mean E2E carries 2 / 0.45 = 4.44 requests/s, more than asked: the one held arrival (100 ms)
+    was a burst, not a bound."""
+    recs = [replace(r, due_s=0.5 * r.index, waited_s=0.1 if r.index == 1 else 0.0) for r in records()]
+    stats = run_stats(recs, 2.0, rate=4.0, concurrency=2)
+    run = RunResult({}, Load(arrivals="constant", rate=4.0, concurrency=2, requests=3, output_tokens=4), tuple(recs),
+                    stats, False)
+    text = run_markdown(run)
+    assert ("**Open loop**: 4.00 requests/s asked, 2.00 sent, 1.00 completed. The cap of 2 in flight held back 1 of 3 "
+            "arrivals in bursts (mean wait 100.0 ms); it carries at most 4.44 requests/s, more than the rate asked."
+            ) in text
+    assert "**开环**：请求速率 4.00 个/秒，实际发送 2.00，完成 1.00。并发上限 2 在突发时挡住了 3 个到达中的 1 个" in \
+        run_markdown(run, "zh")
+    bound = replace(run, stats=run_stats(recs, 2.0, rate=10.0, concurrency=2))
+    assert "**The cap of 2 in flight bounded the rate**" in run_markdown(bound)
+    assert "**Open loop**" not in run_markdown(result()), "a closed loop says nothing of rates"
+
+
+def test_a_sweep_stopped_by_the_client_says_so_first():
+    """Two levels, the second limited by the client: the sweep's text opens with why it stopped there."""
+    client = ClientOverhead(cpu_s=1.9, busy=0.95, cpu_us_per_token=1.0, read_wait=None,
+                            headers=Distribution.of([0.01]), limits=(BUSY,))
+    runs = [result(concurrency=1), replace(result(concurrency=2), client=client)]
+    frame = level_frame(runs)
+    text = sweep_markdown(frame, runs)
+    assert text.startswith("**The sweep stopped at 2 in flight because the client saturated there** (its event loop "
+                           "was the bottleneck)")
+    assert sweep_markdown(frame, runs, "zh").startswith("**扫描在并发 2 处停止，因为客户端在这一级已饱和**")
+    fine = [runs[0], result(concurrency=2)]
+    assert "client" not in sweep_markdown(level_frame(fine), fine)
