@@ -99,7 +99,8 @@ def test_no_english_is_left_on_the_chinese_page(browser, app_url, shots):  # noq
         if label == "有缓存 vs 无缓存":
             page.locator("#compare-static input").check()
             page.locator("#compare-btn").click()
-            expect(page.locator("#compare-verdict")).to_contain_text("为什么快路径更快", timeout=240_000)
+            explained = re.compile("为什么快路径更快|在噪声范围内")  # the gain explained, or within the run's noise
+            expect(page.locator("#compare-verdict")).to_contain_text(explained, timeout=240_000)
             page.screenshot(path=str(shots / "zh-compare.png"), full_page=True)
         if label == "课程":
             page.locator("#lesson-refresh").click()
