@@ -12,8 +12,9 @@ log, not loads.
 
 vLLM never outlives kvviz. The one rule: whoever starts vLLM holds it in running_vllm (or calls start and,
 in a finally clause, stop); stop ends vLLM's whole group (SIGTERM, SIGKILL after a grace) and waits for it.
-running_vllm also turns SIGTERM and SIGHUP into Stopped (stop_signals; SIGINT raises KeyboardInterrupt) in
-the main thread, so that a signal, an exception or a normal end all pass through stop, starting or ready.
+running_vllm also turns SIGTERM and SIGHUP into Stopped and SIGINT into KeyboardInterrupt (stop_signals, which
+raises again a signal whose first raise Python dropped) in the main thread, so that a signal, an exception or a
+normal end all pass through stop, starting or ready.
 The app, whose vLLM starts from handler threads, exits through atexit on those signals instead
 (kvviz.serving.local). And when kvviz dies with no handler run (SIGKILL, a crash), vLLM's guardian
 (kvviz.serving.guardian, started between kvviz and vLLM) sees its lifeline close and stops the group.
@@ -308,6 +309,7 @@ def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None
                     return
             except httpx.HTTPError:
                 pass
+            check_stopped()
             time.sleep(0.5)
     stop(server)
     raise VllmError(f"vLLM did not become ready within {timeout_s:g} s (log: {server.log_path})")
@@ -343,24 +345,62 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+_raised: list[BaseException] = []  # what the handler raised in the current stop_signals block
+_lost: list[BaseException] = []  # of those, what Python dropped
+
+
+def _interruption(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
 def _raise_stopped(signum: int, frame) -> None:
-    raise Stopped(signum)
+    _raised.append(_interruption(signum))
+    raise _raised[-1]
+
+
+def check_stopped() -> None:
+    """Raise again an interruption whose first raise was lost. Python drops an exception raised while a __del__,
+    a weakref callback or the garbage collector runs (it hands it to sys.unraisablehook, which prints
+    "Exception ignored in ..."), so a signal landing there would let the work go on as if none had come.
+    stop_signals' hook keeps what was dropped of its own raises; this raises the first of them. Called where
+    the work waits (wait_ready's polls) and when the block ends without an exception."""
+    if _lost:
+        lost = _lost[0]
+        _lost.clear()
+        raise lost.with_traceback(None)
+
+
+def _keep_lost(previous):
+    def hook(unraisable) -> None:
+        if any(unraisable.exc_value is raised for raised in _raised):
+            _lost.append(unraisable.exc_value)
+        previous(unraisable)
+    return hook
 
 
 @contextmanager
 def stop_signals() -> Iterator[None]:
-    """For the block, SIGTERM and SIGHUP raise Stopped (SIGINT raises KeyboardInterrupt already); the handlers
-    before are put back after. Python runs handlers in the main thread only, so elsewhere this does nothing:
+    """For the block, SIGTERM and SIGHUP raise Stopped and SIGINT KeyboardInterrupt, and one whose raise Python
+    dropped is raised again (check_stopped); the handlers before are put back after. A raise the block's own
+    code catches is its to handle. Python runs handlers in the main thread only, so elsewhere this does nothing:
     there the guardian still stops vLLM when the process ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    _raised.clear()
+    _lost.clear()
+    hook_before = sys.unraisablehook
+    sys.unraisablehook = _keep_lost(hook_before)
+    before = {sig: signal.signal(sig, _raise_stopped) for sig in (*STOP_SIGNALS, signal.SIGINT)}
     try:
         yield
+        check_stopped()  # the block ended as if no signal had come, yet one did and its raise was dropped
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+        sys.unraisablehook = hook_before
+        _raised.clear()
+        _lost.clear()
 
 
 @contextmanager
