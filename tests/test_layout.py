@@ -1,9 +1,12 @@
 """The package's shape: layers that import only downwards, no private names across modules, short functions.
 
-kvviz/ is layered: base (value checks, units, messages, the hub) < calc (the memory model and the
-calculator's arithmetic) < engine (loading, the generation loop, metrics, hosting policy) < ui (the web
-app) < bench (benchmarks, which drive everything). The command-line modules at the top may import any
-layer. These tests read the source with ast, so they see every import, lazy ones inside functions too.
+kvviz/ is layered: base (value checks, units, messages, the hub) < i18n (the catalogues of both languages)
+< calc (the memory model and the calculator's arithmetic) < engine (loading, the generation loop, metrics,
+hosting policy) < serving (measuring a serving engine from outside) < lesson (the lesson's answers) < ui (the
+web app) < bench (benchmarks, which drive everything). Every package and module directly under kvviz/ is a
+layer or one of the entry points at the top (the command lines), which may import any layer and which no
+layer imports. No module imports itself back through others (no import cycle). These tests read the source
+with ast, so they see every import, lazy ones inside functions too.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import pytest
 
 from tests.helpers import REPO
 
-LAYERS = ["base", "calc", "engine", "serving", "ui", "bench"]
+# Lowest first: a layer imports only the layers before it. A layer is a package under kvviz/ or, for lesson, one
+# module directly under it.
+LAYERS = ["base", "i18n", "calc", "engine", "serving", "lesson", "ui", "bench"]
+ENTRY_POINTS = ["__init__", "__main__", "cli", "train_tiny"]  # kvviz's own package file and its command lines
 PACKAGE = REPO / "kvviz"
 MAX_FUNCTION_LINES = 60
 # Gradio tab builders lay out a tab's components and wire their events in one place: they run long by nature.
@@ -28,9 +34,9 @@ def _modules() -> list[Path]:
 
 
 def _layer(module: str) -> int | None:
-    """The layer index of a dotted kvviz module name; None for the top-level modules (cli, train_tiny, ...)."""
+    """The layer index of a dotted kvviz module name; None for the entry points (cli, train_tiny, ...)."""
     parts = module.split(".")
-    return LAYERS.index(parts[1]) if len(parts) > 2 and parts[1] in LAYERS else None
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
 
 
 def _dotted(path: Path) -> str:
@@ -89,8 +95,95 @@ def test_functions_are_short_outside_the_tab_builders():
 
 
 @pytest.mark.parametrize("layer", LAYERS)
-def test_every_layer_is_a_folder_with_modules(layer):
-    """The layout README describes exists: each layer is a package holding modules."""
+def test_every_layer_exists(layer):
+    """The layout README describes exists: each layer is a package holding modules, or one module."""
     folder = PACKAGE / layer
+    if (PACKAGE / f"{layer}.py").is_file():
+        assert not folder.exists(), f"kvviz/{layer} is both a module and a folder"
+        return
     assert (folder / "__init__.py").is_file(), f"kvviz/{layer} is not a package"
     assert len([p for p in folder.glob("*.py") if p.name != "__init__.py"]) >= 1
+
+
+def test_every_package_and_module_under_kvviz_has_a_place():
+    """Each package and module directly under kvviz/ is a layer or an entry point, so the layer rule covers it."""
+    placed = set(LAYERS) | set(ENTRY_POINTS)
+    children = [p for p in PACKAGE.iterdir() if p.suffix == ".py" or (p.is_dir() and any(p.rglob("*.py")))]
+    unplaced = sorted(p.relative_to(REPO).as_posix() for p in children if p.stem not in placed)
+    assert not unplaced, f"not in test_layout's LAYERS or ENTRY_POINTS (put each where it belongs): {unplaced}"
+    namespace = sorted(p.relative_to(REPO).as_posix() for p in children if p.is_dir()
+                       and not (p / "__init__.py").is_file())
+    assert not namespace, f"folders of modules without an __init__.py: {namespace}"
+
+
+def test_no_layer_imports_an_entry_point():
+    """The command lines sit on top of everything: a layer that imported one would reach every layer through it."""
+    entry = {f"kvviz.{name}" for name in ENTRY_POINTS if name != "__init__"}
+    wrong = [f"{path.relative_to(REPO)}:{line} imports {target}"
+             for path in _modules() if _layer(_dotted(path)) is not None
+             for line, module, names in _kvviz_imports(path)
+             for target in ([module] if module != "kvviz" else [f"kvviz.{n}" for n in names]) if target in entry]
+    assert not wrong, "\n".join(wrong)
+
+
+def _module_names() -> set[str]:
+    """Every kvviz module's dotted name; a package is named by its folder (kvviz.calc, not kvviz.calc.__init__)."""
+    return {_dotted(path).removesuffix(".__init__") for path in _modules()}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Each kvviz module to the kvviz modules it imports: `from a.b import c` imports module a.b.c when that is a
+    module, else a.b (the package, for a name its __init__ defines)."""
+    known = _module_names()
+    graph: dict[str, set[str]] = {}
+    for path in _modules():
+        edges = set()
+        for _, module, names in _kvviz_imports(path):
+            edges |= {f"{module}.{n}" if f"{module}.{n}" in known else module for n in names} or {module}
+        graph[_dotted(path).removesuffix(".__init__")] = edges & known
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The finder itself: a → b → c → a is one cycle, d → a is none, and a self-contained pair is found apart."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["e", "f"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_inside_kvviz():
+    """No two kvviz modules import each other, directly or through others, lazy imports inside functions included:
+    a cycle means neither module can be read, tested or moved without the other."""
+    graph = _import_graph()
+    assert len(graph) >= 100 and sum(map(len, graph.values())) >= 200, "the graph must hold kvviz's real imports"
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)

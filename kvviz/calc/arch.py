@@ -7,7 +7,8 @@ config class transformers ships for its model_type, so the class's defaults, att
 transformers' own cache builds for it (cache_utils.get_layer_types_and_kwargs): per-token keys and values
 for full, sliding-window or chunked attention, a fixed-size state for linear-attention, Mamba and
 convolution layers (state.py sizes it), or nothing (an MLP-only layer, a layer reusing another's KV).
-It does not compute bytes or count parameters; memory.py and params.py do.
+It does not compute bytes or count parameters; memory.py and params.py do. ConfigError, its error, lives in
+config_error.py, so that state.py can raise it without importing this module back.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 from kvviz.base.errors import first_line
 from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
+from kvviz.calc.config_error import ConfigError
+from kvviz.calc.state import State, layer_state
 
 FULL = "full"
 SLIDING = "sliding"
@@ -54,10 +57,6 @@ _DEFAULTED_KEYS = ("num_hidden_layers", "num_attention_heads", "num_key_value_he
                    "intermediate_size", "vocab_size")
 
 
-class ConfigError(ValueError):
-    """A config that cannot describe a model: missing key, bad value, unreachable source."""
-
-
 @dataclass(frozen=True)
 class MLA:
     """DeepSeek's multi-head latent attention: what a token leaves behind is one compressed vector."""
@@ -85,26 +84,6 @@ class MoE:
 
     n_routed_experts: int
     num_experts_per_tok: int
-
-
-@dataclass(frozen=True)
-class State:
-    """The fixed-size state a linear-attention, Mamba or convolution layer keeps instead of per-token KV.
-
-    Per layer and sequence: `conv` values of the short convolution's window and `recurrent` values of the
-    recurrent (SSM or delta-rule) state, whatever the sequence's length; `layers` layers keep one each.
-    """
-
-    kind: str  # "Mamba", "Mamba-2", "gated DeltaNet", "short convolution", ...
-    layers: int
-    conv: int
-    recurrent: int
-    shapes: str  # the per-layer tensors, in words, for the app and the formula
-    where: tuple[int, ...] = ()  # the indices of the layers that keep one
-
-    @property
-    def values_per_layer(self) -> int:
-        return self.conv + self.recurrent
 
 
 @dataclass(frozen=True)
@@ -425,8 +404,6 @@ def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Archi
 
 def _architecture(raw: dict, cfg: Any, text: Any, name: str, source: str) -> Architecture:
     """The Architecture of an accepted config: what each layer caches, the KV shape, the state, the weights' sizes."""
-    from kvviz.calc.state import layer_state  # state.py reads the mixer's sizes from the same config
-
     layers = _positive_int(getattr(text, "num_hidden_layers", None), "num_hidden_layers")
     hidden = _positive_int(getattr(text, "hidden_size", None), "hidden_size")
     kinds, states, window, chunk = _layer_kinds(text, layers)

@@ -4,14 +4,36 @@ Such a layer summarises the whole history in tensors whose size does not depend 
 is: the last few inputs of its short causal convolution (`conv`) and a recurrent state (an SSM's hidden
 state, or a delta-rule memory of keys by values). This module sizes both from the config, per mixer kind,
 as transformers' modeling code allocates them (checked against real instances by the registry coverage
-test); a kind it does not know is refused rather than guessed. It knows configs, not bytes or devices.
+test); a kind it does not know is refused rather than guessed. It owns the State dataclass that arch.py's
+Architecture carries; it knows configs, not bytes or devices, and it does not import the parser (arch.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from kvviz.calc.arch import ConfigError, State
+from kvviz.calc.config_error import ConfigError
+
+
+@dataclass(frozen=True)
+class State:
+    """The fixed-size state a linear-attention, Mamba or convolution layer keeps instead of per-token KV.
+
+    Per layer and sequence: `conv` values of the short convolution's window and `recurrent` values of the
+    recurrent (SSM or delta-rule) state, whatever the sequence's length; `layers` layers keep one each.
+    """
+
+    kind: str  # "Mamba", "Mamba-2", "gated DeltaNet", "short convolution", ...
+    layers: int
+    conv: int
+    recurrent: int
+    shapes: str  # the per-layer tensors, in words, for the app and the formula
+    where: tuple[int, ...] = ()  # the indices of the layers that keep one
+
+    @property
+    def values_per_layer(self) -> int:
+        return self.conv + self.recurrent
 
 
 def _get(cfg: Any, *names: str) -> int:

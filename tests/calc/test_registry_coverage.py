@@ -72,7 +72,7 @@ def test_cache_grows_as_the_layers_say(model_type: str):
 
 
 # Families that run here but whose cache kvviz does not model: kvviz refuses each with a ConfigError naming why
-# (README, "Architectures"). Each refusal is checked, so one that starts answering must then match the measurement.
+# (docs/architectures.md). Each refusal is checked, so one that starts answering must then match the measurement.
 _INDEXED = "indexed_attention"  # DeepSeek-V3.2-style sparse attention: an indexer key cache beside the KV
 _STATE = "not sized by kvviz"  # a linear-attention or Mamba mixer whose state kvviz has no formula for
 KVVIZ_REFUSES = {
