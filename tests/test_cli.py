@@ -222,7 +222,10 @@ def test_batch_json_sweeps_tiny(capsys):
         assert r["tokens_per_s_total"] == pytest.approx(r["batch"] / r["step_s"])
         assert r["kv_bytes"] == r["kv_bytes_predicted"] == r["batch"] * (16 + 4 - 1) * 2048
     assert out["summary"]["kv_exact"] is True and out["summary"]["batches"] == [1, 2]
-    assert out["explanation"].startswith("From B=1 to B=2 the decode step went from ")
+    # the step's growth told, or, when the two steps differ by less than their own spread (a busy machine), the
+    # rates with the spread named: both are the explanation's honest forms (kvviz/base/noise.py)
+    assert out["explanation"].startswith(("From B=1 to B=2 the decode step went from ",
+                                          "From B=1 to B=2 tokens/s went from "))
 
 
 def test_batch_text_prints_the_table_and_the_explanation():
