@@ -18,7 +18,7 @@ import pandas as pd
 
 from kvviz.base.units import MIB
 from kvviz.i18n import t
-from kvviz.ui.figures import COLORS, INK, Figure, base_layout, empty
+from kvviz.ui.figures import COLORS, INK, LOG_FULL, Figure, base_layout, empty
 
 MEASURED, PREDICTED, PER_SEQ, LIMIT = COLORS[0], COLORS[1], COLORS[2], COLORS[3]
 PANELS = ("step", "throughput", "prefill", "kv")
@@ -39,7 +39,7 @@ def x_title(lang: str = "en") -> str:
 
 
 LOG_X = {"type": "log", "dtick": math.log10(2)}  # ticks at 1, 2, 4, 8, ...
-LOG_Y = {"type": "log", "dtick": "D2", "tickformat": ",~g"}  # ticks at 1, 2, 5 × 10^n, written in full
+LOG_Y = LOG_FULL
 
 
 def _axis(title: str, **extra) -> dict:

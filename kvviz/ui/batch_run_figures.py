@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kvviz.i18n import t
-from kvviz.ui.figures import COLORS, GRID, INK, PHASE_COLORS, Figure, base_layout, empty, vline
+from kvviz.ui.figures import COLORS, GRID, INK, LOG_FULL, PHASE_COLORS, Figure, base_layout, empty, vline
 
 
 def batch_lifecycle(summary, rows, tokens: pd.DataFrame, lang: str = "en") -> Figure:
@@ -65,7 +65,7 @@ def batch_steps(steps: pd.DataFrame, lang: str = "en") -> Figure:
              "name": t("batch.fig.active_rows", lang), "yaxis": "y2",
              "line": {"color": INK, "dash": "dot", "shape": "hv"}}]
     layout = base_layout(t("batch.fig.steps_title", lang), t("batch.fig.steps_x", lang), t("batch.fig.steps_y", lang))
-    layout["yaxis"] |= {"type": "log"}
+    layout["yaxis"] |= LOG_FULL
     layout["yaxis2"] = {"overlaying": "y", "side": "right", "title": {"text": t("batch.fig.rows_axis", lang)},
                         "rangemode": "tozero", "gridcolor": GRID, "linecolor": INK, "showgrid": False}
     return {"data": data, "layout": layout}

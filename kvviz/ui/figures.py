@@ -20,6 +20,8 @@ GRID = "rgba(138, 143, 152, 0.25)"
 COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 
 Figure = dict
+# A log axis with ticks at 1, 2, 5 × 10^n written in full ("200", not plotly's small "2" between decades).
+LOG_FULL = {"type": "log", "dtick": "D2", "tickformat": ",~g"}
 
 
 def base_layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
@@ -70,13 +72,19 @@ def to_plotly(fig: Figure):
     return go.Figure(fig)
 
 
+OFF_SCALE = 3.0  # a first token this many times the slowest decode step would flatten the decode line
+
+
 def token_latency(frame: pd.DataFrame, title: str | None = None, lang: str = "en") -> Figure:
     """Time from the previous token (ms) for each output token, prefill (the first token) apart from decode.
 
     frame: per-token rows (kvviz.engine.loop.TokenEvent fields) with a `mode` or `run` column to group by.
-    The y axis is logarithmic because the first token waits for the whole prompt.
+    The y axis is linear from zero, so that a step that grows with the sequence (decoding without the cache)
+    is seen to grow. A first token more than OFF_SCALE times the slowest decode step (a long prompt, a model
+    just loaded) would squash the decode line against zero: the axis then ends above the decode steps, and
+    each such first token is written at the top edge with its time and an arrow, not drawn.
     """
-    data = []
+    data, firsts = [], []
     key = "run" if "run" in frame and frame["run"].nunique() > 1 else "mode"
     for i, (name, group) in enumerate(frame.groupby(key, sort=False) if len(frame) else []):
         color = COLORS[i % len(COLORS)]
@@ -93,9 +101,19 @@ def token_latency(frame: pd.DataFrame, title: str | None = None, lang: str = "en
                          "y": (first["dt_s"] * 1e3).tolist(), "name": t("fig.latency.first", lang, label=label),
                          "marker": {"size": 12, "symbol": "diamond", "color": color},
                          "hovertemplate": t("fig.latency.hover_first", lang)})
+            firsts += [(label, color, float(ms)) for ms in first["dt_s"] * 1e3]
     layout = base_layout(t("fig.latency.title", lang) if title is None else title, t("fig.latency.x", lang),
                          t("fig.latency.y", lang))
-    layout["yaxis"] |= {"type": "log"}
+    layout["yaxis"] |= {"rangemode": "tozero"}
+    decode_ms = frame.loc[frame["phase"] == "decode", "dt_s"] * 1e3 if len(frame) else pd.Series(dtype=float)
+    if len(decode_ms) and any(ms > OFF_SCALE * decode_ms.max() for _, _, ms in firsts):
+        top = 1.3 * float(decode_ms.max())
+        layout["yaxis"] |= {"range": [0, top]}
+        layout["annotations"] = [
+            {"x": 0, "xref": "x", "y": 1, "yref": "paper", "yanchor": "top", "xanchor": "left", "yshift": -14 * k,
+             "showarrow": False, "font": {"color": color, "size": 11},
+             "text": t("fig.latency.off_scale", lang, label=label, ms=f"{ms:,.1f}")}
+            for k, (label, color, ms) in enumerate(f for f in firsts if f[2] > top)]
     return {"data": data, "layout": layout}
 
 

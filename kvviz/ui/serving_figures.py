@@ -24,7 +24,7 @@ from kvviz.i18n.errors import translate
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import Sample, ServerView, server_view
 from kvviz.serving.record import RequestRecord
-from kvviz.ui.figures import COLORS, GRID, INK, Figure, base_layout, empty
+from kvviz.ui.figures import COLORS, GRID, INK, LOG_FULL, Figure, base_layout, empty
 
 # One colour per phase of a request, the same in every figure: waiting (HTTP, then the first token), streaming.
 PHASE = {"accepted": "#72b7b2", "first": "#f58518", "stream": "#4c78a8", "failed": "#e45756"}
@@ -383,7 +383,7 @@ def sweep_latency(frame: pd.DataFrame, lang: str = "en") -> Figure:
     layout = base_layout(t("serving.fig.latency.title", lang), t("serving.fig.levels.x", lang),
                          t("serving.fig.latency.log", lang) if log else "ms")
     layout["xaxis"] |= _levels_axis(f)
-    layout["yaxis"] |= {"type": "log"} if log else {"rangemode": "tozero"}
+    layout["yaxis"] |= LOG_FULL if log else {"rangemode": "tozero"}
     return {"data": data, "layout": layout}
 
 

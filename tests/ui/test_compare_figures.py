@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvviz.ui.figures import decode_bandwidth, step_work, to_plotly
+from kvviz.ui.figures import decode_bandwidth, step_work, to_plotly, token_latency
 from tests.ui.test_present import comparison, static_run
 
 
@@ -41,3 +41,34 @@ def test_decode_bandwidth_above_the_limit_stays_in_view():
     """A mode past 100% of a measured limit (110% of 8 GB/s = 8.8 GB/s) is not cut off by the y range."""
     fig = to_plotly(decode_bandwidth(comparison(static=static_run(utilisation=1.1, achieved=8.8e9)).runs))
     assert fig.layout.yaxis.range[1] >= 8.8 and fig.data[0].text[-1] == "110% of the limit"
+
+
+def tokens(mode: str, first_ms: float, decode_ms: list[float]) -> pd.DataFrame:
+    """One run's token rows by hand: the first token, then decode steps, times in ms."""
+    return pd.DataFrame({"mode": mode, "index": range(1 + len(decode_ms)),
+                         "phase": ["prefill"] + ["decode"] * len(decode_ms),
+                         "dt_s": [ms / 1e3 for ms in [first_ms, *decode_ms]]})
+
+
+def test_latency_axis_is_linear_so_uncached_growth_shows():
+    """Cached steps flat at 4 ms, uncached growing 8 to 12 ms, first tokens 9 and 10 ms (under 3 x 12): a
+    linear axis from zero holding everything, no note."""
+    frame = pd.concat([tokens("cached", 9.0, [4.0, 4.0, 4.0]), tokens("uncached", 10.0, [8.0, 10.0, 12.0])])
+    fig = to_plotly(token_latency(frame))
+    assert fig.layout.yaxis.type in (None, "linear") and fig.layout.yaxis.rangemode == "tozero"
+    assert fig.layout.yaxis.range is None and not fig.layout.annotations
+    assert list(fig.data[2].y) == [8.0, 10.0, 12.0]
+    assert fig.layout.yaxis.title.text == "ms since the previous token"
+
+
+def test_a_first_token_far_above_decode_is_written_not_drawn():
+    """A model just loaded: first token 169 ms against decode steps of 4-5 ms (over 3 x 5): the axis ends at
+    1.3 x 5 = 6.5 ms and the first token is a note at the top with its time; the other run's 5.5 ms first
+    token is inside the axis and gets no note."""
+    frame = pd.concat([tokens("cached", 169.0, [4.0, 5.0]), tokens("uncached", 5.5, [4.5, 5.0])])
+    fig = to_plotly(token_latency(frame))
+    assert list(fig.layout.yaxis.range) == [0, 6.5]
+    (note,) = fig.layout.annotations
+    assert note.text == "↑ cached: first token 169.0 ms, above the axis"
+    zh = to_plotly(token_latency(frame, lang="zh"))
+    assert zh.layout.annotations[0].text.startswith("↑ ") and "首 token 169.0 ms" in zh.layout.annotations[0].text
