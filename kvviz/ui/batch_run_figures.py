@@ -46,6 +46,9 @@ def batch_lifecycle(summary, rows, tokens: pd.DataFrame, lang: str = "en") -> Fi
                          height=220 + 26 * len(rows), barmode="overlay", shapes=[shape], annotations=[note])
     layout["yaxis"] |= {"categoryorder": "array", "categoryarray": [*reversed(labels), shared]}
     layout["legend"] = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}
+    end_s = max([r.end_s for r in rows] + [summary.ttft_s])
+    if end_s > 0:  # from the batch's arrival: plotly's padding would start the axis below zero
+        layout["xaxis"] |= {"range": [0, end_s * 1e3 * 1.03]}
     return {"data": data, "layout": layout}
 
 

@@ -216,6 +216,8 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame, lang: str = "en") -
     # A short plot: a legend below it would sit on the x axis's title, so the phases are listed at the right,
     # one per line, where plotly widens the margin to fit them.
     layout["legend"] = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}
+    if t_end > 0:  # time starts at the request's arrival: plotly's padding would start the axis below zero
+        layout["xaxis"] |= {"range": [0, t_end * 1e3 * 1.03]}
     return {"data": data, "layout": layout}
 
 

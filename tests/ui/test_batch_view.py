@@ -63,6 +63,8 @@ def test_the_life_cycle_draws_the_shared_phases_once_and_each_row(batch):
     assert decode["y"] == ["row 0", "row 1", "row 2"]
     assert decode["x"] == [pytest.approx((r.end_s - r.ttft_s) * 1e3) for r in result.rows]
     assert len(fig["data"][4]["x"]) == 18, "3 rows × 6 tokens"
+    low, high = fig["layout"]["xaxis"]["range"]  # from the batch's arrival to just past its last row's end
+    assert low == 0 and max(r.end_s for r in result.rows) * 1e3 < high
 
 
 def test_the_pass_and_cache_figures_hold_the_steps(batch):
