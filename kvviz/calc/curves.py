@@ -24,10 +24,13 @@ def seq_len_grid(max_seq_len: int, points: int = 48) -> list[int]:
     return [int(x) for x in grid]
 
 
-def kv_vs_seq_len(arch: Architecture, dtype: DType, batches: list[int], max_seq_len: int) -> pd.DataFrame:
-    """KV bytes against seq_len for each batch size (window applied, MLA latent)."""
+def kv_vs_seq_len(arch: Architecture, dtype: DType, batches: list[int], max_seq_len: int,
+                  also: int | None = None) -> pd.DataFrame:
+    """KV bytes against seq_len for each batch size (window applied, MLA latent); `also`: a seq_len the grid
+    must hold (the one the user chose, so that their point lies on the curve)."""
+    lengths = sorted({*seq_len_grid(max_seq_len), *([also] if also else [])})
     rows = [{"batch": b, "seq_len": s, "kv_bytes": kv_cache_bytes(arch, b, s, dtype)}
-            for b in batches for s in seq_len_grid(max_seq_len)]
+            for b in sorted(set(batches)) for s in lengths]
     frame = pd.DataFrame(rows)
     frame["kv_gib"] = frame["kv_bytes"] / GIB
     return frame

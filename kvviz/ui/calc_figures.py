@@ -30,24 +30,47 @@ def memory_bar(report: MemoryReport, lang: str = "en") -> Figure:
     data = [{"type": "bar", "orientation": "h", "y": [label], "x": [value / GIB], "name": name,
              "marker": {"color": color}, "hovertemplate": f"{name}: %{{x:,.2f}} GiB<extra></extra>"}
             for (name, value), color in zip(parts, COLORS, strict=False)]
+    for bar in data:  # a slim bar leaves room above and below it for the two lines' labels
+        bar["width"] = [0.5]
+    # The two labels never meet: the usable line's below the bar and to its left, the device's above the bar
+    # and to its right (the axis runs on past the device's memory to hold it).
     usable = vline(cap.usable_bytes / GIB, t("calc.fig.usable", lang, util=f"{cap.mem_util:g}"), top=False)
+    usable[1].update(xanchor="right")
     device = vline(acc.memory_bytes / GIB, t("calc.fig.device_memory", lang), dash="solid")
+    device[1].update(xanchor="left")
+    end = max(acc.memory_bytes, sum(value for _, value in parts)) / GIB
     layout = base_layout(t("calc.fig.memory_title", lang), t("calc.fig.gib_axis", lang), "", height=260,
                          barmode="stack",
-                     shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
+                         shapes=[usable[0], device[0]], annotations=[usable[1], device[1]])
+    layout["xaxis"] |= {"range": [0, end * 1.25]}
     # A short plot: the legend goes top right, beside a left-aligned title, clear of the axis title.
     layout["title"] |= {"x": 0.0, "xanchor": "left"}
     layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1.0}
     return {"data": data, "layout": layout}
 
 
-def kv_curves(frame: pd.DataFrame, budget_bytes: int | None, one_gpu: bool = False, lang: str = "en") -> Figure:
+def kv_curves(frame: pd.DataFrame, budget_bytes: int | None, one_gpu: bool = False, lang: str = "en",
+              yours: tuple[int, int] | None = None) -> Figure:
     """KV cache against seq_len, one line per batch size, with the KV budget as a ceiling; one_gpu: the frame is
-    one GPU's share of a deployment, and the budget that GPU's."""
-    data = [{"type": "scatter", "mode": "lines", "x": group["seq_len"].tolist(), "y": group["kv_gib"].tolist(),
-             "name": t("calc.fig.batch", lang, batch=batch),
-             "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"}
-            for batch, group in frame.groupby("batch")]
+    one GPU's share of a deployment, and the budget that GPU's. yours: the user's (batch, seq_len), whose line
+    the frame holds: drawn thicker, with their point marked and its size written beside it."""
+    data = []
+    for i, (batch, group) in enumerate(frame.groupby("batch")):
+        mine = yours is not None and batch == yours[0]
+        data.append({"type": "scatter", "mode": "lines", "x": group["seq_len"].tolist(),
+                     "y": group["kv_gib"].tolist(),
+                     "name": t("calc.fig.batch_yours" if mine else "calc.fig.batch", lang, batch=f"{batch:,}"),
+                     "line": {"color": COLORS[i % len(COLORS)], "width": 3.5 if mine else 1.5},
+                     "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"})
+    point = frame[(frame["batch"] == yours[0]) & (frame["seq_len"] == yours[1])] if yours else frame.iloc[:0]
+    if len(point):
+        gib = float(point["kv_gib"].iloc[0])
+        data.append({"type": "scatter", "mode": "markers+text", "x": [yours[1]], "y": [gib],
+                     "name": t("calc.fig.yours", lang, batch=f"{yours[0]:,}", seq_len=f"{yours[1]:,}",
+                               gib=f"{gib:,.2f}"),
+                     "marker": {"size": 11, "color": INK, "symbol": "circle-open", "line": {"width": 2}},
+                     "text": [f"{gib:,.2f} GiB"], "textposition": "top left", "cliponaxis": False,
+                     "hovertemplate": "seq_len %{x:,}: %{y:,.3f} GiB<extra></extra>"})
     extra = {}
     if budget_bytes:
         shape, note = hline(budget_bytes / GIB, t("calc.fig.budget_one_gpu" if one_gpu else "calc.fig.budget_device",
@@ -95,6 +118,12 @@ def window_curves(frame: pd.DataFrame, window: int, span: str = "window", lang: 
                                                 shapes=[shape], annotations=[note])}
 
 
+def flops_tick(flops: float) -> str:
+    """A decade of FLOP/s in one notation, tera for everything from 10^12 up (10 T, 1,000 T), giga below
+    (plotly's own SI ticks wrote 100T beside 10^15)."""
+    return f"{flops / 1e12:,g} T" if flops >= 1e12 else f"{flops / 1e9:,g} G"
+
+
 def roofline(report: MemoryReport, lang: str = "en") -> Figure:
     """Attainable FLOP/s against arithmetic intensity (log-log), with prefill and decode placed on it."""
     acc = report.accelerator
@@ -120,7 +149,9 @@ def roofline(report: MemoryReport, lang: str = "en") -> Figure:
                      "hovertemplate": f"{phase}: %{{x:,.1f}} FLOP/B, %{{y:.3g}} FLOP/s<extra></extra>"})
     layout = base_layout(t("calc.fig.roofline_title", lang), t("calc.fig.intensity_axis", lang),
                          t("calc.fig.flops_axis", lang))
-    layout["xaxis"] |= {"type": "log"}
-    layout["yaxis"] |= {"type": "log", "range": [math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5],
-                        "exponentformat": "SI"}
+    layout["xaxis"] |= {"type": "log", "dtick": 1, "tickformat": ",~g"}  # decades, written in full
+    low, high = math.log10(min(roof)) - 0.3, math.log10(acc.peak_flops) + 0.5
+    decades = [10.0 ** k for k in range(math.ceil(low), math.floor(high) + 1)]
+    layout["yaxis"] |= {"type": "log", "range": [low, high], "tickvals": decades,
+                        "ticktext": [flops_tick(v) for v in decades]}
     return {"data": data, "layout": layout}

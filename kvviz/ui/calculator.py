@@ -141,7 +141,7 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
     top = max(report.query.seq_len, 1024)
     one = report.parallel.binding  # the GPU that fills first: its share of every sequence
     share = gpu_architecture(arch, report.query.tp, one.first_layer, one.first_layer + one.layers)
-    curves = kv_vs_seq_len(share, kvd, list(CURVE_BATCHES), top)
+    curves = kv_vs_seq_len(share, kvd, [*CURVE_BATCHES, report.query.batch], top, also=report.query.seq_len)
     span = arch.sliding_window or arch.chunk_size  # Llama-4's chunked layers cap the cache as a window does
     window = (calc_figures.window_curves(window_effect(arch, kvd, report.query.batch, max(top, 2 * span)), span,
                                          "window" if arch.sliding_window else "chunk", lang=lang) if arch.n_sliding
@@ -151,7 +151,7 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
         formula=_formulas(report, lang),
         memory_fig=calc_figures.memory_bar(report, lang=lang),
         curves_fig=calc_figures.kv_curves(curves, report.capacity.kv_budget_bytes, one_gpu=report.parallel.gpus > 1,
-                                          lang=lang),
+                                          lang=lang, yours=(report.query.batch, report.query.seq_len)),
         attention_fig=calc_figures.attention_bars(
             attention_variants(arch, kvd, report.query.batch, report.query.seq_len), lang=lang),
         window_fig=window,

@@ -45,7 +45,9 @@ def test_every_figure_is_valid_plotly_with_its_titles(preset, window):
     memory = figures.to_plotly(r.memory_fig)
     assert [t.name for t in memory.data] == ["weights", "KV cache", "runtime reserve"]
     assert memory.data[1].x[0] == pytest.approx(r.details["kv_cache_bytes"] / 2**30)
-    assert [t.name for t in figures.to_plotly(r.curves_fig).data] == ["batch 1", "batch 4", "batch 16", "batch 64"]
+    curves = figures.to_plotly(r.curves_fig)
+    assert [t.name for t in curves.data][:4] == ["batch 1", "batch 4", "batch 16 (yours)", "batch 64"]
+    assert curves.data[4].x == (4096,) and curves.data[4].y[0] == pytest.approx(r.details["kv_cache_bytes"] / 2**30)
     window_fig = figures.to_plotly(r.window_fig)
     notes = [a.text for a in window_fig.layout.annotations]
     if window:
@@ -69,6 +71,10 @@ def test_several_gpus_draw_one_gpu():
     curves = figures.to_plotly(r.curves_fig)
     assert titles(curves)[2] == "KV cache on one GPU (GiB)"
     assert [a.text for a in curves.layout.annotations] == ["KV budget on one GPU"]
+    assert [t.name for t in curves.data] == ["batch 1", "batch 4", "batch 8 (yours)", "batch 16", "batch 64",
+                                             "yours: batch 8 × seq_len 8,192 = 2.50 GiB"]
+    assert curves.data[2].line.width > curves.data[0].line.width
+    assert curves.data[5].y == (2.5,)  # the memory bar's KV, by hand above: the point lies on its own line
     batch_1 = curves.data[0]
     assert batch_1.y[-1] == pytest.approx(batch_1.x[-1] * 40_960 / 2**30)  # one GPU: 40,960 bytes a token
     assert "**On 8 × H100 SXM** (tp 8 × pp 1 × dp 1" in r.summary and "1 of 8 KV heads" in r.summary
@@ -174,3 +180,16 @@ def test_the_lessons_example_sets_every_input_its_figure_depends_on():
     moved = {"batch": 8, "seq_len": 2048, "layers": 16, "kv_heads": 8, "head_dim": 64, "kv_dtype": "fp8"}
     assert all(kv_bytes(**{name: value}) != 32 * 2**30 for name, value in moved.items()), \
         "an input the example sets does not change the figure: the example would not need it"
+
+
+def test_the_roofline_and_the_memory_bar_read_cleanly():
+    """H100 SXM (989 TFLOP/s dense bf16): the roofline's FLOP/s ticks are decades in one notation up to 1,000 T
+    (not plotly's 100T beside 10^15); the memory bar's two labels sit on opposite sides of their lines (usable
+    to the left below, device to the right above), and the axis runs past the device's 74.5 GiB to hold it."""
+    r = calculate(**ARGS)
+    roof = figures.to_plotly(r.roofline_fig)
+    assert list(roof.layout.yaxis.ticktext)[-4:] == ["1 T", "10 T", "100 T", "1,000 T"]
+    memory = figures.to_plotly(r.memory_fig)
+    usable, device = memory.layout.annotations
+    assert (usable.xanchor, usable.yanchor, device.xanchor, device.yanchor) == ("right", "bottom", "left", "top")
+    assert memory.layout.xaxis.range[1] > 80e9 / 2**30 * 1.2
