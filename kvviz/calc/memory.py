@@ -301,6 +301,7 @@ class PagedAllocation:
     wasted_bytes_per_seq: int
     wasted_bytes: int
     formula: Formula
+    scale_bytes: int = 0  # the format's per-layer constants (fp8's scales): layer parameters, outside the blocks
 
 
 def paged_bytes(arch: Architecture, batch: int, seq_len: int, dtype: DType, block_size: int = 16) -> int:
@@ -334,6 +335,7 @@ def paged_allocation(
         wasted_bytes_per_seq=(allocated - exact) // batch,
         wasted_bytes=allocated - exact,
         formula=formula,
+        scale_bytes=arch.kv_layers * dtype.tensor_overhead_bytes,
     )
 
 

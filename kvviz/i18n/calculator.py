@@ -53,6 +53,8 @@ recomputed from the same formula, shown with your numbers.
     "calc.sum.state": "- **plus the {kind} state of {layers} layers: {bytes}** for the batch ({per_seq} a sequence; "
                       "each layer {shapes}), the same at any seq_len: {why}",
     "calc.sum.paged": "- paged in blocks of {block}: {allocated}, {wasted} wasted per sequence",
+    "calc.sum.paged_scales": "; the {scales} of per-layer scales in the total above are layer parameters, "
+                             "outside the blocks",
     "calc.sum.longest": "- longest seq_len at batch {batch}: **{longest}**",
     "calc.sum.context_limit": " (the model's context limit)",
     "calc.sum.fits": "- this batch × seq_len fits",
@@ -215,6 +217,7 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "calc.sum.state": "- **另有 {layers} 层的 {kind} 状态：{bytes}**（整个 batch；每条序列 {per_seq}；每层 {shapes}），"
                       "与 seq_len 无关：{why}",
     "calc.sum.paged": "- 按每块 {block} 个 token 分页：{allocated}，每条序列浪费 {wasted}",
+    "calc.sum.paged_scales": "；上面总数里每层的缩放因子共 {scales}，属于层的参数，不在块里",
     "calc.sum.longest": "- batch {batch} 时最长 seq_len：**{longest}**",
     "calc.sum.context_limit": "（模型的上下文上限）",
     "calc.sum.fits": "- 这个 batch × seq_len 放得下",

@@ -180,7 +180,8 @@ def _summary(r, lang: str = "en") -> str:
                        per_seq=fmt_bytes(kv.state_bytes // q.batch), shapes=st.shapes, why=state_why(lang)))
     lines += [
         t("calc.sum.paged", lang, block=q.block_size, allocated=fmt_bytes(r.paged.allocated_bytes),
-          wasted=fmt_bytes(r.paged.wasted_bytes_per_seq)),
+          wasted=fmt_bytes(r.paged.wasted_bytes_per_seq))
+        + (t("calc.sum.paged_scales", lang, scales=f"{r.paged.scale_bytes:,} B") if r.paged.scale_bytes else ""),
         "",
         *(_one_device(r, lang) if r.parallel.gpus == 1 else _deployment(r, lang)),
         t("calc.sum.longest", lang, batch=f"{q.batch:,}", longest=fmt_int(cap.max_seq_len))

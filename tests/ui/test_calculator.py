@@ -193,3 +193,16 @@ def test_the_roofline_and_the_memory_bar_read_cleanly():
     usable, device = memory.layout.annotations
     assert (usable.xanchor, usable.yanchor, device.xanchor, device.yanchor) == ("right", "bottom", "left", "top")
     assert memory.layout.xaxis.range[1] > 80e9 / 2**30 * 1.2
+
+
+def test_fp8_says_where_its_scales_are():
+    """Llama-2-7B in fp8 at 16 × 4,096: the KV total is 16 GiB (16 × 4,096 × 32 layers × 2 × 32 heads × 128 × 1
+    byte) plus 32 layers × 8 bytes of scales = 256 B, which a paged pool does not hold: the paged line says so,
+    so that its 16 GiB and the total's extra 256 B agree. bf16 has no scales and no such words."""
+    fp8 = calculate(**(ARGS | dict(kv_dtype="fp8")))
+    assert fp8.details["kv_cache_bytes"] == 16 * 2**30 + 256
+    assert "= 16.000 GiB = 17.180 GB, 0 B = 0.000 GiB = 0.000 GB wasted per sequence; the 256 B of per-layer " \
+           "scales in the total above are layer parameters, outside the blocks" in fp8.summary
+    assert "per-layer scales" not in calculate(**ARGS).summary
+    zh = calculate(**(ARGS | dict(kv_dtype="fp8", lang="zh")))
+    assert "每层的缩放因子共 256 B" in zh.summary
