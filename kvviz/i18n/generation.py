@@ -200,7 +200,7 @@ COLUMNS_ZH = {
     "prefill_s": "预填充（s）", "prefill_tokens_per_s": "预填充 tokens/s", "e2e_s": "端到端（s）",
     "decode_tokens_per_s": "解码 tokens/s", "itl_p50_s": "ITL p50（s）", "itl_p90_s": "ITL p90（s）",
     "itl_p99_s": "ITL p99（s）", "bytes_per_decode_step": "每步解码读取字节", "bandwidth_achieved": "实测带宽（B/s）",
-    "bandwidth_bound": "带宽上限（B/s）", "bandwidth_utilisation": "带宽利用率", "compile_s": "编译（s）",
+    "bandwidth_bound": "带宽上限（B/s）", "bandwidth_utilisation": "带宽利用率", "compile_s": "编译（s）", "load_s": "加载（s）",
     "kind": "类型", "label": "名称", "batch": "批次", "batch_size": "批大小", "row": "行", "padding": "填充 token 数",
     "decode_step_median_s": "解码步中位数（s）", "batch_tokens_per_s": "整批 tokens/s", "url": "URL", "api": "API",
     "arrivals": "到达方式", "concurrency": "并发", "requests": "请求数",
@@ -210,6 +210,12 @@ COLUMNS_ZH = {
     "ttft_p50_s": "TTFT p50（s）", "ttft_p99_s": "TTFT p99（s）", "tpot_p50_s": "TPOT p50（s）",
     "tpot_p99_s": "TPOT p99（s）", "e2e_p50_s": "端到端 p50（s）", "goodput_requests_per_s": "有效吞吐（请求/s）",
 }
+VIEW_EN = {"load_s": "load (ms)", "ttft_s": "TTFT (ms)", "tpot_s": "TPOT (ms)", "ttft_p50_s": "TTFT p50 (ms)",
+           "tpot_p50_s": "TPOT p50 (ms)"}
+VIEW_ZH = {"load_s": "加载（ms）", "ttft_s": "TTFT（ms）", "tpot_s": "TPOT（ms）", "ttft_p50_s": "TTFT p50（ms）",
+           "tpot_p50_s": "TPOT p50（ms）"}
+EN |= {f"history.view.{key}": text for key, text in VIEW_EN.items()}
+ZH |= {f"history.view.{key}": text for key, text in VIEW_ZH.items()}
 EN |= {f"history.col.{key}": key for key in COLUMNS_ZH}
 ZH |= {f"history.col.{key}": text for key, text in COLUMNS_ZH.items()}
 register(EN, ZH)

@@ -66,7 +66,7 @@ def draw_finished_run(sessions: SessionStore):
         history = history.with_run(record)
         runs = [str(r) for r in history.run_ids]
         return (plot(figures.lifecycle(record.phases, record.frame, lang)),
-                plot(figures.ttft_parts(record.phases, record.frame, lang)), history, history.table(lang),
+                plot(figures.ttft_parts(record.phases, record.frame, lang)), history, history.view(lang),
                 gr.update(choices=runs, value=runs[-2:]))
 
     return publish
@@ -81,7 +81,7 @@ def draw_finished_batch(history: RunHistory, last: dict | None, lang: str = "en"
     for row in last["rows"]:
         history = history.with_row(row)
     return (plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
-            plot(batch_run_figures.batch_ttft_parts(result.summary, lang)), history, history.table(lang))
+            plot(batch_run_figures.batch_ttft_parts(result.summary, lang)), history, history.view(lang))
 
 
 def add_rows(history: RunHistory, last: dict | None):
@@ -90,7 +90,7 @@ def add_rows(history: RunHistory, last: dict | None):
         return gr.skip(), gr.skip()
     for row in last["rows"]:
         history = history.with_row(row)
-    return history, history.table()
+    return history, history.view()
 
 
 def wire_language(demo: gr.Blocks, lang: gr.Radio, tabs: list[gr.Tab], note: gr.Markdown | None,

@@ -8,6 +8,7 @@ every sentence the page shows can be checked without a browser or a server.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -202,10 +203,45 @@ class RunHistory:
         frame = pd.DataFrame(list(self.rows))
         return frame.rename(columns=lambda key: column_name(key, lang))
 
+    def view(self, lang: str = "en") -> pd.DataFrame:
+        """What the History tab shows of the table: the columns a person compares runs by (VIEW), those some run
+        has, in readable units (times in ms, rates to a decimal, the bandwidth share in %), named in `lang`. The
+        CSV keeps every column raw (table)."""
+        frame = pd.DataFrame(list(self.rows))
+        shown = [(key, unit) for key, unit in VIEW if key in frame and frame[key].notna().any()]
+        return pd.DataFrame({view_name(key, unit, lang): [_readable(v, unit) for v in frame[key]]
+                             for key, unit in shown})
+
     def overlay(self, picked: object) -> pd.DataFrame | None:
         """The per-token rows of the runs picked (as the picker sends them), together; None if none is known."""
         frames = [self.frames[i] for i in run_ids(picked) if i in self.frames]
         return pd.concat(frames) if frames else None
+
+
+# The History tab's columns, in order, and each one's unit there: None as it is, "ms" from seconds, "rate" to one
+# decimal, "share" a fraction as a percentage. Generation runs, batch rows and serving loads share the table.
+VIEW = (("kind", None), ("run", None), ("label", None), ("model", None), ("mode", None), ("finish", None),
+        ("prompt_tokens", None), ("new_tokens", None), ("batch_size", None), ("concurrency", None),
+        ("load_s", "ms"), ("ttft_s", "ms"), ("tpot_s", "ms"), ("ttft_p50_s", "ms"), ("tpot_p50_s", "ms"),
+        ("tokens_per_s", "rate"), ("batch_tokens_per_s", "rate"), ("output_tokens_per_s", "rate"),
+        ("bandwidth_utilisation", "share"))
+
+
+def view_name(key: str, unit: str | None, lang: str = "en") -> str:
+    """A History column's header: a time in ms is named as such; the others as the CSV's columns."""
+    return t(f"history.view.{key}", lang) if unit == "ms" else column_name(key, lang)
+
+
+def _readable(value: object, unit: str | None) -> object:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if unit == "ms":
+        return round(float(value) * 1e3, 2)
+    if unit == "rate":
+        return round(float(value), 1)
+    if unit == "share":
+        return f"{float(value):.0%}"
+    return value
 
 
 def column_name(key: str, lang: str = "en") -> str:

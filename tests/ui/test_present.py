@@ -287,3 +287,23 @@ def test_compare_verdict_within_noise_names_no_cause():
     # 10 ms apart with the same 4 ms spread: a difference, explained.
     far = replace(result, static=replace(result.static, summary=replace(fast, tpot_s=0.090)))
     assert compare_verdict(far, LOADED).split("\n\n")[4].startswith("**Why the fast path is faster.**")
+
+
+def test_the_history_shows_readable_columns_and_keeps_the_raw_ones_for_the_csv():
+    """A generation run (TTFT 0.0123 s, bandwidth share 0.2834) and a serving load (TTFT p50 0.3021 s) side by side:
+    the page's view has the columns people compare by, times in ms, the share in %, a blank where a run has no
+    such figure; the CSV's table keeps every raw column."""
+    history = RunHistory().with_row({"run": 1, "model": "tiny", "mode": "cached", "ttft_s": 0.0123,
+                                     "tpot_s": 0.00417, "tokens_per_s": 239.91, "bandwidth_utilisation": 0.2834,
+                                     "bandwidth_achieved": 3742840104.1})
+    history = history.with_row({"kind": "serving", "label": "one load c=4", "ttft_p50_s": 0.3021,
+                                "output_tokens_per_s": 951.96})
+    view = history.view()
+    assert list(view.columns) == ["kind", "run", "label", "model", "mode", "TTFT (ms)", "TPOT (ms)",
+                                  "TTFT p50 (ms)", "tokens_per_s", "output_tokens_per_s", "bandwidth_utilisation"]
+    first, second = view.to_dict("records")
+    assert (first["TTFT (ms)"], first["TPOT (ms)"], first["tokens_per_s"]) == (12.3, 4.17, 239.9)
+    assert first["bandwidth_utilisation"] == "28%" and first["kind"] == ""
+    assert second["TTFT p50 (ms)"] == 302.1 and second["TTFT (ms)"] == "" and second["output_tokens_per_s"] == 952.0
+    assert "bandwidth_achieved" in history.table() and "bandwidth_achieved" not in view
+    assert "TTFT（ms）" in history.view("zh")

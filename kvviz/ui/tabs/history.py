@@ -47,7 +47,7 @@ def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
         return plot(figures.token_latency(frame, t("history.overlay", lang), lang))
 
     def show(history: RunHistory, lang="en"):
-        return history.table(lang)
+        return history.view(lang)
 
     table.change(to_csv, runs, download, api_visibility="private", concurrency_limit=None)
     gr.on([runs.change, lang.change], show, [runs, lang], table, api_visibility="private", concurrency_limit=None,
