@@ -64,15 +64,15 @@ def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
             mem_util = gr.Slider(0.05, 1.0, value=D["mem_util"], step=0.01, label=L("calc.mem_util"))
             block_size = gr.Slider(1, 256, value=D["block_size"], step=1, label=L("calc.block_size"))
             gr.Markdown(L("calc.gpus_note"), elem_id="calc-gpus-note")
-            with gr.Row():
-                tp = gr.Slider(1, 64, value=D["tp"], step=1, label="tp", elem_id="calc-tp", min_width=90)
-                pp = gr.Slider(1, 64, value=D["pp"], step=1, label="pp", elem_id="calc-pp", min_width=90)
-                dp = gr.Slider(1, 64, value=D["dp"], step=1, label="dp", elem_id="calc-dp", min_width=90)
+            # One under another, as the sliders above: three abreast in this column clipped the third.
+            tp = gr.Slider(1, 64, value=D["tp"], step=1, label="tp", elem_id="calc-tp")
+            pp = gr.Slider(1, 64, value=D["pp"], step=1, label="pp", elem_id="calc-pp")
+            dp = gr.Slider(1, 64, value=D["dp"], step=1, label="dp", elem_id="calc-dp")
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="calc-summary")
             memory_fig = gr.Plot(show_label=False)
             with gr.Accordion(L("calc.formulas_title"), open=False):
-                formula = gr.Code(language=None, label=L("calc.formulas"), elem_id="calc-formula")
+                formula = gr.Code(language=None, label=L("calc.formulas"), elem_id="calc-formula", wrap_lines=True)
     with gr.Row():
         curves_fig = gr.Plot(show_label=False)
         attention_fig = gr.Plot(show_label=False)
