@@ -96,5 +96,16 @@ def test_no_redraw_after_a_failure():
 ])
 def test_a_message_of_another_kind_is_an_error(answer, wrong):
     """A message the job's kind does not send is a bug to report, never skipped."""
+    stream = {"on_event": lambda event: None} if answer is Tokens else {}
     with pytest.raises(TypeError, match=f"a job answered with {answer.__name__} sent"):
-        run(ScriptedJob(answer, [wrong, Done(job_id=1)]), on_event=lambda event: None)
+        run(ScriptedJob(answer, [wrong, Done(job_id=1)]), **stream)
+
+
+@pytest.mark.parametrize("answer, on_event", [(Tokens, None), (Compared, print)])
+def test_on_event_is_given_for_a_stream_and_only_for_one(answer, on_event):
+    """A generation followed without on_event would lose its events; a one-answer job's on_event would never be
+    called: either is refused before the first message is read."""
+    job = ScriptedJob(answer, [Done(job_id=1)])
+    with pytest.raises(TypeError, match=f"on_event takes a generation's events, .* answered with {answer.__name__}"):
+        run(job, on_event=on_event)
+    assert job.periods == [], "the job was followed before the mistake was caught"

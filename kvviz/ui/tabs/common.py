@@ -126,6 +126,9 @@ def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], t
     handler yields redraw(), so that Gradio can close it when the tab goes away, until a failure came (the refusal
     follows). A message that is not this job's kind's is an error, never ignored.
     """
+    if (job.answer is Tokens) != (on_event is not None):  # a stream's events would be lost, or nothing would come
+        raise TypeError(f"on_event takes a generation's events, and only those: this job is answered with "
+                        f"{job.answer.__name__}")
     outcome = Outcome()
     for message in job.follow(period_s):
         match message:
@@ -135,7 +138,7 @@ def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], t
                 outcome.loaded = message
                 if on_loaded is not None:
                     on_loaded(message)
-            case Tokens() if job.answer is Tokens and on_event is not None:
+            case Tokens() if job.answer is Tokens:
                 for event in message.events:
                     on_event(event)
             case Failed():
@@ -145,7 +148,7 @@ def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], t
                     yield redraw()
             case Done():
                 pass
-            case _ if isinstance(message, job.answer) and job.answer is not Tokens:
+            case _ if isinstance(message, job.answer):  # the one answer of a job of any other kind
                 outcome.answer = message
             case _:
                 raise TypeError(f"a job answered with {job.answer.__name__} sent {message!r}")
