@@ -2,19 +2,23 @@
 
 A model's Python-heavy forward pass and a web server in one process share one interpreter lock, and
 the server's threads slowed a small model's decode by 10-15% even while idle. So the app runs every
-device job (a generation, a comparison, a load of requests, a batch, a batch sweep) in this worker
-process, which loads and keeps the models.
+device job (a generation, a comparison, a load of requests, a batch, a batch sweep, the lesson's script) in this
+worker process, which loads and keeps the models.
 
-The protocol is typed. The app sends a Job (its kind a JobKind: an unknown kind cannot be built); the
-worker answers with messages tagged with the job's id: Progress while loading, Loaded, then Tokens
-(batches of kvviz.engine.loop's events), Compared, Served (a load's RunResult, kvviz.serving.engine_load),
-Batched (a batch's BatchResult, kvviz.engine.batch), Swept (a batch sweep's table) or Scripted (the lesson
-script's run beside kvviz's, kvviz.engine.lesson_script), Failed when
-something went wrong, and always Done last. WorkerJob.follow() is the one loop that reads them, for every
-caller. Stop sets an event the generation loop checks before every token (every request of a load checks
-it, and the load sends no more; a batch checks it before every step); a job that has not ended KILL_GRACE_S
-after its stop (a model still loading cannot be interrupted) ends with the worker process, so a stop always
-frees the device. Nothing here imports gradio; the worker process never imports it either.
+The protocol is typed. A job's payload says what to run, one dataclass per kind of job: Generate, Compare,
+EngineLoad, Batch, BatchSweep, Lesson; KINDS maps each to the function that runs it in the worker and the
+message that answers it, so a payload of any other type cannot be built into a Job. The app starts a job with
+start(spec, payload) on a DeviceWorker, a WorkerSlot or the app's own (start_job); the worker answers with
+messages tagged with the job's id: Progress while loading, Loaded, then the answer: Tokens (batches of
+kvviz.engine.loop's events), Compared, Served (a load's RunResult, kvviz.serving.engine_load), Batched (a batch's
+BatchResult, kvviz.engine.batch), Swept (a batch sweep's table) or Scripted (the lesson script's run beside
+kvviz's, kvviz.engine.lesson_script); Failed when something went wrong, and always Done last.
+WorkerJob.follow() is the one loop that reads them, for every caller (the tabs read them through
+kvviz.ui.tabs.common.follow). Stop sets an event the generation loop checks before every token (every
+request of a load checks it, and the load sends no more; a batch checks it before every step); a job that has
+not ended KILL_GRACE_S after its stop (a model still loading cannot be interrupted) ends with the worker
+process, so a stop always frees the device. Nothing here imports gradio; the worker process never imports it
+either.
 """
 
 from __future__ import annotations
@@ -24,9 +28,8 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import Enum
 
 import pandas as pd
 
@@ -42,20 +45,69 @@ from kvviz.serving.load import Load
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.prompts import Prompt
 
-
-class JobKind(Enum):
-    GENERATE = "generate"  # one generation, streamed as Tokens
-    COMPARE = "compare"  # cached against uncached (and static), answered with one Compared
-    LOAD = "load"  # a load of requests on kvviz's own engine (kvviz.serving.engine_load), answered with one Served
-    BATCH = "batch"  # prompts decoded together (kvviz.engine.batch.run_batch), answered with one Batched
-    BATCH_SWEEP = "batch sweep"  # B = 1, 2, 4, ... (kvviz.engine.batch_sweep), answered with one Swept
-    LESSON = "lesson"  # the lesson's script, then kvviz's loop (kvviz.engine.lesson_script), answered with one Scripted
+# The payloads: what a job runs, one type per kind of job, each checked when built (a bad one never reaches
+# the worker process).
 
 
 @dataclass(frozen=True)
-class SweepAsk:
-    """A batch sweep to run: B = 1, 2, 4, ... up to max_batch, on distinct synthetic prompts of prompt_tokens
-    tokens (counted with the model's tokenizer, in the worker), new_tokens each. Checked when built."""
+class RequestJob:
+    """A job that runs one GenerationRequest (the base of Generate, Compare and Lesson)."""
+
+    request: GenerationRequest
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.request, GenerationRequest):
+            raise TypeError(f"a {type(self).__name__} job's request is a GenerationRequest, "
+                            f"not {type(self.request).__name__}")
+
+
+@dataclass(frozen=True)
+class Generate(RequestJob):
+    """One generation (kvviz.engine.loop), streamed as Tokens."""
+
+
+@dataclass(frozen=True)
+class Compare(RequestJob):
+    """Cached against uncached, and on a static cache too when the request asks (kvviz.engine.compare); one
+    Compared."""
+
+
+@dataclass(frozen=True)
+class Lesson(RequestJob):
+    """The lesson's script, then kvviz's loop, on the request (kvviz.engine.lesson_script); one Scripted."""
+
+
+@dataclass(frozen=True)
+class EngineLoad:
+    """A load of requests on kvviz's own engine (kvviz.serving.engine_load): `load` with `prompts` (cycled), a
+    closed loop the engine can take (ValueError here for one it cannot); one Served."""
+
+    load: Load
+    prompts: tuple[Prompt, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.load, Load):
+            raise TypeError(f"a load job's load is a Load, not {type(self.load).__name__}")
+        if not isinstance(self.prompts, tuple) or not all(isinstance(p, Prompt) for p in self.prompts):
+            raise TypeError("a load job's prompts are a tuple of Prompt")
+        engine_requests(self.load, self.prompts)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Prompts decoded together (kvviz.engine.batch.run_batch); one Batched."""
+
+    request: BatchRequest
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.request, BatchRequest):
+            raise TypeError(f"a Batch job's request is a BatchRequest, not {type(self.request).__name__}")
+
+
+@dataclass(frozen=True)
+class BatchSweep:
+    """A batch sweep (kvviz.engine.batch_sweep): B = 1, 2, 4, ... up to max_batch, on distinct synthetic prompts of
+    prompt_tokens tokens (counted with the model's tokenizer, in the worker), new_tokens each; one Swept."""
 
     max_batch: int
     prompt_tokens: int
@@ -67,48 +119,25 @@ class SweepAsk:
         whole_number(self.new_tokens, "new tokens", 2, MAX_NEW_TOKENS)
 
 
+Payload = Generate | Compare | Lesson | EngineLoad | Batch | BatchSweep
+
+
 @dataclass(frozen=True, kw_only=True)
 class Job:
-    """What the app asks of the worker process: run `request` on model `spec`, the `kind` way; a LOAD job
-    carries no request but a `load` and its `prompts` (a closed loop the engine can take, checked here).
+    """What the app asks of the worker process: run `payload` on model `spec`.
 
     hosted: the worker loads no local folders and only safetensors weights for this job.
     """
 
     job_id: int
-    kind: JobKind
     spec: str
-    request: GenerationRequest | None = None
-    load: Load | None = None
-    prompts: tuple[Prompt, ...] = ()
-    batch: BatchRequest | None = None  # BATCH
-    sweep: SweepAsk | None = None  # BATCH_SWEEP
+    payload: Payload
     hosted: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kind, JobKind):
-            raise ValueError(f"unknown job kind {self.kind!r}; a job is one of {', '.join(k.name for k in JobKind)}")
-        carried = {JobKind.BATCH: (self.batch, BatchRequest), JobKind.BATCH_SWEEP: (self.sweep, SweepAsk)}
-        if self.kind in carried:
-            value, kind = carried[self.kind]
-            if not isinstance(value, kind) or self.request is not None or self.load is not None:
-                raise TypeError(f"a {self.kind.name} job carries a {kind.__name__}, not {type(value).__name__}")
-            return
-        if self.batch is not None or self.sweep is not None:
-            raise TypeError(f"a {self.kind.name} job carries no batch")
-        if self.kind is not JobKind.LOAD:
-            if not isinstance(self.request, GenerationRequest):
-                raise TypeError(f"a job's request is a GenerationRequest, not {type(self.request).__name__}")
-            if self.load is not None or self.prompts:
-                raise TypeError(f"a {self.kind.name} job carries a request, not a load")
-            return
-        if self.request is not None:
-            raise TypeError("a LOAD job carries a load and prompts, not a request")
-        if not isinstance(self.load, Load):
-            raise TypeError(f"a LOAD job's load is a Load, not {type(self.load).__name__}")
-        if not isinstance(self.prompts, tuple) or not all(isinstance(p, Prompt) for p in self.prompts):
-            raise TypeError("a LOAD job's prompts are a tuple of Prompt")
-        engine_requests(self.load, self.prompts)  # ValueError here for a load the engine cannot take
+        if type(self.payload) not in KINDS:
+            raise TypeError(f"the worker runs no {type(self.payload).__name__} job; a job's payload is one of "
+                            f"{', '.join(kind.__name__ for kind in KINDS)}")
 
 
 @dataclass(frozen=True)
@@ -153,7 +182,7 @@ class Compared:
 
 @dataclass(frozen=True, kw_only=True)
 class Served:
-    """A LOAD job's answer: every request's record and the run's figures (cancelled when the job was stopped)."""
+    """An EngineLoad job's answer: every request's record and the run's figures (cancelled when the job was stopped)."""
 
     job_id: int
     result: RunResult
@@ -161,7 +190,7 @@ class Served:
 
 @dataclass(frozen=True, kw_only=True)
 class Batched:
-    """A BATCH job's answer: every row's tokens, the per-step table, the summary (kvviz.engine.batch)."""
+    """A Batch job's answer: every row's tokens, the per-step table, the summary (kvviz.engine.batch)."""
 
     job_id: int
     result: BatchResult
@@ -169,7 +198,7 @@ class Batched:
 
 @dataclass(frozen=True, kw_only=True)
 class Swept:
-    """A BATCH_SWEEP job's answer: one row per batch size, measured beside predicted (kvviz.engine.batch_sweep)."""
+    """A BatchSweep job's answer: one row per batch size, measured beside predicted (kvviz.engine.batch_sweep)."""
 
     job_id: int
     frame: pd.DataFrame
@@ -177,7 +206,7 @@ class Swept:
 
 @dataclass(frozen=True, kw_only=True)
 class Scripted:
-    """A LESSON job's answer: the lesson script's run beside kvviz's on the same prompt (kvviz.engine.lesson_script)."""
+    """A Lesson job's answer: the lesson script's run beside kvviz's on the same prompt (kvviz.engine.lesson_script)."""
 
     job_id: int
     result: LessonRun
@@ -242,95 +271,133 @@ def _serve(jobs, results, cancel) -> None:
         _run(job, results.put, cancel, threads, cores)
 
 
-def _run(job: Job, send, cancel, threads: dict[tuple, int], cores: int) -> None:
-    """Load the job's model, run it the job's way, and report; Done is sent whatever happens."""
+@dataclass(frozen=True)
+class Outbox:
+    """Where a job reports to the app: every message sent through it carries the job's id."""
+
+    job_id: int
+    put: Callable[[Message], None]
+
+    def send(self, message_type: type[Message], /, **fields) -> None:
+        self.put(message_type(job_id=self.job_id, **fields))
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.send(Progress, fraction=fraction, message=message)
+
+
+def _run(job: Job, put: Callable[[Message], None], cancel, threads: dict[tuple, int], cores: int) -> None:
+    """Load the job's model, run the job's payload (by its kind's runner), and report; Done is sent whatever
+    happens."""
     from kvviz.engine.compare import CompareError
     from kvviz.engine.loading import LoadError
 
+    out = Outbox(job.job_id, put)
     try:
-        lm = _load(job, send, threads, cores)
-        if job.kind is JobKind.GENERATE:
-            _generate(job, lm, send, cancel)
-        elif job.kind is JobKind.COMPARE:
-            from kvviz.engine.compare import compare
-
-            result = compare(lm, job.request, cancel=cancel, static=job.request.static)  # static: the third mode
-            send(Compared(job_id=job.job_id, comparison=result))
-        elif job.kind is JobKind.LOAD:
-            from kvviz.serving.engine_load import engine_load
-
-            send(Served(job_id=job.job_id, result=engine_load(lm, job.load, job.prompts, cancel)))
-        elif job.kind is JobKind.BATCH:
-            from kvviz.engine.batch import run_batch
-
-            send(Batched(job_id=job.job_id, result=run_batch(lm, job.batch, cancel)))
-        elif job.kind is JobKind.BATCH_SWEEP:
-            _sweep(job, lm, send, cancel)
-        elif job.kind is JobKind.LESSON:
-            from kvviz.engine.lesson_script import run_lesson
-
-            send(Scripted(job_id=job.job_id, result=run_lesson(lm, job.request, cancel)))
-        else:  # a JobKind added without a way to run it
-            raise NotImplementedError(f"the worker cannot run a {job.kind} job")
+        lm = _load(job, out, threads, cores)
+        KINDS[type(job.payload)].run(job.payload, lm, out, cancel)
     except (LoadError, ValueError) as exc:
-        send(Failed(job_id=job.job_id, message=str(exc), bad_input=True))
+        out.send(Failed, message=str(exc), bad_input=True)
     except CompareError as exc:
-        send(Failed(job_id=job.job_id, message=str(exc), bad_input=False))
+        out.send(Failed, message=str(exc), bad_input=False)
     except Exception as exc:  # report any fault to the page and keep serving the next job
-        send(Failed(job_id=job.job_id, message=f"{type(exc).__name__}: {exc}", bad_input=False))
+        out.send(Failed, message=f"{type(exc).__name__}: {exc}", bad_input=False)
     finally:
-        send(Done(job_id=job.job_id))
+        out.send(Done)
 
 
-def _load(job: Job, send, threads: dict[tuple, int], cores: int):
+def _load(job: Job, out: Outbox, threads: dict[tuple, int], cores: int):
     """The job's model, loaded (or already kept), with its CPU threads chosen; Loaded is sent."""
     import torch
 
     from kvviz.engine.loading import load_model
 
     started = time.perf_counter()  # the load happens before the request's own clock starts (its t0)
-    lm = load_model(job.spec, local_folders=not job.hosted, safetensors_only=job.hosted,
-                    progress=lambda f, m: send(Progress(job_id=job.job_id, fraction=f, message=m)))
+    lm = load_model(job.spec, local_folders=not job.hosted, safetensors_only=job.hosted, progress=out.progress)
     n = None
     if lm.device.type == "cpu":
         key = (lm.spec, lm.dtype_name)
         if key not in threads:
-            send(Progress(job_id=job.job_id, fraction=0.95, message="choosing the number of CPU threads"))
+            out.progress(0.95, "choosing the number of CPU threads")
             threads[key] = choose_cpu_threads(lm, cores)
         n = threads[key]
         torch.set_num_threads(n)
-    send(Loaded(job_id=job.job_id, spec=lm.spec, random_weights=lm.random_weights, tokenizer_note=lm.tokenizer_note,
-                device=str(lm.device), dtype=lm.dtype_name, cpu_threads=n, load_s=time.perf_counter() - started))
+    out.send(Loaded, spec=lm.spec, random_weights=lm.random_weights, tokenizer_note=lm.tokenizer_note,
+             device=str(lm.device), dtype=lm.dtype_name, cpu_threads=n, load_s=time.perf_counter() - started)
     return lm
 
 
-def _generate(job: Job, lm, send, cancel) -> None:
+# The runners: one per kind of job, each given its payload, the loaded model, the job's outbox and the stop event.
+
+
+def _generate(payload: Generate, lm, out: Outbox, cancel) -> None:
     """Stream the generation's events as Tokens batches a twentieth of a second apart: a queue put per token
     would wake the queue's feeder thread, which then competes with the model loop for the interpreter."""
     from kvviz.engine.loop import generate
 
     batch: list[Event] = []
     sent = time.monotonic()
-    for event in generate(lm, job.request, cancel):
+    for event in generate(lm, payload.request, cancel):
         batch.append(event)
         if time.monotonic() - sent >= BATCH_S or isinstance(event, Finished):
-            send(Tokens(job_id=job.job_id, events=tuple(batch)))
+            out.send(Tokens, events=tuple(batch))
             batch, sent = [], time.monotonic()
     if batch:
-        send(Tokens(job_id=job.job_id, events=tuple(batch)))
+        out.send(Tokens, events=tuple(batch))
 
 
-def _sweep(job: Job, lm, send, cancel) -> None:
+def _compare(payload: Compare, lm, out: Outbox, cancel) -> None:
+    from kvviz.engine.compare import compare
+
+    request = payload.request
+    out.send(Compared, comparison=compare(lm, request, cancel=cancel, static=request.static))  # static: a third mode
+
+
+def _lesson(payload: Lesson, lm, out: Outbox, cancel) -> None:
+    from kvviz.engine.lesson_script import run_lesson
+
+    out.send(Scripted, result=run_lesson(lm, payload.request, cancel))
+
+
+def _engine_load(payload: EngineLoad, lm, out: Outbox, cancel) -> None:
+    from kvviz.serving.engine_load import engine_load
+
+    out.send(Served, result=engine_load(lm, payload.load, payload.prompts, cancel))
+
+
+def _batch(payload: Batch, lm, out: Outbox, cancel) -> None:
+    from kvviz.engine.batch import run_batch
+
+    out.send(Batched, result=run_batch(lm, payload.request, cancel))
+
+
+def _sweep(payload: BatchSweep, lm, out: Outbox, cancel) -> None:
     """The batch sweep, its progress reported per batch size (the fraction: B over the largest B)."""
     from kvviz.engine.batch_sweep import batch_sweep
     from kvviz.serving.prompts import synthetic
 
-    ask = job.sweep
-    prompts = [p.text for p in synthetic(ask.max_batch, ask.prompt_tokens, lm.tokenizer, seed=0)]
-    frame = batch_sweep(lm, prompts, ask.new_tokens, ask.max_batch, cancel=cancel,
-                        progress=lambda b, m: send(Progress(job_id=job.job_id, fraction=min(b / ask.max_batch, 1.0),
-                                                            message=m)))
-    send(Swept(job_id=job.job_id, frame=frame))
+    top = payload.max_batch
+    prompts = [p.text for p in synthetic(top, payload.prompt_tokens, lm.tokenizer, seed=0)]
+    frame = batch_sweep(lm, prompts, payload.new_tokens, top, cancel=cancel,
+                        progress=lambda b, m: out.progress(min(b / top, 1.0), m))
+    out.send(Swept, frame=frame)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How the worker runs one kind of job, and the message type that carries its answer."""
+
+    run: Callable[..., None]  # (payload, the loaded model, the job's Outbox, the stop event)
+    answer: type[Message]  # Tokens for a generation (a stream); one message for the others
+
+
+KINDS: dict[type, Kind] = {  # the dispatch table: a payload's type -> its kind
+    Generate: Kind(_generate, Tokens),
+    Compare: Kind(_compare, Compared),
+    Lesson: Kind(_lesson, Scripted),
+    EngineLoad: Kind(_engine_load, Served),
+    Batch: Kind(_batch, Batched),
+    BatchSweep: Kind(_sweep, Swept),
+}
 
 
 class WorkerGone(RuntimeError):
@@ -351,41 +418,21 @@ class DeviceWorker:
         self._busy = threading.Lock()
         self._ids = iter(range(1, 2**62))
 
-    def start(self, kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,
+    def start(self, spec: str, payload: Payload, time_limit_s: float | None = None,
               hosted: bool = False) -> WorkerJob:
-        """Begin a job for a request that is valid by construction, once the job before it has ended.
+        """Begin a job running `payload` on model `spec`, once the job before it has ended. The payload was checked
+        when it was built, and its type is checked here: a bad job raises before the worker sees it.
 
         time_limit_s: the job is stopped once it has run this long (see WorkerJob.follow).
         """
-        job = Job(job_id=next(self._ids), kind=kind, spec=spec, request=request, hosted=hosted)  # checked first
-        return self._submit(job, time_limit_s)
-
-    def start_load(self, spec: str, load: Load, prompts: Sequence[Prompt], time_limit_s: float | None = None,
-                   hosted: bool = False) -> WorkerJob:
-        """Begin a LOAD job: `load` with `prompts` (cycled) on kvviz's own engine running model `spec`, answered
-        with one Served; a load the engine cannot take raises ValueError here, before the worker sees it."""
-        job = Job(job_id=next(self._ids), kind=JobKind.LOAD, spec=spec, load=load, prompts=tuple(prompts),
-                  hosted=hosted)
-        return self._submit(job, time_limit_s)
-
-    def start_batch(self, spec: str, work: BatchRequest | SweepAsk, time_limit_s: float | None = None,
-                    hosted: bool = False) -> WorkerJob:
-        """Begin a BATCH job (a BatchRequest, answered with Batched) or a BATCH_SWEEP (a SweepAsk, answered with
-        Swept)."""
-        sweep = isinstance(work, SweepAsk)
-        job = Job(job_id=next(self._ids), kind=JobKind.BATCH_SWEEP if sweep else JobKind.BATCH, spec=spec,
-                  batch=None if sweep else work, sweep=work if sweep else None, hosted=hosted)
-        return self._submit(job, time_limit_s)
-
-    def _submit(self, job: Job, time_limit_s: float | None) -> WorkerJob:
-        """Send a checked job once the job before it has ended."""
+        job = Job(job_id=next(self._ids), spec=spec, payload=payload, hosted=hosted)
         self._busy.acquire()
         if not self.alive():  # ended while this job waited for the one before it
             self._busy.release()
             raise WorkerGone("the device worker process ended")
         self._cancel.clear()
         self._jobs.put(job)
-        return WorkerJob(self, job.job_id, time_limit_s)
+        return WorkerJob(self, job.job_id, KINDS[type(payload)].answer, time_limit_s)
 
     def receive(self, timeout_s: float) -> Message | None:
         """The next message from the worker process, or None if none came within timeout_s."""
@@ -451,9 +498,11 @@ class WorkerJob:
     device: a job nobody follows any more is handed to abandon(), which follows it to the end on a thread.
     """
 
-    def __init__(self, worker: DeviceWorker, job_id: int, time_limit_s: float | None = None) -> None:
+    def __init__(self, worker: DeviceWorker, job_id: int, answer: type[Message],
+                 time_limit_s: float | None = None) -> None:
         self._worker = worker
         self.job_id = job_id
+        self.answer = answer  # the type of the message that carries the job's answer (Tokens: a stream of them)
         self.done = False
         self.time_limit_s = time_limit_s
         self.timed_out = False
@@ -571,27 +620,13 @@ class WorkerSlot:
                     self._exit_hook = True
             return self._worker
 
-    def start_job(self, kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,
-                  hosted: bool = False) -> WorkerJob:
+    def start(self, spec: str, payload: Payload, time_limit_s: float | None = None,
+              hosted: bool = False) -> WorkerJob:
         """DeviceWorker.start on the current worker, waiting for the job before it; if that job's process was
         ended to free the device meanwhile, on the fresh one that replaces it."""
-        return self._on_current(lambda worker: worker.start(kind, spec, request, time_limit_s, hosted))
-
-    def start_load_job(self, spec: str, load: Load, prompts: Sequence[Prompt], time_limit_s: float | None = None,
-                       hosted: bool = False) -> WorkerJob:
-        """DeviceWorker.start_load on the current worker, as start_job does."""
-        return self._on_current(lambda worker: worker.start_load(spec, load, prompts, time_limit_s, hosted))
-
-    def start_batch_job(self, spec: str, work: BatchRequest | SweepAsk, time_limit_s: float | None = None,
-                        hosted: bool = False) -> WorkerJob:
-        """DeviceWorker.start_batch on the current worker, as start_job does."""
-        return self._on_current(lambda worker: worker.start_batch(spec, work, time_limit_s, hosted))
-
-    def _on_current(self, start: Callable[[DeviceWorker], WorkerJob]) -> WorkerJob:
-        """start(the current worker), again on the fresh worker while the one it waited for was ended."""
         while True:
             try:
-                return start(self.current())
+                return self.current().start(spec, payload, time_limit_s, hosted)
             except WorkerGone:
                 continue
 
@@ -605,19 +640,6 @@ class WorkerSlot:
 APP_WORKER = WorkerSlot()
 
 
-def start_job(kind: JobKind, spec: str, request: GenerationRequest, time_limit_s: float | None = None,
-              hosted: bool = False) -> WorkerJob:
-    """A job on the app's worker (APP_WORKER.start_job)."""
-    return APP_WORKER.start_job(kind, spec, request, time_limit_s, hosted)
-
-
-def start_load_job(spec: str, load: Load, prompts: Sequence[Prompt], time_limit_s: float | None = None,
-                   hosted: bool = False) -> WorkerJob:
-    """A LOAD job on the app's worker (APP_WORKER.start_load_job): answered with Served, then Done."""
-    return APP_WORKER.start_load_job(spec, load, prompts, time_limit_s, hosted)
-
-
-def start_batch_job(spec: str, work: BatchRequest | SweepAsk, time_limit_s: float | None = None,
-                    hosted: bool = False) -> WorkerJob:
-    """A BATCH (BatchRequest) or BATCH_SWEEP (SweepAsk) job on the app's worker (APP_WORKER.start_batch_job)."""
-    return APP_WORKER.start_batch_job(spec, work, time_limit_s, hosted)
+def start_job(spec: str, payload: Payload, time_limit_s: float | None = None, hosted: bool = False) -> WorkerJob:
+    """A job on the app's worker (APP_WORKER.start)."""
+    return APP_WORKER.start(spec, payload, time_limit_s, hosted)

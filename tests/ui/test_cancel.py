@@ -18,7 +18,7 @@ from gradio_client import Client
 from kvviz.bench import cancel
 from kvviz.engine.events import Finished
 from kvviz.engine.request import GenerationRequest
-from kvviz.ui.worker import JobKind, events
+from kvviz.ui.worker import Generate, events
 from tests.helpers import running_app
 
 pytestmark = pytest.mark.slow
@@ -144,13 +144,13 @@ def test_a_stop_the_job_cannot_hear_ends_its_worker_process(monkeypatch):
     monkeypatch.setattr(worker_module, "KILL_GRACE_S", 0.5)
     stuck = worker_module.DeviceWorker()  # still starting: the load has not even begun when it is stopped
     slot = worker_module.WorkerSlot(stuck)
-    job = slot.start_job(JobKind.GENERATE, LONG_MODEL, GenerationRequest("hi", max_new_tokens=2))
+    job = slot.start(LONG_MODEL, Generate(GenerationRequest("hi", max_new_tokens=2)))
     t = time.perf_counter()
     job.abandon()
     assert time.perf_counter() - t < 0.1, "abandon() waited for the job"
     ran: list = []
-    follower = threading.Thread(target=lambda: ran.extend(events(slot.start_job(
-        JobKind.GENERATE, "tiny", GenerationRequest("The kernel", max_new_tokens=2)).wait(120))))
+    follower = threading.Thread(target=lambda: ran.extend(events(slot.start(
+        "tiny", Generate(GenerationRequest("The kernel", max_new_tokens=2))).wait(120))))
     follower.start()
     follower.join(180)
     assert not stuck.alive(), "the worker that could not hear its stop must be ended to free the device"

@@ -159,18 +159,18 @@ def test_the_app_refuses_a_broken_folder_and_keeps_its_model(app, reference, tmp
 
 def test_the_worker_keeps_its_model_through_broken_folders(tmp_path):
     """In the device worker, broken folders fail as bad input and tiny is not loaded again after them."""
-    from kvviz.ui.worker import DeviceWorker, Failed, JobKind, Progress, events
+    from kvviz.ui.worker import DeviceWorker, Failed, Generate, Progress, events
 
     worker = DeviceWorker()
     try:
         req = GenerationRequest(PROMPT, max_new_tokens=8)
-        first = worker.start(JobKind.GENERATE, "tiny", req).wait(120)
+        first = worker.start("tiny", Generate(req)).wait(120)
         assert any(isinstance(m, Progress) for m in first), "the first job must load tiny"
         for what, breaks, fragment in BROKEN:
-            messages = worker.start(JobKind.GENERATE, str(broken_folder(tmp_path, what, breaks)), req).wait(120)
+            messages = worker.start(str(broken_folder(tmp_path, what, breaks)), Generate(req)).wait(120)
             failed = [m for m in messages if isinstance(m, Failed)]
             assert failed and failed[0].bad_input and fragment in failed[0].message, f"{what}: {messages[-2:]}"
-        again = worker.start(JobKind.GENERATE, "tiny", req).wait(120)
+        again = worker.start("tiny", Generate(req)).wait(120)
         assert worker.alive()
         assert not [m for m in again if isinstance(m, Progress)], \
             f"tiny was loaded again after the broken folders: {[m for m in again if isinstance(m, Progress)]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+import typing
 
 import pytest
 
@@ -16,23 +17,30 @@ from kvviz.serving.load import POISSON, Load
 from kvviz.serving.prompts import synthetic
 from kvviz.ui.live import RunRecord, Throttle
 from kvviz.ui.worker import (
+    KINDS,
     WAIT_PERIOD_S,
+    Batch,
     Batched,
+    BatchSweep,
+    Compare,
+    Compared,
     DeviceWorker,
     Done,
+    EngineLoad,
     Failed,
+    Generate,
     Job,
-    JobKind,
+    Lesson,
     Loaded,
+    Payload,
+    Scripted,
     Served,
-    SweepAsk,
     Swept,
     Tick,
     Tokens,
     events,
 )
 
-GENERATE = JobKind.GENERATE
 TWIN = "random:smollm2-135m"  # tens of ms per token here, and no end of sequence: a long run stays long
 
 
@@ -45,7 +53,7 @@ def worker():
 
 def test_generation_in_the_worker(worker, tiny_models):
     """A job streams Loaded, Tokens batches holding the engine's events, and Done last, all tagged with its id."""
-    job = worker.start(GENERATE, str(tiny_models["qwen2"]), GenerationRequest("The kernel", max_new_tokens=6))
+    job = worker.start(str(tiny_models["qwen2"]), Generate(GenerationRequest("The kernel", max_new_tokens=6)))
     messages = job.wait()
     loaded = [m for m in messages if isinstance(m, Loaded)]
     run = events(messages)
@@ -60,39 +68,46 @@ def test_generation_in_the_worker(worker, tiny_models):
 
 def test_following_a_job_beats_while_it_runs(worker):
     """follow() yields a Tick at the end of each period while the job runs, so a page can redraw, then ends."""
-    job = worker.start(GENERATE, "tiny", GenerationRequest("What is a package?", max_new_tokens=32))
+    job = worker.start("tiny", Generate(GenerationRequest("What is a package?", max_new_tokens=32)))
     seen = list(job.follow(0.01))
     assert any(isinstance(m, Tick) for m in seen), "no Tick while the job ran"
     assert isinstance(seen[-1], Done), f"follow() ended on {seen[-1]!r}, not the job's Done"
     assert list(job.follow(0.01)) == [], "following a finished job yields nothing"
 
 
-def test_an_unknown_job_kind_is_an_error():
-    """A job's kind is a JobKind: a string, even a known kind's value, is refused, never run as some default."""
+def test_every_payload_type_has_a_runner():
+    """The dispatch table and the Payload union name the same kinds: none can be built that the worker cannot run."""
+    assert set(KINDS) == set(typing.get_args(Payload)) == {Generate, Compare, Lesson, EngineLoad, Batch, BatchSweep}
+    assert {kind.answer for kind in KINDS.values()} == {Tokens, Compared, Scripted, Served, Batched, Swept}, \
+        "each kind of job is answered by its own message"
+
+
+def test_a_payload_of_no_kind_is_an_error():
+    """A job's payload is one of the kinds: a bare request, a string, None are refused, never run as some default."""
     request = GenerationRequest("hi", max_new_tokens=2)
-    for kind in ("generate", "summarize", None):
-        with pytest.raises(ValueError, match="unknown job kind"):
-            Job(job_id=1, kind=kind, spec="tiny", request=request)
-    assert Job(job_id=1, kind=JobKind.COMPARE, spec="tiny", request=request).kind is JobKind.COMPARE
+    for payload in (request, "generate", None, Generate):
+        with pytest.raises(TypeError, match=r"the worker runs no \w+ job; a job's payload is one of Generate"):
+            Job(job_id=1, spec="tiny", payload=payload)
+    assert Job(job_id=1, spec="tiny", payload=Compare(request)).payload.request is request
 
 
-def test_an_unknown_job_kind_never_reaches_the_worker(worker):
-    """start() with a kind that is not a JobKind raises at once and leaves the device free."""
-    with pytest.raises(ValueError, match="unknown job kind 'compare'"):
-        worker.start("compare", "tiny", GenerationRequest("hi", max_new_tokens=2))
+def test_a_payload_of_no_kind_never_reaches_the_worker(worker):
+    """start() with a payload that is no kind of job raises at once and leaves the device free."""
+    with pytest.raises(TypeError, match="runs no GenerationRequest job"):
+        worker.start("tiny", GenerationRequest("hi", max_new_tokens=2))
     assert not worker.busy()
 
 
 def test_bad_model_is_reported_as_bad_input(worker):
     """An unloadable model comes back as Failed(bad_input=True), and the worker keeps serving."""
-    messages = worker.start(GENERATE, "/no/such/model", GenerationRequest("hi", max_new_tokens=2)).wait()
+    messages = worker.start("/no/such/model", Generate(GenerationRequest("hi", max_new_tokens=2))).wait()
     assert any(isinstance(m, Failed) and m.bad_input and "no such model" in m.message for m in messages)
     assert worker.alive()
 
 
 def test_stop_reaches_the_worker(worker):
     """stop() ends a long generation in the worker early, with reason cancelled."""
-    job = worker.start(GENERATE, TWIN, GenerationRequest("hi", max_new_tokens=1000))
+    job = worker.start(TWIN, Generate(GenerationRequest("hi", max_new_tokens=1000)))
     seen: list = []
     for message in job.follow(0.2):
         seen.append(message)
@@ -108,8 +123,8 @@ def test_stop_reaches_the_worker(worker):
 def test_malformed_request_is_refused_before_the_worker(worker):
     """A malformed request raises at once in the caller and leaves the worker free."""
     with pytest.raises(ValueError, match="empty"):
-        worker.start(GENERATE, "tiny", GenerationRequest("", max_new_tokens=2))
-    run = events(worker.start(GENERATE, "tiny", GenerationRequest("The cache", max_new_tokens=2)).wait())
+        worker.start("tiny", Generate(GenerationRequest("", max_new_tokens=2)))
+    run = events(worker.start("tiny", Generate(GenerationRequest("The cache", max_new_tokens=2))).wait())
     assert isinstance(run[-1], Finished)
 
 
@@ -140,7 +155,7 @@ def test_direct_and_worker_agree(worker, tiny_models):
     """The worker runs the same loop: greedy tokens equal a run in this process."""
     req = GenerationRequest("The kernel", max_new_tokens=8)
     local = [t.token_id for t in run_to_end(load_model(str(tiny_models["llama"])), req)[0]]
-    remote = [e.token_id for e in events(worker.start(GENERATE, str(tiny_models["llama"]), req).wait())
+    remote = [e.token_id for e in events(worker.start(str(tiny_models["llama"]), Generate(req)).wait())
               if isinstance(e, TokenEvent)]
     assert local == remote
 
@@ -173,10 +188,10 @@ def test_worker_ends_with_its_parent(tmp_path):
 def test_time_limit_stops_a_job(worker):
     """A job past its time limit is stopped within a token of the next check and reports timed_out; the
     worker serves on. The bounds are in this run's own time per token."""
-    worker.start(GENERATE, TWIN, GenerationRequest("hi", max_new_tokens=2)).wait()  # loaded and warm
+    worker.start(TWIN, Generate(GenerationRequest("hi", max_new_tokens=2))).wait()  # loaded and warm
     limit_s = 1.0
     started = time.monotonic()
-    job = worker.start(GENERATE, TWIN, GenerationRequest("hi", max_new_tokens=1000), time_limit_s=limit_s)
+    job = worker.start(TWIN, Generate(GenerationRequest("hi", max_new_tokens=1000)), time_limit_s=limit_s)
     run = events(job.wait())
     took = time.monotonic() - started
     finished = [e for e in run if isinstance(e, Finished)]
@@ -188,7 +203,7 @@ def test_time_limit_stops_a_job(worker):
         f"{summary.new_tokens} tokens at {summary.tpot_s * 1e3:.0f} ms each: the limit did not stop the run in time"
     bound = limit_s + WAIT_PERIOD_S + 3 * summary.tpot_s + 1.0  # 1 s for the messages and the two processes
     assert limit_s <= took <= bound, f"stopped after {took:.2f} s; the limit and a token or so allow {bound:.2f} s"
-    after = events(worker.start(GENERATE, "tiny", GenerationRequest("hi", max_new_tokens=2)).wait())
+    after = events(worker.start("tiny", Generate(GenerationRequest("hi", max_new_tokens=2))).wait())
     assert worker.alive() and not after[-1].error
 
 
@@ -199,7 +214,7 @@ def test_a_job_that_ignores_its_stop_ends_with_the_worker_process(monkeypatch):
 
     monkeypatch.setattr(worker_module, "KILL_GRACE_S", 0.2)
     fresh = DeviceWorker()  # its process is still starting, so the load has not even begun
-    job = fresh.start(GENERATE, TWIN, GenerationRequest("hi", max_new_tokens=2), time_limit_s=0.1)
+    job = fresh.start(TWIN, Generate(GenerationRequest("hi", max_new_tokens=2)), time_limit_s=0.1)
     started = time.monotonic()
     messages = job.wait(30)
     assert job.done and job.timed_out and time.monotonic() - started < 5
@@ -212,18 +227,18 @@ def test_a_job_that_ignores_its_stop_ends_with_the_worker_process(monkeypatch):
 
 def test_hosted_jobs_load_no_local_folder(worker, tiny_models):
     """In a hosted job the worker refuses a folder even when asked directly, and still loads the bundled model."""
-    messages = worker.start(GENERATE, str(tiny_models["qwen2"]), GenerationRequest("hi", max_new_tokens=2),
+    messages = worker.start(str(tiny_models["qwen2"]), Generate(GenerationRequest("hi", max_new_tokens=2)),
                             hosted=True).wait()
     assert any(isinstance(m, Failed) and m.bad_input and "local folders cannot be loaded here" in m.message
                for m in messages)
-    run = events(worker.start(GENERATE, "tiny", GenerationRequest("hi", max_new_tokens=2), hosted=True).wait())
+    run = events(worker.start("tiny", Generate(GenerationRequest("hi", max_new_tokens=2)), hosted=True).wait())
     assert isinstance(run[-1], Finished) and run[-1].summary.new_tokens >= 1
 
 
 def test_closing_the_worker_ends_its_process(tmp_path):
     """close() lets the worker process return from its loop (its own clean-up runs), even mid-generation."""
     w = DeviceWorker()
-    job = w.start(GENERATE, TWIN, GenerationRequest("hi", max_new_tokens=1000))
+    job = w.start(TWIN, Generate(GenerationRequest("hi", max_new_tokens=1000)))
     for message in job.follow(0.2):
         if isinstance(message, Tokens):
             break
@@ -235,9 +250,9 @@ PROMPTS = tuple(synthetic(4, 8))
 
 
 def test_a_load_job_in_the_worker(worker):
-    """A LOAD job runs the load on the engine in the worker and answers with one Served holding every request's
-    record (4 requests of 6 tokens: 24 tokens), then Done."""
-    messages = worker.start_load("tiny", Load(concurrency=2, requests=4, output_tokens=6), PROMPTS).wait()
+    """A load job (EngineLoad) runs the load on the engine in the worker and answers with one Served holding every
+    request's record (4 requests of 6 tokens: 24 tokens), then Done."""
+    messages = worker.start("tiny", EngineLoad(Load(concurrency=2, requests=4, output_tokens=6), PROMPTS)).wait()
     served = [m for m in messages if isinstance(m, Served)]
     assert len(served) == 1 and any(isinstance(m, Loaded) for m in messages), messages
     result = served[0].result
@@ -250,7 +265,7 @@ def test_a_load_job_in_the_worker(worker):
 
 def test_stop_ends_a_load_job(worker):
     """stop() ends a long load soon: Served with a cancelled result and few of its requests, then Done."""
-    job = worker.start_load("tiny", Load(concurrency=2, requests=1000, output_tokens=500), PROMPTS)
+    job = worker.start("tiny", EngineLoad(Load(concurrency=2, requests=1000, output_tokens=500), PROMPTS))
     for message in job.follow(0.1):
         if isinstance(message, Loaded):
             break
@@ -267,30 +282,27 @@ def test_stop_ends_a_load_job(worker):
 
 
 def test_a_load_job_is_checked_before_the_worker(worker):
-    """A LOAD job carries a Load and a tuple of Prompt and no request, and the engine must be able to take its
-    load; the other kinds carry a request and no load. Refused at once, the device left free."""
+    """A load job carries a Load and a tuple of Prompt, and the engine must be able to take its load; a request
+    job carries a GenerationRequest. Refused at once, the device left free."""
     request = GenerationRequest("hi", max_new_tokens=2)
     with pytest.raises(ValueError, match="only a closed-loop load"):
-        worker.start_load("tiny", Load(arrivals=POISSON, rate=1.0), PROMPTS)
+        worker.start("tiny", EngineLoad(Load(arrivals=POISSON, rate=1.0), PROMPTS))
     with pytest.raises(ValueError, match="no prompts"):
-        worker.start_load("tiny", Load(), ())
-    bad = [dict(request=request, load=Load(), prompts=PROMPTS), dict(load=None, prompts=PROMPTS),
-           dict(load=Load(), prompts=list(PROMPTS)), dict(load=Load(), prompts=("a prompt",))]
-    for fields in bad:
+        worker.start("tiny", EngineLoad(Load(), ()))
+    for load, prompts in ((request, PROMPTS), (None, PROMPTS), (Load(), list(PROMPTS)), (Load(), ("a prompt",))):
         with pytest.raises(TypeError):
-            Job(job_id=1, kind=JobKind.LOAD, spec="tiny", **fields)
-    with pytest.raises(TypeError, match="carries a request, not a load"):
-        Job(job_id=1, kind=GENERATE, spec="tiny", request=request, load=Load(), prompts=PROMPTS)
-    with pytest.raises(TypeError, match="not a request"):
-        worker.start(JobKind.LOAD, "tiny", request)
+            EngineLoad(load, prompts)
+    for kind in (Generate, Compare, Lesson):
+        with pytest.raises(TypeError, match=f"a {kind.__name__} job's request is a GenerationRequest, not Load"):
+            kind(Load())
     assert not worker.busy()
 
 
 def test_a_batch_job_in_the_worker(worker):
-    """A BATCH job decodes the prompts together in the worker: one Batched with a row per prompt, each with the
+    """A Batch job decodes the prompts together in the worker: one Batched with a row per prompt, each with the
     tokens asked for (EOS ignored), then Done."""
     req = BatchRequest(("The kernel", "What is a package?", "A"), max_new_tokens=5, ignore_eos=True)
-    messages = worker.start_batch("tiny", req).wait()
+    messages = worker.start("tiny", Batch(req)).wait()
     batched = [m for m in messages if isinstance(m, Batched)]
     assert len(batched) == 1 and isinstance(messages[-1], Done), messages
     result = batched[0].result
@@ -300,8 +312,8 @@ def test_a_batch_job_in_the_worker(worker):
 
 
 def test_a_batch_sweep_job_in_the_worker(worker):
-    """A BATCH_SWEEP to B=2 measures B = 1 and 2 on prompts of the asked length: one Swept, progress on the way."""
-    messages = worker.start_batch("tiny", SweepAsk(max_batch=2, prompt_tokens=8, new_tokens=3)).wait()
+    """A BatchSweep to B=2 measures B = 1 and 2 on prompts of the asked length: one Swept, progress on the way."""
+    messages = worker.start("tiny", BatchSweep(max_batch=2, prompt_tokens=8, new_tokens=3)).wait()
     swept = [m for m in messages if isinstance(m, Swept)]
     assert len(swept) == 1 and isinstance(messages[-1], Done), messages
     frame = swept[0].frame
@@ -310,15 +322,13 @@ def test_a_batch_sweep_job_in_the_worker(worker):
 
 
 def test_batch_jobs_are_checked_before_the_worker(worker):
-    """A BATCH job carries a BatchRequest, a BATCH_SWEEP a SweepAsk, and no other kind carries either."""
+    """A Batch job carries a BatchRequest, a request job no BatchRequest, and a BatchSweep checks its sizes."""
     req = BatchRequest(("a",), max_new_tokens=2)
-    with pytest.raises(TypeError, match="carries a BatchRequest"):
-        Job(job_id=1, kind=JobKind.BATCH, spec="tiny", sweep=SweepAsk(2, 8, 3))
-    with pytest.raises(TypeError, match="carries a SweepAsk"):
-        Job(job_id=1, kind=JobKind.BATCH_SWEEP, spec="tiny", batch=req)
-    with pytest.raises(TypeError, match="carries no batch"):
-        Job(job_id=1, kind=GENERATE, spec="tiny", request=GenerationRequest("hi", max_new_tokens=2), batch=req)
+    with pytest.raises(TypeError, match="a Batch job's request is a BatchRequest, not GenerationRequest"):
+        Batch(GenerationRequest("hi", max_new_tokens=2))
+    with pytest.raises(TypeError, match="a Generate job's request is a GenerationRequest, not BatchRequest"):
+        Generate(req)
     for bad in ((0, 8, 3), (2, 0, 3), (2, 8, 1)):
         with pytest.raises(ValueError):
-            SweepAsk(*bad)
+            BatchSweep(*bad)
     assert not worker.busy()

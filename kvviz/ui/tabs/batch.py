@@ -1,8 +1,8 @@
 """The batch tab: B prompts decoded together by kvviz's own engine (static batching), then the batch sweep.
 
-One batch runs on the device worker (JobKind.BATCH): its rows, each forward pass, the cache measured against
+One batch runs on the device worker (a Batch job): its rows, each forward pass, the cache measured against
 the memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one
-history row per sequence: build_app chains that on `ran`). The sweep (JobKind.BATCH_SWEEP) measures
+history row per sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures
 B = 1, 2, 4, ... beside the roofline's prediction (kvviz.engine.batch_sweep) and explains where they part
 (kvviz.ui.batch_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
 the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals.
@@ -10,7 +10,6 @@ the page's language last (lang) and answer in it: headlines, the table's columns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import gradio as gr
@@ -19,15 +18,22 @@ from kvviz.base.inputs import flag, text, whole_number
 from kvviz.engine.batch import BatchRequest
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
-from kvviz.i18n.errors import translate
 from kvviz.ui import batch_figures, batch_run_figures, batch_text
 from kvviz.ui.lang import L
 from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows, sweep_history_rows
-from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import CHAT_EXAMPLES, DEVICE, max_new_slider, model_picker, no_answer, plot, refusal
-from kvviz.ui.worker import Batched, Done, Failed, Loaded, Progress, SweepAsk, Swept, Tick, WorkerJob, start_batch_job
+from kvviz.ui.sessions import SessionStore
+from kvviz.ui.tabs.common import (
+    CHAT_EXAMPLES,
+    DEVICE,
+    follow_answer,
+    max_new_slider,
+    model_picker,
+    plot,
+    refusal,
+    start,
+)
+from kvviz.ui.worker import Batch, BatchSweep
 
-POLL_S = 0.25
 MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.batch.MAX_BATCH)
 
 
@@ -47,30 +53,6 @@ def batch_prompts(prompts: object, batch_size: object, limit: int, lang: str = "
     if not lines:
         raise ValueError(t("batch.error.no_prompts", lang))
     return tuple(lines[i % len(lines)] for i in range(b))
-
-
-def follow(job: WorkerJob, progress: Callable, answer: type, idle: tuple,
-           lang: str = "en") -> Generator[tuple, None, tuple]:
-    """Read the job's messages, yielding `idle` (the page unchanged) on every Tick, so that Gradio can close the
-    handler when the tab goes away; returns (the answer, Loaded, Failed). Progress is told in lang."""
-    got = loaded = failure = None
-    for message in job.follow(POLL_S):
-        match message:
-            case Progress():
-                progress(message.fraction, desc=translate(message.message, lang))
-            case Loaded():
-                loaded = message
-            case Batched() | Swept() if isinstance(message, answer):
-                got = message
-            case Failed():
-                failure = message
-            case Tick():
-                yield idle
-            case Done():
-                pass
-            case _:
-                raise TypeError(f"a batch job sent {message!r}")
-    return got, loaded, failure
 
 
 def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, lang: gr.Radio) -> BatchTab:
@@ -113,19 +95,6 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         prefill_plot = gr.Plot(show_label=False, elem_id="sweep-prefill")
         kv_plot = gr.Plot(show_label=False, elem_id="sweep-kv")
 
-    def start(spec_value, work, request, lang):
-        try:
-            spec = policy.check_model(spec_value)
-            job = start_batch_job(spec, work, policy.request_time_limit_s, policy.hosted)
-        except ValueError as exc:
-            raise refusal(exc, lang) from None
-        sessions.begin(session_id(request), job)
-        return job
-
-    def finish(job: WorkerJob, request) -> None:
-        job.abandon()  # a cancelled call, a closed tab, the app shutting down: free the device
-        sessions.end(session_id(request), job)
-
     def run(model, prompts, batch_size, max_new_tokens, use_cache, ignore_eos, chat_template=True, lang="en",
             request: gr.Request = None, progress=gr.Progress()):
         """Decode the prompts together; the headline, one row per sequence, the passes, the cache, the life cycle,
@@ -139,15 +108,10 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                                chat_template=flag(chat_template, t("batch.field.chat_template", lang)))
         except ValueError as exc:
             raise refusal(exc, lang) from None
-        job = start(model, req, request, lang)
-        try:
-            got, loaded, failure = yield from follow(job, progress, Batched, (gr.skip(),) * 6, lang)
-        finally:
-            finish(job, request)
-        if got is None:
-            raise no_answer(job, failure, t("batch.what.batch", lang), lang)
-        result = got.result
-        yield (batch_markdown(result, loaded, lang), batch_rows(result, lang),
+        job, _ = start(model, Batch(req), policy, lang)
+        outcome = yield from follow_answer(job, progress, lang, t("batch.what.batch", lang), 6, sessions, request)
+        result = outcome.answer.result
+        yield (batch_markdown(result, outcome.loaded, lang), batch_rows(result, lang),
                plot(batch_run_figures.batch_steps(result.steps, lang)),
                plot(batch_run_figures.batch_kv(result.steps, lang)),
                plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
@@ -159,20 +123,16 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         try:
             if policy.hosted:
                 policy.check_request(whole_number(new_tokens, t("batch.field.new_tokens", lang), 1, 10**6))
-            ask = SweepAsk(whole_number(max_batch, t("batch.field.max_batch", lang), 1, top), prompt_tokens, new_tokens)
+            ask = BatchSweep(whole_number(max_batch, t("batch.field.max_batch", lang), 1, top), prompt_tokens,
+                             new_tokens)
             if policy.hosted and ask.prompt_tokens > policy.max_prompt_tokens:
                 raise ValueError(t("batch.error.prompt_limit", lang, tokens=f"{ask.prompt_tokens:,}",
                                    limit=f"{policy.max_prompt_tokens:,}"))
         except ValueError as exc:
             raise refusal(exc, lang) from None
-        job = start(model, ask, request, lang)
-        try:
-            got, _, failure = yield from follow(job, progress, Swept, (gr.skip(),) * 6, lang)
-        finally:
-            finish(job, request)
-        if got is None:
-            raise no_answer(job, failure, t("batch.what.sweep", lang), lang)
-        frame = got.frame
+        job, _ = start(model, ask, policy, lang)
+        outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request)
+        frame = outcome.answer.frame
         yield (batch_text.sweep_markdown(frame, lang), plot(batch_figures.step_time(frame, lang)),
                plot(batch_figures.throughput(frame, lang)), plot(batch_figures.prefill_time(frame, lang)),
                plot(batch_figures.kv_bytes(frame, lang)), {"rows": sweep_history_rows(frame, lang)})

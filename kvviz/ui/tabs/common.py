@@ -1,5 +1,8 @@
-"""What the tab builders share: Gradio's payloads for figures and refusals, the model controls, and
-starting a job on the device worker from values a visitor sent.
+"""What the tab builders share: Gradio's payloads for figures and refusals, the model controls, and running a
+job on the device worker from values a visitor sent: start it (start), hold it while the handler runs (held:
+Stop reaches it, and whatever ends the handler frees the device), and follow it to its end (follow: the one
+reading of the worker's messages for every tab, which passes only what it shows while the job runs;
+follow_answer: the same for a tab that shows nothing until the job's answer came).
 
 A refusal is a gr.Error carrying the exception's first line (kvviz.base.errors.first_line): the page
 and the API show that line, never a traceback. Every request is built by GenerationRequest.from_untrusted
@@ -9,17 +12,22 @@ with the host's policy, and every model is checked by the policy before the work
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import gradio as gr
 from gradio.components.plot import PlotData
 
 from kvviz.base.errors import first_line
+from kvviz.engine.events import Event
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
 from kvviz.i18n.errors import translate
 from kvviz.ui.lang import L
 from kvviz.ui.present import time_limit_message
-from kvviz.ui.worker import Failed, JobKind, WorkerJob, start_job
+from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.worker import Done, Failed, Loaded, Message, Payload, Progress, Tick, Tokens, WorkerJob, start_job
 
 DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
 MODEL_CHOICES = ["smollm2-135m-instruct", "tiny", "random:smollm2-135m", "random:qwen2.5-0.5b", "random:qwen3-0.6b",
@@ -30,6 +38,7 @@ MODEL_CHOICES = ["smollm2-135m-instruct", "tiny", "random:smollm2-135m", "random
 EXAMPLE_PROMPTS = ["Give three tips for writing clear code.", "What is the capital of France?",
                    "Name three primary colors.", "What does a CPU do?", "What is a package?", "The kernel"]
 CHAT_EXAMPLES = EXAMPLE_PROMPTS[:4]  # the Batch tab's rows: four answers that end at different lengths
+POLL_S = 0.25  # how often a handler that shows nothing while its job runs yields, so Gradio can close it
 
 
 def plot(fig: dict) -> PlotData:
@@ -82,12 +91,97 @@ def build_request(policy: HostPolicy, prompt, max_new_tokens, temperature=None, 
         raise refusal(exc, lang) from None
 
 
-def start(kind: JobKind, model: object, request: GenerationRequest, policy: HostPolicy,
-          lang: object = "en") -> tuple[WorkerJob, str]:
-    """Start a job on the device worker: (the job, the model spec it loads). A model the host does not
-    offer is refused at once."""
+def start(model: object, payload: Payload, policy: HostPolicy, lang: object = "en") -> tuple[WorkerJob, str]:
+    """Start a job on the device worker with the host's time limit: (the job, the model spec it loads). A model the
+    host does not offer is refused at once."""
     try:
         spec = policy.check_model(model)
-        return start_job(kind, spec, request, policy.request_time_limit_s, policy.hosted), spec
+        return start_job(spec, payload, policy.request_time_limit_s, policy.hosted), spec
     except ValueError as exc:
         raise refusal(exc, lang) from None
+
+
+@dataclass
+class Outcome:
+    """What a followed job sent back: its model's Loaded, its answer (None for a generation, whose events went to
+    on_event), its Failed; None where none came."""
+
+    loaded: Loaded | None = None
+    answer: Message | None = None
+    failure: Failed | None = None
+
+
+def unchanged(outputs: int) -> Callable[[], tuple]:
+    """The redraw of a handler that shows nothing while its job runs: every one of its outputs left as it is."""
+    return lambda: (gr.skip(),) * outputs
+
+
+def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], tuple], *, period_s: float = POLL_S,
+           loading: float = 1.0, on_loaded: Callable[[Loaded], None] | None = None,
+           on_event: Callable[[Event], None] | None = None) -> Generator[tuple, None, Outcome]:
+    """Read the job's messages to its Done; returns what came back.
+
+    Loading progress goes to `progress` in `lang`, scaled to the first `loading` of the bar; on_loaded is told the
+    model once it is ready, on_event every event of a generation's stream. On every Tick (every period_s) the
+    handler yields redraw(), so that Gradio can close it when the tab goes away, until a failure came (the refusal
+    follows). A message that is not this job's kind's is an error, never ignored.
+    """
+    if (job.answer is Tokens) != (on_event is not None):  # a stream's events would be lost, or nothing would come
+        raise TypeError(f"on_event takes a generation's events, and only those: this job is answered with "
+                        f"{job.answer.__name__}")
+    outcome = Outcome()
+    for message in job.follow(period_s):
+        match message:
+            case Progress():
+                progress(message.fraction * loading, desc=translate(message.message, lang))
+            case Loaded():
+                outcome.loaded = message
+                if on_loaded is not None:
+                    on_loaded(message)
+            case Tokens() if job.answer is Tokens:
+                for event in message.events:
+                    on_event(event)
+            case Failed():
+                outcome.failure = message
+            case Tick():
+                if outcome.failure is None:
+                    yield redraw()
+            case Done():
+                pass
+            case _ if isinstance(message, job.answer):  # the one answer of a job of any other kind
+                outcome.answer = message
+            case _:
+                raise TypeError(f"a job answered with {job.answer.__name__} sent {message!r}")
+    return outcome
+
+
+@contextmanager
+def held(job: WorkerJob, sessions: SessionStore | None = None, request: object = None) -> Iterator[WorkerJob]:
+    """The job for the block's time, Stop reaching it through `sessions` when given (by the request's session).
+
+    Whatever ends the block ends the job: its own end (the job is done already), an error here, the app shutting
+    down, or Gradio closing the handler because the tab closed or the client cancelled. Gradio closes it from its
+    event loop, so the job is stopped (within a token) and followed on a thread of its own (WorkerJob.abandon)
+    rather than waited for here, which would stall the whole server meanwhile.
+    """
+    session = session_id(request)
+    if sessions is not None:
+        sessions.begin(session, job)
+    try:
+        yield job
+    finally:
+        job.abandon()
+        if sessions is not None:
+            sessions.end(session, job)
+
+
+def follow_answer(job: WorkerJob, progress: Callable, lang: str, what: str, outputs: int,
+           sessions: SessionStore | None = None, request: object = None, **kw) -> Generator[tuple, None, Outcome]:
+    """Follow a job whose handler shows nothing new until it ends (its `outputs` left unchanged meanwhile), held
+    as held() holds it; what came back, or the refusal for `what` ending without its answer (no_answer). `kw`: what
+    else follow takes."""
+    with held(job, sessions, request):
+        outcome = yield from follow(job, progress, lang, unchanged(outputs), **kw)
+    if outcome.answer is None:
+        raise no_answer(job, outcome.failure, what, lang)
+    return outcome

@@ -8,15 +8,10 @@ cancelled (a plain function would hold the device to its end).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
-
 import gradio as gr
 
-from kvviz.engine.compare import Comparison
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
-from kvviz.i18n.errors import translate
 from kvviz.ui import figures
 from kvviz.ui.lang import L
 from kvviz.ui.present import compare_verdict, time_limit_message
@@ -24,48 +19,18 @@ from kvviz.ui.tabs.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
     build_request,
+    follow,
+    held,
     max_new_slider,
     model_picker,
     plot,
     refusal,
     start,
+    unchanged,
 )
-from kvviz.ui.worker import Compared, Done, Failed, JobKind, Loaded, Progress, Tick, WorkerJob
+from kvviz.ui.worker import Compare
 
-POLL_S = 0.25
 OUTPUTS = 8  # verdict, three texts, four figures
-
-
-@dataclass(frozen=True)
-class CompareOutcome:
-    result: Comparison | None = None
-    loaded: Loaded | None = None
-    failure: Failed | None = None
-
-
-def follow_comparison(job: WorkerJob, progress: Callable,
-                      lang: str = "en") -> Generator[tuple, None, CompareOutcome]:
-    """Report the job's progress in `lang`, yielding nothing new to the page on every Tick; returns what came
-    back."""
-    result = loaded = failure = None
-    for message in job.follow(POLL_S):
-        match message:
-            case Progress():
-                progress(message.fraction / 2, desc=translate(message.message, lang))
-            case Loaded():
-                loaded = message
-                progress(0.5, desc=t("compare.progress", lang))
-            case Compared():
-                result = message.comparison
-            case Failed():
-                failure = message
-            case Tick():
-                yield (gr.skip(),) * OUTPUTS
-            case Done():
-                pass
-            case _:
-                raise TypeError(f"a comparison's job sent {message!r}")
-    return CompareOutcome(result, loaded, failure)
 
 
 def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
@@ -96,12 +61,11 @@ def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
         the texts (the static one empty when it did not run) and four figures: per-token latency, total time
         against the prediction, the work per step and the decode bandwidth against the device's limit; all in `lang`."""
         req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
-        job, _ = start(JobKind.COMPARE, model, req, policy, lang)
-        try:
-            outcome = yield from follow_comparison(job, progress, lang)
-        finally:
-            job.abandon()  # a cancelled call, a closed tab, an error here, the app shutting down: free the device
-        result = outcome.result
+        job, _ = start(model, Compare(req), policy, lang)
+        with held(job):  # loading fills the first half of the bar; the two runs, which report nothing, the second
+            outcome = yield from follow(job, progress, lang, unchanged(OUTPUTS), loading=0.5,
+                                        on_loaded=lambda _: progress(0.5, desc=t("compare.progress", lang)))
+        result = outcome.answer.comparison if outcome.answer is not None else None
         if job.timed_out and result is None:
             raise refusal(time_limit_message(job.time_limit_s, lang), lang)
         if outcome.failure is not None:

@@ -1,14 +1,15 @@
 """The live-generation tab: model, prompt and sampling settings; the text as it streams, the live plots, Stop.
 
 Generate takes its values as sent (preprocess=False) and checks them with the host's limits
-(tabs.common.build_request); the run happens on the device worker, whose messages follow_generation
-turns into the page's updates: the text five times a second, the plots once a second and at the end.
+(tabs.common.build_request); the run happens on the device worker, whose messages tabs.common.follow feeds
+into a RunRecord, and live_update turns into the page's updates: the text five times a second, the plots once a
+second and at the end.
 The finished run is left in the session store for the drawing step build_app chains after it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gradio as gr
@@ -17,7 +18,6 @@ from gradio.components.plot import PlotData
 from kvviz.base.inputs import whole_number
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
-from kvviz.i18n.errors import translate
 from kvviz.ui import figures
 from kvviz.ui.lang import L
 from kvviz.ui.live import RunRecord, Throttle
@@ -27,13 +27,15 @@ from kvviz.ui.tabs.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
     build_request,
+    follow,
+    held,
     max_new_slider,
     model_picker,
     plot,
     refusal,
     start,
 )
-from kvviz.ui.worker import Done, Failed, JobKind, Loaded, Progress, Tick, Tokens, WorkerJob
+from kvviz.ui.worker import Generate, Loaded
 
 TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
 PLOT_INTERVAL_S = 1.0  # live plots redraw once a second, and once more at the end
@@ -51,34 +53,26 @@ def live_plots(record: RunRecord, lang: str = "en") -> tuple[PlotData, PlotData]
     return plot(figures.token_latency(frame, lang=lang)), plot(figures.kv_growth(frame, lang))
 
 
-def follow_generation(job: WorkerJob, record: RunRecord, progress: Callable,
-                      lang: str = "en") -> Generator[tuple, None, Failed | None]:
-    """Feed the job's messages into `record`, yielding the page's update (text, metrics, both plots, no
-    details yet) on every Tick, in `lang`; returns the job's failure, if it failed."""
-    plots, latest, failure = Throttle(PLOT_INTERVAL_S), (None, None), None
-    for message in job.follow(TEXT_INTERVAL_S):
-        match message:
-            case Progress():
-                progress(message.fraction, desc=translate(message.message, lang))
-            case Loaded():
-                record.model, record.random_weights = message.spec, message.random_weights
-                record.cpu_threads, record.load_s = message.cpu_threads, message.load_s
-            case Tokens():
-                for event in message.events:
-                    record.add(event)
-            case Failed():
-                failure = message
-            case Tick() if failure is None:
-                if plots.due():
-                    latest = live_plots(record, lang)
-                # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
-                # which costs more than the model's own step on a small model.
-                yield record.text, metrics_markdown(record, lang), *latest, None
-            case Tick() | Done():
-                pass
-            case _:
-                raise TypeError(f"a generation's job sent {message!r}")
-    return failure
+def take_loaded(record: RunRecord, loaded: Loaded) -> None:
+    """What the run's record keeps of the model the worker got ready: its name, weights, threads, load time."""
+    record.model, record.random_weights = loaded.spec, loaded.random_weights
+    record.cpu_threads, record.load_s = loaded.cpu_threads, loaded.load_s
+
+
+def live_update(record: RunRecord, lang: str = "en") -> Callable[[], tuple]:
+    """The page's update while the run streams: text, metrics, both plots (redrawn once every PLOT_INTERVAL_S),
+    no details yet, in `lang`."""
+    plots, latest = Throttle(PLOT_INTERVAL_S), (None, None)
+
+    def redraw() -> tuple:
+        nonlocal latest
+        if plots.due():
+            latest = live_plots(record, lang)
+        # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
+        # which costs more than the model's own step on a small model.
+        return record.text, metrics_markdown(record, lang), *latest, None
+
+    return redraw
 
 
 def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStore,
@@ -120,24 +114,17 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
         last update carries the run as JSON: the lesson's keys, the whole summary and the text."""
         req = build_request(policy, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache,
                             static=static, lang=lang)
-        job, spec = start(JobKind.GENERATE, model, req, policy, lang)
-        session = session_id(request)
-        sessions.begin(session, job)
+        job, spec = start(model, Generate(req), policy, lang)
         record = RunRecord(model=spec, mode=req.mode, prompt=req.prompt)
-        try:
-            failure = yield from follow_generation(job, record, progress, lang)
-        finally:
-            # Stop pressed: the job is done already. The tab closed or the client cancelled: Gradio closes
-            # this generator from its event loop, so the job is stopped (within a token) and followed on a
-            # thread of its own rather than waited for here, which would stall the whole server meanwhile.
-            job.abandon()
-            sessions.end(session, job)
-        if failure is not None:
-            raise refusal(failure.message, lang)
+        with held(job, sessions, request):  # Stop reaches the job; a closed tab or a cancelled call ends it
+            outcome = yield from follow(job, progress, lang, live_update(record, lang), period_s=TEXT_INTERVAL_S,
+                                        on_loaded=lambda loaded: take_loaded(record, loaded), on_event=record.add)
+        if outcome.failure is not None:
+            raise refusal(outcome.failure.message, lang)
         if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
             raise refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
                           (record.finish and record.finish.error) or t("generation.no_result", lang), lang)
-        sessions.keep_last(session, record)
+        sessions.keep_last(session_id(request), record)
         yield (record.text, final_metrics(record, job.time_limit_s if job.timed_out else None, lang),
                *live_plots(record, lang), run_details(record, job.timed_out))
 

@@ -4,7 +4,7 @@ Each question has a button that opens the view that shows it, already set to mak
 generation tab with a long prompt, the Cached vs uncached tab, the calculator at the lesson's example with every
 control its figure depends on, the Batch tab's sweep), and scrolls to where the answer shows. "Answer with my
 measurements" fills every answer from the session's history (kvviz.lesson, in the page's language). The script
-section runs the lesson's loop and kvviz's on the device worker (JobKind.LESSON) and shows the script's dict beside
+section runs the lesson's loop and kvviz's on the device worker (a Lesson job) and shows the script's dict beside
 kvviz's metrics for the same request.
 """
 
@@ -18,14 +18,19 @@ import gradio as gr
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, known_architecture
 from kvviz.i18n import t
-from kvviz.i18n.errors import translate
 from kvviz.lesson import QUESTIONS, answers
 from kvviz.ui.lang import L
 from kvviz.ui.present import RunHistory
-from kvviz.ui.tabs.common import DEVICE, build_request, max_new_slider, model_picker, no_answer, start
-from kvviz.ui.worker import Done, Failed, JobKind, Loaded, Progress, Scripted, Tick
+from kvviz.ui.tabs.common import (
+    DEVICE,
+    build_request,
+    follow_answer,
+    max_new_slider,
+    model_picker,
+    start,
+)
+from kvviz.ui.worker import Lesson
 
-POLL_S = 0.25
 # A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6).
 LONG_PROMPT = ("During training we care about one batch's forward pass, backward pass and optimizer step. During "
                "inference we care about the whole path of one user request: when it queues, when it gets the GPU, "
@@ -128,29 +133,11 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
         """The lesson's script on `model` (prefill, then the last token with past_key_values, greedy, EOS), then
         kvviz's loop on the same raw prompt: whether they agree, the script's dict, kvviz's metrics."""
         req = build_request(policy, prompt, max_new_tokens, chat_template=False, lang=lang)
-        job, _ = start(JobKind.LESSON, model, req, policy, lang)
-        result = failure = None
-        try:
-            for message in job.follow(POLL_S):
-                match message:
-                    case Progress():
-                        progress(message.fraction / 2, desc=translate(message.message, lang))
-                    case Loaded():
-                        progress(0.5)
-                    case Scripted():
-                        result = message.result.as_dict()
-                    case Failed():
-                        failure = message
-                    case Tick():
-                        yield gr.skip(), gr.skip(), gr.skip()
-                    case Done():
-                        pass
-                    case _:
-                        raise TypeError(f"a lesson job sent {message!r}")
-        finally:
-            job.abandon()
-        if result is None:
-            raise no_answer(job, failure, t("lesson.script.what", lang), lang)
+        job, _ = start(model, Lesson(req), policy, lang)
+        # Loading fills the first half of the bar; the two runs, which report nothing, the second.
+        outcome = yield from follow_answer(job, progress, lang, t("lesson.script.what", lang), 3, loading=0.5,
+                                    on_loaded=lambda _: progress(0.5))
+        result = outcome.answer.result.as_dict()
         yield script_verdict(result, lang), result["script"], result["kvviz"]
 
     refresh.click(answer, [runs, model, lang], shown, api_visibility="private", concurrency_limit=None)

@@ -38,9 +38,8 @@ from kvviz.ui import figures, serving_figures, serving_text
 from kvviz.ui.lang import L
 from kvviz.ui.serving_plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import DEVICE, no_answer, plot, refusal
-from kvviz.ui.worker import Done, Failed, Loaded, Served, Tick, start_load_job
-from kvviz.ui.worker import Progress as WorkerProgress
+from kvviz.ui.tabs.common import DEVICE, follow_answer, no_answer, plot, refusal, start
+from kvviz.ui.worker import EngineLoad
 
 # The catalogue's key of each choice's words; the choices' values stay the API's (English) values.
 TARGET_KEYS = {LOCAL: "serving.target.local", REMOTE: "serving.target.remote"}
@@ -275,30 +274,11 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         """The last load (its last run: a sweep's top level) again on kvviz's own engine in the device worker,
         with prompts of the same length; yields nothing new while it runs, then the comparison in `lang`."""
         server, load, prompts, spec = same_load_on_engine(model, last_run, lang)
-        job = start_load_job(spec, load, prompts, policy.request_time_limit_s, policy.hosted)
-        session = session_id(request)
-        sessions.begin(session, job)
-        served = failure = None
-        try:
-            for message in job.follow(0.25):
-                match message:
-                    case WorkerProgress():
-                        progress(message.fraction, desc=translate(message.message, lang))
-                    case Served():
-                        served = message.result
-                    case Failed():
-                        failure = message
-                    case Tick():
-                        yield gr.skip(), gr.skip(), gr.skip()
-                    case Loaded() | Done():
-                        pass
-                    case _:
-                        raise TypeError(f"a load's job sent {message!r}")
-        finally:
-            job.abandon()
-            sessions.end(session, job)
-        if failure is not None or served is None:
-            raise no_answer(job, failure, t("serving.engine_run", lang), lang)
+        job, _ = start(spec, EngineLoad(load, prompts), policy, lang)
+        outcome = yield from follow_answer(job, progress, lang, t("serving.engine_run", lang), 3, sessions, request)
+        if outcome.failure is not None:  # a load that failed part way is not shown beside vLLM's
+            raise no_answer(job, outcome.failure, t("serving.engine_run", lang), lang)
+        served = outcome.answer.result
         frame = pd.DataFrame([{"source": t("serving.source.vllm", lang), **server.stats.flat()},
                               {"source": t("serving.source.engine", lang), **served.stats.flat()}])
         row = serving_text.history_row(served, f"kvviz engine c={load.concurrency}")
