@@ -7,7 +7,6 @@ paces the redraws. Nothing here imports gradio.
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -25,9 +24,6 @@ from kvviz.engine.events import (
 )
 from kvviz.engine.metrics import RunSummary
 
-_RUN_IDS = itertools.count(1)
-
-
 @dataclass
 class RunRecord:
     """What one run has shown so far."""
@@ -35,7 +31,7 @@ class RunRecord:
     model: str
     mode: str
     prompt: str
-    run_id: int = field(default_factory=lambda: next(_RUN_IDS))
+    run_id: int | None = None  # the session's number for it, given when it finishes with a result (SessionStore)
     text: str = ""
     rows: list[dict] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # life-cycle moment -> seconds since t0

@@ -1,6 +1,7 @@
 """Per-visitor state the server must hold itself: each session's running job and its finished run.
 
-Stop is a separate call from Generate, so the job it stops has to be found by session; a finished run
+Stop is a separate call from Generate, so the job it stops has to be found by session; runs are numbered per
+session, counting only those that finished with a result; a finished run
 waits here for the drawing step that follows it on the page (the life-cycle tab, the history). API
 clients never trigger that step, so only the newest `keep` finished runs are held. Sessions are named
 by Gradio's session hash; callers without one share the name "api". Nothing here imports gradio.
@@ -22,6 +23,7 @@ class Stoppable(Protocol):
 
 
 LAST_KEPT = 64  # finished runs held for drawing; beyond that the oldest is dropped
+NUMBERED_KEPT = 10_000  # sessions whose run count is held (a few dozen bytes each): a hosted demo's memory stays bounded
 
 
 def session_id(request: object) -> str:
@@ -36,7 +38,18 @@ class SessionStore:
         self.keep = keep
         self._active: dict[str, Stoppable] = {}
         self._last: OrderedDict[str, RunRecord] = OrderedDict()
+        self._numbered: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
+
+    def number(self, session: str) -> int:
+        """The next run number of the session: 1, 2, ... for the runs that finished with a result, so that a
+        failed run takes none and another visitor's runs do not show as gaps."""
+        with self._lock:
+            n = self._numbered.pop(session, 0) + 1
+            self._numbered[session] = n  # the most recent last; the longest idle dropped beyond NUMBERED_KEPT
+            while len(self._numbered) > NUMBERED_KEPT:
+                self._numbered.popitem(last=False)
+            return n
 
     def begin(self, session: str, job: Stoppable) -> None:
         """`job` is the session's running job: stop() reaches it."""

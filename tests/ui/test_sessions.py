@@ -57,3 +57,15 @@ def test_session_names():
     """A request's session hash names its session; a call without one is "api"."""
     assert session_id(SimpleNamespace(session_hash="abc")) == "abc"
     assert session_id(SimpleNamespace(session_hash=None)) == "api" == session_id(None)
+
+
+def test_runs_are_numbered_per_session_and_the_count_stays_bounded(monkeypatch):
+    """Two visitors each count 1, 2, ... (no gaps from the other's runs); with the cap at 3 sessions, the longest
+    idle is forgotten first and starts again at 1, and a recently numbered one keeps its count."""
+    monkeypatch.setattr("kvviz.ui.sessions.NUMBERED_KEPT", 3)
+    store = SessionStore()
+    assert [store.number("a"), store.number("b"), store.number("a"), store.number("b")] == [1, 1, 2, 2]
+    store.number("c")
+    store.number("a")  # a is now the most recent: b is the longest idle
+    store.number("d")  # a fourth session: b is dropped
+    assert store.number("a") == 4 and store.number("b") == 1

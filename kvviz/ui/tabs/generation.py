@@ -124,6 +124,7 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
         if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
             raise refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
                           (record.finish and record.finish.error) or t("generation.no_result", lang), lang)
+        record.run_id = sessions.number(session_id(request))
         sessions.keep_last(session_id(request), record)
         yield (record.text, final_metrics(record, job.time_limit_s if job.timed_out else None, lang),
                *live_plots(record, lang), run_details(record, job.timed_out))
