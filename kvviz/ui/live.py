@@ -24,6 +24,7 @@ from kvviz.engine.events import (
 )
 from kvviz.engine.metrics import RunSummary
 
+
 @dataclass
 class RunRecord:
     """What one run has shown so far."""
