@@ -23,7 +23,7 @@ class Stoppable(Protocol):
 
 
 LAST_KEPT = 64  # finished runs held for drawing; beyond that the oldest is dropped
-NUMBERED_KEPT = 10_000  # sessions whose run count is held (a few dozen bytes each): a hosted demo's memory stays bounded
+NUMBERED_KEPT = 10_000  # sessions whose run count is held (a few dozen bytes each): a hosted demo stays bounded
 
 
 def session_id(request: object) -> str:
