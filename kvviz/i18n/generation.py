@@ -33,6 +33,7 @@ more requests raises throughput but lengthens each one's TPOT; a long prompt len
     "generation.json": "this run as JSON (summary with the lesson's keys)",
     "generation.json_label": "run",
     "generation.no_result": "the run ended without a result",
+    "generation.failed": "**Failed**: {message}",
     # A run's metrics (kvviz.ui.present.metrics_markdown).
     "metrics.running": "running…",
     "metrics.failed": "**{reason}**: {error}",
@@ -129,6 +130,7 @@ ZH = {
     "generation.json": "本次运行的 JSON（摘要，含课程用到的字段）",
     "generation.json_label": "运行",
     "generation.no_result": "运行结束，但没有结果",
+    "generation.failed": "**失败**：{message}",
     "metrics.running": "运行中…",
     "metrics.failed": "**{reason}**：{error}",
     "metrics.header": "| TTFT | TPOT | tokens/s | 解码 tokens/s | ITL p50 / p90 / p99 | 排队 | 预填充 | 带宽 |",

@@ -119,11 +119,15 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
         with held(job, sessions, request):  # Stop reaches the job; a closed tab or a cancelled call ends it
             outcome = yield from follow(job, progress, lang, live_update(record, lang), period_s=TEXT_INTERVAL_S,
                                         on_loaded=lambda loaded: take_loaded(record, loaded), on_event=record.add)
+        failed = None
         if outcome.failure is not None:
-            raise refusal(outcome.failure.message, lang)
-        if record.summary is None or (job.timed_out and not record.summary.new_tokens):  # failed, or timed out early
-            raise refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
-                          (record.finish and record.finish.error) or t("generation.no_result", lang), lang)
+            failed = refusal(outcome.failure.message, lang)
+        elif record.summary is None or (job.timed_out and not record.summary.new_tokens):  # or timed out early
+            failed = refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
+                             (record.finish and record.finish.error) or t("generation.no_result", lang), lang)
+        if failed is not None:  # said where "running…" stood (a toast fades), then raised for the toast and the API
+            yield gr.skip(), t("generation.failed", lang, message=failed.message), gr.skip(), gr.skip(), gr.skip()
+            raise failed
         record.run_id = sessions.number(session_id(request))
         sessions.keep_last(session_id(request), record)
         yield (record.text, final_metrics(record, job.time_limit_s if job.timed_out else None, lang),
@@ -141,7 +145,8 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
 
     generated = go.click(generate, [model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template,
                                     use_cache, static, lang], [text, metrics, latency, kv, details],
-                         api_name="generate", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+                         api_name="generate", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False,
+                         show_progress_on=text)  # progress (and a failure's badge) on the text alone, not on 4 boxes
     stop_button.click(stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
     examples.click(pick_example, [examples, lang], prompt, api_name="load_example", api_visibility="private",
                    queue=False, preprocess=False, show_progress="hidden")
