@@ -64,7 +64,7 @@ from kvviz.engine.loop import metered_run, run_to_end
 from kvviz.engine.metrics import percentile
 from kvviz.engine.queueing import on_device
 from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
-from kvviz.engine.steps import cache_kwarg, cache_nbytes, new_cache, uncached_step
+from kvviz.engine.steps import batch_step, cache_nbytes, new_cache, uncached_step
 from kvviz.engine.streaming import TextStream
 
 MAX_BATCH = 1024  # prompts in one batch; memory binds long before this on any real model
@@ -207,7 +207,7 @@ BatchEvent = (RequestReceived | Waiting | DeviceAcquired | BatchTokenized | Pref
               | BatchTokenEvent | RowFinished | BatchFinished)
 
 
-# ---- padding, positions, the forward pass -------------------------------------------------------------------
+# ---- padding -------------------------------------------------------------------------------------------------
 
 
 def pad_token_id(lm: LoadedModel) -> int:
@@ -227,26 +227,6 @@ def left_pad(prompt_ids: tuple[tuple[int, ...], ...], pad_id: int,
     mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids]
     return (torch.tensor(rows, dtype=torch.long, device=device),  # [B, L]
             torch.tensor(mask, dtype=torch.long, device=device))  # [B, L]
-
-
-def position_ids(mask: torch.Tensor) -> torch.Tensor:
-    """Each position's index among its row's real tokens: cumsum(mask) - 1, clamped at 0 (padding says 0).
-    mask [B, S] -> [B, S]; a row's first real token is at 0 however much padding precedes it."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def batch_logits(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass of the batch; the logits of each row's last position, [B, vocab].
-
-    input_ids [B, n] are the newest n positions (the whole padded sequence at prefill or without a cache, the one
-    token just sampled when decoding with it); mask [B, S] covers every position so far, cached ones included.
-    Only the last position's logits are computed (logits_to_keep=1), as steps.prefill does.
-    """
-    positions = position_ids(mask)[:, -input_ids.shape[1]:]  # [B, n]
-    kw = {cache_kwarg(model): cache} if cache is not None else {}
-    out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=cache is not None,
-                logits_to_keep=1, **kw)
-    return out.logits[:, -1, :]  # [B, vocab]
 
 
 def padding_bytes(lm: LoadedModel, mask: torch.Tensor) -> int:
@@ -464,7 +444,7 @@ def _forward_passes(lm: LoadedModel, req: BatchRequest, plan: BatchPlan, cancel:
             meter.start_pass()
             # With the cache only the newest column goes in after the prefill; without it, everything again.
             fresh = sequence if cache is None or step == 0 else sequence[:, -1:]
-            next_ids = batch_logits(model, fresh, mask, cache).argmax(dim=-1)  # [B]
+            next_ids = batch_step(model, fresh, mask, cache).argmax(dim=-1)  # [B]
             ids, t = meter.clock(next_ids)
             ends = row_ends(ids, running, plan, last=step == plan.max_tokens - 1)
             yield from meter.step(step, t, ids, running, ends, mask, cache)
