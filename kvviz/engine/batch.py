@@ -19,6 +19,7 @@ same prompt generated alone (batch_against_single).
 Events, in order (every t_s is seconds since the batch was received, read after the device synced):
 
     RequestReceived, [Waiting], DeviceAcquired     as the single-sequence loop (kvviz.engine.loop)
+                       (all of them defined in kvviz.engine.events)
     BatchTokenized     every row's prompt tokens, the padded length and the padding
     PrefillDone        prompt_tokens = the real prompt tokens of all rows (padding excluded)
     per step           BatchStep (step 0 = prefill), then one BatchTokenEvent per row that was still running,
@@ -34,7 +35,20 @@ alone (clock read after a sync just before it and just after it), the step time 
 run_batch() consumes the events into a BatchResult (rows, a per-step DataFrame, the summary);
 batch_against_single() runs each prompt alone through the single-sequence loop and reports, per row,
 whether the tokens agree and, where they part, the top-2 logit margin of the single run there.
-This module knows models, tokenizers and the memory model; it draws nothing.
+
+One engine, two loops. This module owns only what a batch alone has: the padding, the loop over B rows, and the
+result. Everything else is the single sequence's, in the same modules: the queue (queueing.on_device), the
+request's checks (request.BatchRequest), admission (admission.admit_batch: the same new-token limit, finish,
+stop tokens and fit rule), the forward pass (steps.batch_step, whose keywords come from steps.forward_kwargs
+like every other step), the events (events), the meter (meter.BatchMeter, on the same MemoryGauge and TokenLog)
+and the end of a run (loop.admitted_run, loop.metered_run). The single request is not run as a batch of one
+through this loop, because that would make the lesson's loop (loop._forward_passes) read worse and measure
+differently: it would carry the mask, positions, per-row running flags and padding that one sequence never has;
+a batch reads the clock before and after each pass (BatchStep.dt_s is the pass alone), where a single run
+syncs once per token, so a batch of one would add a device sync to every token of every single run; and the
+single loop's sampling (temperature, top-k, top-p, seed) and the static mode's compiled step, traced for one
+[1, 1] token without mask or positions, would have to learn rows. This module knows models, tokenizers and
+the memory model; it draws nothing.
 """
 
 from __future__ import annotations
@@ -47,8 +61,7 @@ import pandas as pd
 import torch
 
 from kvviz.base.device import Stopwatch
-from kvviz.base.inputs import flag, text, whole_number
-from kvviz.engine.admission import Refusal, encode_prompt, eos_ids, run_does_not_fit
+from kvviz.engine.admission import BatchPlan, admit_batch, encode_prompt
 from kvviz.engine.compare import first_divergence
 from kvviz.engine.events import (
     BatchEvent,
@@ -59,48 +72,12 @@ from kvviz.engine.events import (
     RowFinished,
 )
 from kvviz.engine.loading import LoadedModel
-from kvviz.engine.loop import metered_run, run_to_end
+from kvviz.engine.loop import admitted_run, run_to_end
 from kvviz.engine.meter import BatchMeter
 from kvviz.engine.metrics import BatchSummary
 from kvviz.engine.queueing import on_device
-from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
+from kvviz.engine.request import BatchRequest, GenerationRequest
 from kvviz.engine.steps import batch_step, new_cache, uncached_step
-
-MAX_BATCH = 1024  # prompts in one batch; memory binds long before this on any real model
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    """B prompts to decode together, greedily. Checked when built: ValueError with one line naming the bad value."""
-
-    prompts: tuple[str, ...]
-    max_new_tokens: int = 64
-    use_cache: bool = True
-    chat_template: bool = False
-    ignore_eos: bool = False  # every row runs to max_new_tokens whatever it emits (benchmarks do this)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.prompts, list):
-            object.__setattr__(self, "prompts", tuple(self.prompts))
-        if not isinstance(self.prompts, tuple):
-            raise ValueError("prompts must be a tuple of texts")
-        if not 1 <= len(self.prompts) <= MAX_BATCH:
-            raise ValueError(f"a batch needs between 1 and {MAX_BATCH:,} prompts, got {len(self.prompts):,}")
-        for i, prompt in enumerate(self.prompts):
-            if not text(prompt, f"prompt {i + 1} of the batch", MAX_PROMPT_CHARS).strip():
-                raise ValueError(f"prompt {i + 1} of the batch is empty")
-        whole_number(self.max_new_tokens, LABELS["max_new_tokens"], 1, MAX_NEW_TOKENS, integral_floats=False)
-        for name in ("use_cache", "chat_template", "ignore_eos"):
-            flag(getattr(self, name), LABELS[name])
-
-    @property
-    def mode(self) -> str:
-        return "cached" if self.use_cache else "uncached"
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.prompts)
-
 
 # ---- padding -------------------------------------------------------------------------------------------------
 
@@ -124,37 +101,6 @@ def left_pad(prompt_ids: tuple[tuple[int, ...], ...], pad_id: int,
             torch.tensor(mask, dtype=torch.long, device=device))  # [B, L]
 
 
-# ---- admission ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """An admitted batch: what the loop needs to run it."""
-
-    prompt_ids: tuple[tuple[int, ...], ...]
-    max_tokens: int  # max_new_tokens, or fewer when the context ends first (for the longest row)
-    limit_reason: str  # a row's finish when max_tokens are made: "max_new_tokens" or "context_full"
-    stop_ids: frozenset[int]  # tokens that end a row (EOS); empty when the request ignores EOS
-
-
-def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]]) -> BatchPlan | Refusal:
-    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the padded length against
-    the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
-    empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
-    if empty is not None:
-        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
-    width, context = max(len(ids) for ids in prompt_ids), lm.context_length
-    if context and width >= context:
-        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
-    max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - width)
-    refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
-    if refusal:
-        return Refusal(refusal)
-    return BatchPlan(prompt_ids=tuple(tuple(ids) for ids in prompt_ids), max_tokens=max_tokens,
-                     limit_reason="context_full" if max_tokens < req.max_new_tokens else "max_new_tokens",
-                     stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
-
-
 # ---- the loop -----------------------------------------------------------------------------------------------
 
 
@@ -174,20 +120,20 @@ def generate_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event |
 
 def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, watch: Stopwatch,
                    queue_s: float) -> Iterator[BatchEvent]:
-    """Tokenize every row, admit the batch, run its passes; a fault on the device ends it as failed."""
+    """Tokenize every row, then admission, then the passes under their meter (loop.admitted_run)."""
     encoded = [encode_prompt(lm, prompt, req.chat_template) for prompt in req.prompts]
     lengths = tuple(len(ids) for ids, _ in encoded)
     tokenized_s = watch.elapsed()
     yield BatchTokenized(t_s=tokenized_s, prompt_tokens=lengths, padded_len=max(lengths),
                          padding_tokens=len(lengths) * max(lengths) - sum(lengths),
                          chat_template=any(templated for _, templated in encoded))
-    plan = admit_batch(lm, req, [ids for ids, _ in encoded])
-    if isinstance(plan, Refusal):
-        yield BatchFinished(t_s=watch.elapsed(), reason="failed", summary=None, error=plan.reason, bad_input=True)
-        return
-    meter = BatchMeter(lm, req.mode, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
-    yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
-                           lambda: f"with a batch of {len(lengths)}")
+
+    def start(plan: BatchPlan) -> tuple[BatchMeter, Generator[BatchEvent, None, str]]:
+        meter = BatchMeter(lm, req.mode, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
+        return meter, _forward_passes(lm, req, plan, cancel, meter)
+
+    yield from admitted_run(lm, watch, admit_batch(lm, req, [ids for ids, _ in encoded]), BatchFinished.refused,
+                            start)
 
 
 def row_ends(ids: list[int], running: list[bool], plan: BatchPlan, last: bool) -> dict[int, str]:

@@ -132,6 +132,10 @@ class Meter:
     def tokens(self) -> int:
         return len(self._log.times)
 
+    def where(self) -> str:
+        """Where the run stands, for a failure's message."""
+        return f"after {self.tokens} tokens"
+
     def elapsed(self) -> float:
         """Seconds since t0, read after the device synced."""
         return self._watch.elapsed()
@@ -213,6 +217,10 @@ class BatchMeter:
         self._step_dts: list[float] = []
         self._peak_kv = self._peak_padding = 0
         self._pass_start = 0.0
+
+    def where(self) -> str:
+        """Which run this is, for a failure's message."""
+        return f"with a batch of {len(self._prompt_tokens)}"
 
     def start_pass(self) -> None:
         """Read the clock just before a forward pass (after the device has finished the work before it)."""
