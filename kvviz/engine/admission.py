@@ -96,33 +96,6 @@ def stop_ids(lm: LoadedModel, req: GenerationRequest | BatchRequest) -> frozense
     return frozenset() if req.ignore_eos else eos_ids(lm)
 
 
-@dataclass(frozen=True)
-class BatchPlan:
-    """An admitted batch: what the loop needs to run it."""
-
-    prompt_ids: tuple[tuple[int, ...], ...]
-    max_tokens: int  # max_new_tokens, or fewer when the context ends first (for the longest row)
-    limit_reason: str  # a row's finish when max_tokens are made: "max_new_tokens" or "context_full"
-    stop_ids: frozenset[int]  # tokens that end a row (EOS); empty when the request ignores EOS
-
-
-def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]]) -> BatchPlan | Refusal:
-    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the padded length against
-    the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
-    empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
-    if empty is not None:
-        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
-    width, context = max(len(ids) for ids in prompt_ids), lm.context_length
-    if context and width >= context:
-        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
-    max_tokens = new_token_limit(lm, req, width)
-    refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
-    if refusal:
-        return Refusal(refusal)
-    return BatchPlan(prompt_ids=tuple(tuple(ids) for ids in prompt_ids), max_tokens=max_tokens,
-                     limit_reason=limit_reason(req, max_tokens), stop_ids=stop_ids(lm, req))
-
-
 def static_cache_tokens(lm: LoadedModel, req: GenerationRequest, prompt_tokens: int) -> int:
     """The static cache's length for `req` after a prompt of prompt_tokens: the request's static_tokens, or the
     run's whole length (prompt + new tokens) in its bucket (kvviz.engine.compiled.static_length)."""
@@ -154,3 +127,30 @@ def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_t
     return (f"{what} cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
             f"{tokens} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
             f"{fit.free_bytes / GIB:,.2f} GiB free; ask for fewer {'tokens' if batch == 1 else 'prompts or tokens'}")
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """An admitted batch: what the loop needs to run it."""
+
+    prompt_ids: tuple[tuple[int, ...], ...]
+    max_tokens: int  # max_new_tokens, or fewer when the context ends first (for the longest row)
+    limit_reason: str  # a row's finish when max_tokens are made: "max_new_tokens" or "context_full"
+    stop_ids: frozenset[int]  # tokens that end a row (EOS); empty when the request ignores EOS
+
+
+def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]]) -> BatchPlan | Refusal:
+    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the padded length against
+    the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
+    empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
+    if empty is not None:
+        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
+    width, context = max(len(ids) for ids in prompt_ids), lm.context_length
+    if context and width >= context:
+        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
+    max_tokens = new_token_limit(lm, req, width)
+    refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
+    if refusal:
+        return Refusal(refusal)
+    return BatchPlan(prompt_ids=tuple(tuple(ids) for ids in prompt_ids), max_tokens=max_tokens,
+                     limit_reason=limit_reason(req, max_tokens), stop_ids=stop_ids(lm, req))
