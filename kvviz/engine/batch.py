@@ -132,8 +132,7 @@ def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, 
         meter = BatchMeter(lm, req.mode, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
         return meter, _forward_passes(lm, req, plan, cancel, meter)
 
-    yield from admitted_run(lm, watch, admit_batch(lm, req, [ids for ids, _ in encoded]), BatchFinished.refused,
-                            start)
+    yield from admitted_run(lm, watch, admit_batch(lm, req, [ids for ids, _ in encoded]), BatchFinished, start)
 
 
 def row_ends(ids: list[int], running: list[bool], plan: BatchPlan, last: bool) -> dict[int, str]:

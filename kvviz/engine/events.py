@@ -91,15 +91,10 @@ class Finished:
 
     t_s: float
     reason: str
-    text: str
-    summary: RunSummary | None
+    text: str = ""  # what was generated (up to the failure, when it failed)
+    summary: RunSummary | None = None  # None when it failed, or was cancelled while it waited for the device
     error: str | None = None
     bad_input: bool = False  # failed because of what was asked (too long a prompt), not a fault
-
-    @classmethod
-    def refused(cls, t_s: float, error: str) -> Finished:
-        """A request that admission refused: bad input, nothing run."""
-        return cls(t_s=t_s, reason="failed", text="", summary=None, error=error, bad_input=True)
 
 
 Event = RequestReceived | Waiting | DeviceAcquired | PromptTokenized | Compiled | PrefillDone | TokenEvent | Finished
@@ -172,11 +167,6 @@ class BatchFinished:
     summary: BatchSummary | None
     error: str | None = None
     bad_input: bool = False  # failed because of what was asked (too long a prompt), not a fault
-
-    @classmethod
-    def refused(cls, t_s: float, error: str) -> BatchFinished:
-        """A batch that admission refused: bad input, nothing run."""
-        return cls(t_s=t_s, reason="failed", summary=None, error=error, bad_input=True)
 
 
 BatchEvent = (RequestReceived | Waiting | DeviceAcquired | BatchTokenized | PrefillDone | BatchStep

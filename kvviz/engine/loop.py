@@ -65,16 +65,16 @@ def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Ev
                       static_tokens=plan.static_tokens)
         return meter, _forward_passes(lm, req, plan, cancel, meter)
 
-    yield from admitted_run(lm, watch, admit(lm, req, ids), Finished.refused, start)
+    yield from admitted_run(lm, watch, admit(lm, req, ids), Finished, start)
 
 
 def admitted_run(lm: LoadedModel, watch: Stopwatch, plan: Plan | BatchPlan | Refusal,
-                 refused: Callable[[float, str], Finished | BatchFinished],
+                 end: type[Finished] | type[BatchFinished],
                  start: Callable[[Any], tuple[Meter | BatchMeter, Generator]]) -> Iterator:
-    """What follows admission, for a single sequence and a batch alike: a Refusal ends the run as bad input
-    (refused(t_s, reason)); a plan runs the forward passes that start(plan) returns with their meter."""
+    """What follows admission, for a single sequence and a batch alike: a Refusal ends the run as bad input (an
+    `end` event, nothing run); a plan runs the forward passes that start(plan) returns with their meter."""
     if isinstance(plan, Refusal):
-        yield refused(watch.elapsed(), plan.reason)
+        yield end(t_s=watch.elapsed(), reason="failed", summary=None, error=plan.reason, bad_input=True)
         return
     meter, passes = start(plan)
     yield from metered_run(lm, passes, meter)
