@@ -289,9 +289,8 @@ def _static_lines(result, lang: str = "en") -> list[str]:
 def _batch(args: argparse.Namespace) -> str:
     from kvviz.base.inputs import whole_number
     from kvviz.bench.batch import sweep_prompts
-    from kvviz.engine.batch import MAX_BATCH
     from kvviz.engine.batch_sweep import batch_sweep, summarize_sweep
-    from kvviz.engine.request import MAX_NEW_TOKENS
+    from kvviz.engine.request import MAX_BATCH, MAX_NEW_TOKENS
     from kvviz.serving.prompts import MAX_PROMPT_TOKENS
     from kvviz.ui.batch_text import sweep_markdown, sweep_table
 

@@ -3,9 +3,11 @@
 admit() checks the prompt against the host's token limit and the model's context, caps the new tokens
 at what the context still holds, sizes a static-mode run's cache (and refuses a run longer than it), and
 checks that the run fits in the device's free memory (the one fit rule, kvviz.engine.loading.check_fit). It
-returns a Plan the loop follows, or a Refusal the loop reports
-as bad input. The request's own values were checked when it was built (kvviz.engine.request); what is
-checked here needs the model and the prompt's length in tokens. Nothing here runs the model.
+returns a Plan the loop follows, or a Refusal the loop reports as bad input. admit_batch() does the same for
+a batch (kvviz.engine.batch) by the same rules, with its longest row for the prompt: the new-token limit, the
+finish at that limit, the stop tokens and the fit are each decided once here for both. The request's own
+values were checked when it was built (kvviz.engine.request); what is checked here needs the model and the
+prompt's length in tokens. Nothing here runs the model.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import activation_bytes, static_cache_bytes, transformers_cache_bytes
 from kvviz.engine.compiled import static_length, static_refusal
 from kvviz.engine.loading import LoadedModel, check_fit, transformers_keeps_mla_latent
-from kvviz.engine.request import GenerationRequest
+from kvviz.engine.request import BatchRequest, GenerationRequest
 
 
 @dataclass(frozen=True)
@@ -73,15 +75,25 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
     refusal = refusal or run_does_not_fit(lm, req.use_cache, n, max_tokens, static_tokens=static)
     if refusal:
         return Refusal(refusal)
-    return Plan(prompt_ids=tuple(prompt_ids), max_tokens=max_tokens,
-                limit_reason="context_full" if max_tokens < req.max_new_tokens else "max_new_tokens",
-                stop_ids=frozenset() if req.ignore_eos else eos_ids(lm), static_tokens=static)
+    return Plan(prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, limit_reason=limit_reason(req, max_tokens),
+                stop_ids=stop_ids(lm, req), static_tokens=static)
 
 
-def new_token_limit(lm: LoadedModel, req: GenerationRequest, prompt_tokens: int) -> int:
-    """The new tokens a run of `req` makes at most: max_new_tokens, or what the context still holds."""
+def new_token_limit(lm: LoadedModel, req: GenerationRequest | BatchRequest, prompt_tokens: int) -> int:
+    """The new tokens a run of `req` makes at most: max_new_tokens, or what the context still holds after
+    prompt_tokens (a batch's longest row: every row is padded to it)."""
     context = lm.context_length
     return req.max_new_tokens if not context else min(req.max_new_tokens, context - prompt_tokens)
+
+
+def limit_reason(req: GenerationRequest | BatchRequest, max_tokens: int) -> str:
+    """How a run (a row) that makes max_tokens ends: context_full when the context cut max_new_tokens short."""
+    return "context_full" if max_tokens < req.max_new_tokens else "max_new_tokens"
+
+
+def stop_ids(lm: LoadedModel, req: GenerationRequest | BatchRequest) -> frozenset[int]:
+    """The tokens that end a run (a row): the model's EOS ones, none when the request ignores EOS."""
+    return frozenset() if req.ignore_eos else eos_ids(lm)
 
 
 def static_cache_tokens(lm: LoadedModel, req: GenerationRequest, prompt_tokens: int) -> int:
@@ -115,3 +127,30 @@ def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_t
     return (f"{what} cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
             f"{tokens} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
             f"{fit.free_bytes / GIB:,.2f} GiB free; ask for fewer {'tokens' if batch == 1 else 'prompts or tokens'}")
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """An admitted batch: what the loop needs to run it."""
+
+    prompt_ids: tuple[tuple[int, ...], ...]
+    max_tokens: int  # max_new_tokens, or fewer when the context ends first (for the longest row)
+    limit_reason: str  # a row's finish when max_tokens are made: "max_new_tokens" or "context_full"
+    stop_ids: frozenset[int]  # tokens that end a row (EOS); empty when the request ignores EOS
+
+
+def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]]) -> BatchPlan | Refusal:
+    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the padded length against
+    the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
+    empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
+    if empty is not None:
+        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
+    width, context = max(len(ids) for ids in prompt_ids), lm.context_length
+    if context and width >= context:
+        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
+    max_tokens = new_token_limit(lm, req, width)
+    refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
+    if refusal:
+        return Refusal(refusal)
+    return BatchPlan(prompt_ids=tuple(tuple(ids) for ids in prompt_ids), max_tokens=max_tokens,
+                     limit_reason=limit_reason(req, max_tokens), stop_ids=stop_ids(lm, req))

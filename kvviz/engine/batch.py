@@ -19,6 +19,7 @@ same prompt generated alone (batch_against_single).
 Events, in order (every t_s is seconds since the batch was received, read after the device synced):
 
     RequestReceived, [Waiting], DeviceAcquired     as the single-sequence loop (kvviz.engine.loop)
+                       (all of them defined in kvviz.engine.events)
     BatchTokenized     every row's prompt tokens, the padded length and the padding
     PrefillDone        prompt_tokens = the real prompt tokens of all rows (padding excluded)
     per step           BatchStep (step 0 = prefill), then one BatchTokenEvent per row that was still running,
@@ -34,7 +35,20 @@ alone (clock read after a sync just before it and just after it), the step time 
 run_batch() consumes the events into a BatchResult (rows, a per-step DataFrame, the summary);
 batch_against_single() runs each prompt alone through the single-sequence loop and reports, per row,
 whether the tokens agree and, where they part, the top-2 logit margin of the single run there.
-This module knows models, tokenizers and the memory model; it draws nothing.
+
+One engine, two loops. This module owns only what a batch alone has: the padding, the loop over B rows, and the
+result. Everything else is the single sequence's, in the same modules: the queue (queueing.on_device), the
+request's checks (request.BatchRequest), admission (admission.admit_batch: the same new-token limit, finish,
+stop tokens and fit rule), the forward pass (steps.batch_step, whose keywords come from steps.forward_kwargs
+like every other step), the events (events), the meter (meter.BatchMeter, on the same MemoryGauge and TokenLog)
+and the end of a run (loop.admitted_run, loop.metered_run). The single request is not run as a batch of one
+through this loop, because that would make the lesson's loop (loop._forward_passes) read worse and measure
+differently: it would carry the mask, positions, per-row running flags and padding that one sequence never has;
+a batch reads the clock before and after each pass (BatchStep.dt_s is the pass alone), where a single run
+syncs once per token, so a batch of one would add a device sync to every token of every single run; and the
+single loop's sampling (temperature, top-k, top-p, seed) and the static mode's compiled step, traced for one
+[1, 1] token without mask or positions, would have to learn rows. This module knows models, tokenizers and
+the memory model; it draws nothing.
 """
 
 from __future__ import annotations
@@ -47,167 +61,25 @@ import pandas as pd
 import torch
 
 from kvviz.base.device import Stopwatch
-from kvviz.base.inputs import flag, text, whole_number
-from kvviz.calc.dtypes import kv_dtype
-from kvviz.calc.memory import (
-    EXPANDED,
-    LATENT,
-    layer_groups,
-    token_layer_bytes,
-    transformers_cache_bytes,
-)
-from kvviz.engine.admission import Refusal, encode_prompt, eos_ids, run_does_not_fit
+from kvviz.engine.admission import BatchPlan, admit_batch, encode_prompt
 from kvviz.engine.compare import first_divergence
-from kvviz.engine.events import DeviceAcquired, PrefillDone, RequestReceived, TokenEvent, Waiting
-from kvviz.engine.loading import LoadedModel, transformers_keeps_mla_latent
-from kvviz.engine.loop import metered_run, run_to_end
-from kvviz.engine.metrics import percentile
+from kvviz.engine.events import (
+    BatchEvent,
+    BatchFinished,
+    BatchStep,
+    BatchTokenEvent,
+    BatchTokenized,
+    RowFinished,
+)
+from kvviz.engine.loading import LoadedModel
+from kvviz.engine.loop import admitted_run, run_to_end
+from kvviz.engine.meter import BatchMeter
+from kvviz.engine.metrics import BatchSummary
 from kvviz.engine.queueing import on_device
-from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
-from kvviz.engine.steps import cache_kwarg, cache_nbytes, new_cache, uncached_step
-from kvviz.engine.streaming import TextStream
+from kvviz.engine.request import BatchRequest, GenerationRequest
+from kvviz.engine.steps import batch_step, new_cache, uncached_step
 
-MAX_BATCH = 1024  # prompts in one batch; memory binds long before this on any real model
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    """B prompts to decode together, greedily. Checked when built: ValueError with one line naming the bad value."""
-
-    prompts: tuple[str, ...]
-    max_new_tokens: int = 64
-    use_cache: bool = True
-    chat_template: bool = False
-    ignore_eos: bool = False  # every row runs to max_new_tokens whatever it emits (benchmarks do this)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.prompts, list):
-            object.__setattr__(self, "prompts", tuple(self.prompts))
-        if not isinstance(self.prompts, tuple):
-            raise ValueError("prompts must be a tuple of texts")
-        if not 1 <= len(self.prompts) <= MAX_BATCH:
-            raise ValueError(f"a batch needs between 1 and {MAX_BATCH:,} prompts, got {len(self.prompts):,}")
-        for i, prompt in enumerate(self.prompts):
-            if not text(prompt, f"prompt {i + 1} of the batch", MAX_PROMPT_CHARS).strip():
-                raise ValueError(f"prompt {i + 1} of the batch is empty")
-        whole_number(self.max_new_tokens, LABELS["max_new_tokens"], 1, MAX_NEW_TOKENS, integral_floats=False)
-        for name in ("use_cache", "chat_template", "ignore_eos"):
-            flag(getattr(self, name), LABELS[name])
-
-    @property
-    def mode(self) -> str:
-        return "cached" if self.use_cache else "uncached"
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.prompts)
-
-
-# ---- events -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BatchTokenized:
-    """Every row tokenized and left-padded to the longest: padded_len = max(prompt_tokens)."""
-
-    t_s: float
-    prompt_tokens: tuple[int, ...]  # real tokens of each row's prompt
-    padded_len: int
-    padding_tokens: int  # B × padded_len - sum(prompt_tokens)
-    chat_template: bool
-
-
-@dataclass(frozen=True)
-class BatchStep:
-    """One forward pass over the whole batch (step 0 is the prefill).
-
-    seq_len: positions per row in the cache after the pass (padded_len + step), padding included; in uncached
-    mode the positions the pass read. kv_bytes: the cache tensors' bytes (B × seq_len positions), measured;
-    kv_bytes_predicted: transformers_cache_bytes for batch B at seq_len. padding_tokens: positions held with
-    mask 0 (left padding, and what finished rows were fed since); padding_bytes: their share of kv_bytes.
-    dt_s: the forward pass alone, synced before and after. Both byte figures are 0 without a cache.
-    """
-
-    step: int
-    phase: str  # "prefill" or "decode"
-    t_s: float
-    dt_s: float
-    active_rows: int  # rows that took a token from this pass
-    seq_len: int
-    kv_bytes: int
-    kv_bytes_predicted: int
-    padding_tokens: int
-    padding_bytes: int
-    cuda_allocated_bytes: int | None  # the CUDA allocator's growth since the batch began; None off CUDA
-
-
-@dataclass(frozen=True)
-class BatchTokenEvent(TokenEvent):
-    """A TokenEvent of one row. index counts the row's own tokens; dt_s is since the row's previous token (since
-    t0 for the first). seq_len is the row's length in the cache, padding included (its real tokens are its
-    prompt tokens + index); kv_bytes and kv_bytes_predicted are the row's share, the batch's figure / B."""
-
-    row: int
-
-
-@dataclass(frozen=True)
-class RowFinished:
-    """A row has ended: eos, max_new_tokens, context_full or cancelled. text is its whole output."""
-
-    row: int
-    t_s: float
-    reason: str
-    new_tokens: int
-    text: str
-
-
-@dataclass(frozen=True)
-class BatchSummary:
-    """What one batch measured. Times in seconds since the batch was received, rates per second, bytes in bytes.
-
-    ttft_s: the prefill's end, every row's first token. decode_step_median_s: the median BatchStep.dt_s over
-    decode steps (the forward pass alone). tokens_per_s: all rows' new tokens / e2e_s; per sequence: that / B.
-    decode_tokens_per_s: tokens from decode steps / (e2e_s - ttft_s).
-    """
-
-    model: str
-    device: str
-    dtype: str
-    mode: str
-    batch_size: int
-    prompt_tokens: tuple[int, ...]
-    padded_len: int
-    queue_s: float
-    tokenize_s: float
-    prefill_s: float
-    ttft_s: float
-    decode_steps: int
-    decode_step_median_s: float | None
-    new_tokens: int
-    e2e_s: float
-    tokens_per_s: float
-    tokens_per_s_per_sequence: float
-    decode_tokens_per_s: float | None
-    peak_kv_bytes: int
-    peak_padding_bytes: int
-
-
-@dataclass(frozen=True)
-class BatchFinished:
-    """The end of a batch: completed (every row ended on its own), cancelled, or failed (with error)."""
-
-    t_s: float
-    reason: str
-    summary: BatchSummary | None
-    error: str | None = None
-    bad_input: bool = False  # failed because of what was asked (too long a prompt), not a fault
-
-
-BatchEvent = (RequestReceived | Waiting | DeviceAcquired | BatchTokenized | PrefillDone | BatchStep
-              | BatchTokenEvent | RowFinished | BatchFinished)
-
-
-# ---- padding, positions, the forward pass -------------------------------------------------------------------
+# ---- padding -------------------------------------------------------------------------------------------------
 
 
 def pad_token_id(lm: LoadedModel) -> int:
@@ -229,172 +101,6 @@ def left_pad(prompt_ids: tuple[tuple[int, ...], ...], pad_id: int,
             torch.tensor(mask, dtype=torch.long, device=device))  # [B, L]
 
 
-def position_ids(mask: torch.Tensor) -> torch.Tensor:
-    """Each position's index among its row's real tokens: cumsum(mask) - 1, clamped at 0 (padding says 0).
-    mask [B, S] -> [B, S]; a row's first real token is at 0 however much padding precedes it."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def batch_logits(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
-    """One forward pass of the batch; the logits of each row's last position, [B, vocab].
-
-    input_ids [B, n] are the newest n positions (the whole padded sequence at prefill or without a cache, the one
-    token just sampled when decoding with it); mask [B, S] covers every position so far, cached ones included.
-    Only the last position's logits are computed (logits_to_keep=1), as steps.prefill does.
-    """
-    positions = position_ids(mask)[:, -input_ids.shape[1]:]  # [B, n]
-    kw = {cache_kwarg(model): cache} if cache is not None else {}
-    out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=cache is not None,
-                logits_to_keep=1, **kw)
-    return out.logits[:, -1, :]  # [B, vocab]
-
-
-def padding_bytes(lm: LoadedModel, mask: torch.Tensor) -> int:
-    """Bytes of the cache that hold padding (mask 0), layer by layer: a full layer holds every position of every
-    row, a sliding one the last window - 1 between passes (as transformers_cache_bytes counts)."""
-    per = token_layer_bytes(lm.arch, kv_dtype(lm.dtype_name), LATENT if transformers_keeps_mla_latent() else EXPANDED)
-    total = 0
-    for group in layer_groups(lm.arch):
-        kept = mask if group.window is None else mask[:, -(group.window - 1):]  # [B, kept]
-        total += int((kept == 0).sum()) * group.count * per
-    return total
-
-
-# ---- admission ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """An admitted batch: what the loop needs to run it."""
-
-    prompt_ids: tuple[tuple[int, ...], ...]
-    max_tokens: int  # max_new_tokens, or fewer when the context ends first (for the longest row)
-    limit_reason: str  # a row's finish when max_tokens are made: "max_new_tokens" or "context_full"
-    stop_ids: frozenset[int]  # tokens that end a row (EOS); empty when the request ignores EOS
-
-
-def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]]) -> BatchPlan | Refusal:
-    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the padded length against
-    the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
-    empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
-    if empty is not None:
-        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
-    width, context = max(len(ids) for ids in prompt_ids), lm.context_length
-    if context and width >= context:
-        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
-    max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - width)
-    refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
-    if refusal:
-        return Refusal(refusal)
-    return BatchPlan(prompt_ids=tuple(tuple(ids) for ids in prompt_ids), max_tokens=max_tokens,
-                     limit_reason="context_full" if max_tokens < req.max_new_tokens else "max_new_tokens",
-                     stop_ids=frozenset() if req.ignore_eos else eos_ids(lm))
-
-
-# ---- measuring ----------------------------------------------------------------------------------------------
-
-
-class BatchMeter:
-    """What one admitted batch has measured: the clock (read after a device sync), the cache's bytes, each row's
-    tokens and text, and the summary. It builds the step, token and finish events; it never runs the model."""
-
-    def __init__(self, lm: LoadedModel, req: BatchRequest, watch: Stopwatch, *, prompt_tokens: tuple[int, ...],
-                 queue_s: float, tokenized_s: float) -> None:
-        self._lm, self._req, self._watch = lm, req, watch
-        self._prompt_tokens, self._queue_s, self._tokenized_s = prompt_tokens, queue_s, tokenized_s
-        self._cuda = lm.device.type == "cuda"
-        self._base_alloc = torch.cuda.memory_allocated(lm.device) if self._cuda else 0  # before the cache
-        self._kv_dtype, self._mla_latent = kv_dtype(lm.dtype_name), transformers_keeps_mla_latent()
-        batch = len(prompt_tokens)
-        self._streams = [TextStream(lm.tokenizer) for _ in range(batch)]
-        self._texts: list[list[str]] = [[] for _ in range(batch)]
-        self._token_times: list[list[float]] = [[] for _ in range(batch)]
-        self._step_ends: list[float] = []
-        self._step_dts: list[float] = []
-        self._peak_kv = self._peak_padding = 0
-        self._pass_start = 0.0
-
-    def start_pass(self) -> None:
-        """Read the clock just before a forward pass (after the device has finished the work before it)."""
-        self._pass_start = self._watch.elapsed()
-
-    def clock(self, next_ids: torch.Tensor) -> tuple[list[int], float]:
-        """The end of a pass: the clock after the device synced, then the sampled ids ([B]) as ints."""
-        t = self._watch.elapsed()
-        return next_ids.tolist(), t
-
-    def step(self, step: int, t: float, ids: list[int], running: list[bool], ends: dict[int, str],
-             mask: torch.Tensor, cache) -> list[BatchEvent]:
-        """The events of one pass: PrefillDone (step 0), BatchStep, a token per running row, each row that ended."""
-        self._step_ends.append(t)
-        self._step_dts.append(t - self._pass_start)
-        batch, seq_len = mask.shape  # mask [B, seq_len]: every position in the cache after this pass
-        cached = cache is not None
-        kv = cache_nbytes(cache) if cached else 0
-        predicted = (transformers_cache_bytes(self._lm.arch, batch, seq_len, self._kv_dtype, self._mla_latent)
-                     if cached else 0)
-        pad_bytes = padding_bytes(self._lm, mask) if cached else 0
-        self._peak_kv, self._peak_padding = max(self._peak_kv, kv), max(self._peak_padding, pad_bytes)
-        events: list[BatchEvent] = []
-        if step == 0:
-            events.append(PrefillDone(t_s=t, prefill_s=t - self._tokenized_s, prompt_tokens=sum(self._prompt_tokens)))
-        alloc = torch.cuda.memory_allocated(self._lm.device) - self._base_alloc if self._cuda else None
-        events.append(BatchStep(
-            step=step, phase="prefill" if step == 0 else "decode", t_s=t, dt_s=self._step_dts[-1],
-            active_rows=sum(running), seq_len=seq_len, kv_bytes=kv, kv_bytes_predicted=predicted,
-            padding_tokens=int((mask == 0).sum()), padding_bytes=pad_bytes,
-            cuda_allocated_bytes=alloc))
-        for row in (r for r, on in enumerate(running) if on):
-            events.append(self._token(row, ids[row], t, seq_len, kv // batch, predicted // batch))
-        events += [self._row_finished(row, t, reason) for row, reason in ends.items()]
-        return events
-
-    def _token(self, row: int, token_id: int, t: float, seq_len: int, kv: int, predicted: int) -> BatchTokenEvent:
-        times = self._token_times[row]
-        text = self._streams[row].put(token_id)
-        self._texts[row].append(text)
-        event = BatchTokenEvent(
-            index=len(times), token_id=token_id, text=text, phase="prefill" if not times else "decode",
-            dt_s=t - (times[-1] if times else 0.0), t_s=t, seq_len=seq_len, kv_bytes=kv, kv_bytes_predicted=predicted,
-            cuda_allocated_bytes=None, row=row)
-        times.append(t)
-        return event
-
-    def _row_finished(self, row: int, t: float, reason: str) -> RowFinished:
-        self._texts[row].append(self._streams[row].end())
-        return RowFinished(row=row, t_s=t, reason=reason, new_tokens=len(self._token_times[row]),
-                           text="".join(self._texts[row]))
-
-    def cancelled(self, running: list[bool]) -> list[BatchEvent]:
-        """Every row still running ends as cancelled, now."""
-        t = self._watch.elapsed()
-        return [self._row_finished(row, t, "cancelled") for row, on in enumerate(running) if on]
-
-    def finished(self, reason: str) -> BatchFinished:
-        """The end of a batch that did not fail, with its summary (None when no pass ran)."""
-        return BatchFinished(t_s=self._watch.elapsed(), reason=reason, summary=self.summary())
-
-    def failed(self, error: str) -> BatchFinished:
-        return BatchFinished(t_s=self._watch.elapsed(), reason="failed", summary=None, error=error)
-
-    def summary(self) -> BatchSummary | None:
-        """The batch's metrics from the passes so far (BatchSummary says what each one counts)."""
-        if not self._step_ends:
-            return None
-        lm, batch = self._lm, len(self._prompt_tokens)
-        ttft, e2e = self._step_ends[0], self._step_ends[-1]
-        new_tokens = sum(len(times) for times in self._token_times)
-        rate = new_tokens / e2e
-        return BatchSummary(
-            model=lm.spec, device=str(lm.device), dtype=lm.dtype_name, mode=self._req.mode, batch_size=batch,
-            prompt_tokens=self._prompt_tokens, padded_len=max(self._prompt_tokens), queue_s=self._queue_s,
-            tokenize_s=self._tokenized_s - self._queue_s, prefill_s=ttft - self._tokenized_s, ttft_s=ttft,
-            decode_steps=len(self._step_dts) - 1, decode_step_median_s=percentile(self._step_dts[1:], 50),
-            new_tokens=new_tokens, e2e_s=e2e, tokens_per_s=rate, tokens_per_s_per_sequence=rate / batch,
-            decode_tokens_per_s=(new_tokens - batch) / (e2e - ttft) if e2e > ttft else None,
-            peak_kv_bytes=self._peak_kv, peak_padding_bytes=self._peak_padding)
-
-
 # ---- the loop -----------------------------------------------------------------------------------------------
 
 
@@ -414,20 +120,19 @@ def generate_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event |
 
 def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, watch: Stopwatch,
                    queue_s: float) -> Iterator[BatchEvent]:
-    """Tokenize every row, admit the batch, run its passes; a fault on the device ends it as failed."""
+    """Tokenize every row, then admission, then the passes under their meter (loop.admitted_run)."""
     encoded = [encode_prompt(lm, prompt, req.chat_template) for prompt in req.prompts]
     lengths = tuple(len(ids) for ids, _ in encoded)
     tokenized_s = watch.elapsed()
     yield BatchTokenized(t_s=tokenized_s, prompt_tokens=lengths, padded_len=max(lengths),
                          padding_tokens=len(lengths) * max(lengths) - sum(lengths),
                          chat_template=any(templated for _, templated in encoded))
-    plan = admit_batch(lm, req, [ids for ids, _ in encoded])
-    if isinstance(plan, Refusal):
-        yield BatchFinished(t_s=watch.elapsed(), reason="failed", summary=None, error=plan.reason, bad_input=True)
-        return
-    meter = BatchMeter(lm, req, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
-    yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
-                           lambda: f"with a batch of {len(lengths)}")
+
+    def start(plan: BatchPlan) -> tuple[BatchMeter, Generator[BatchEvent, None, str]]:
+        meter = BatchMeter(lm, req.mode, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
+        return meter, _forward_passes(lm, req, plan, cancel, meter)
+
+    yield from admitted_run(lm, watch, admit_batch(lm, req, [ids for ids, _ in encoded]), BatchFinished, start)
 
 
 def row_ends(ids: list[int], running: list[bool], plan: BatchPlan, last: bool) -> dict[int, str]:
@@ -464,7 +169,7 @@ def _forward_passes(lm: LoadedModel, req: BatchRequest, plan: BatchPlan, cancel:
             meter.start_pass()
             # With the cache only the newest column goes in after the prefill; without it, everything again.
             fresh = sequence if cache is None or step == 0 else sequence[:, -1:]
-            next_ids = batch_logits(model, fresh, mask, cache).argmax(dim=-1)  # [B]
+            next_ids = batch_step(model, fresh, mask, cache).argmax(dim=-1)  # [B]
             ids, t = meter.clock(next_ids)
             ends = row_ends(ids, running, plan, last=step == plan.max_tokens - 1)
             yield from meter.step(step, t, ids, running, ends, mask, cache)

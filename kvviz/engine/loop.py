@@ -15,23 +15,26 @@ happen. In order:
 
 Everything measured (timestamps read after a device sync, the cache's bytes, the text) is measured by
 the Meter (kvviz.engine.meter), which also builds the events. The CLI, the app and the benchmarks all
-consume this same loop. It knows models and tokenizers, not user interfaces.
+consume this same loop. A batch (kvviz.engine.batch) shares all of it but _forward_passes: the queue, admission's
+rules, the steps, the meter's parts and the end of a run (admitted_run, metered_run); it has its own loop over
+B rows, and its docstring says why. It knows models and tokenizers, not user interfaces.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import torch
 
 from kvviz.base.device import Stopwatch
 from kvviz.base.errors import first_line
-from kvviz.engine.admission import Plan, Refusal, admit, encode_prompt
+from kvviz.engine.admission import BatchPlan, Plan, Refusal, admit, encode_prompt
 from kvviz.engine.compiled import StaticDecoder, static_decoder
-from kvviz.engine.events import Event, Finished, PromptTokenized, TokenEvent
+from kvviz.engine.events import BatchFinished, Event, Finished, PromptTokenized, TokenEvent
 from kvviz.engine.loading import LoadedModel
-from kvviz.engine.meter import Meter
+from kvviz.engine.meter import BatchMeter, Meter
 from kvviz.engine.queueing import on_device
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.steps import decode_step, new_cache, prefill, sample, uncached_step
@@ -52,29 +55,39 @@ def generate(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | 
 
 def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event, watch: Stopwatch,
                    queue_s: float) -> Iterator[Event]:
-    """Admission, then the forward passes, then the finish; a fault on the device ends it as failed."""
+    """Tokenize, then admission, then the forward passes under their meter (admitted_run)."""
     ids, templated = encode_prompt(lm, req.prompt, req.chat_template)
     tokenized_s = watch.elapsed()
     yield PromptTokenized(t_s=tokenized_s, prompt_tokens=len(ids), chat_template=templated)
-    plan = admit(lm, req, ids)
+
+    def start(plan: Plan) -> tuple[Meter, Generator[Event, None, str]]:
+        meter = Meter(lm, req.mode, watch, prompt_tokens=len(ids), queue_s=queue_s, tokenized_s=tokenized_s,
+                      static_tokens=plan.static_tokens)
+        return meter, _forward_passes(lm, req, plan, cancel, meter)
+
+    yield from admitted_run(lm, watch, admit(lm, req, ids), Finished, start)
+
+
+def admitted_run(lm: LoadedModel, watch: Stopwatch, plan: Plan | BatchPlan | Refusal,
+                 end: type[Finished] | type[BatchFinished],
+                 start: Callable[[Any], tuple[Meter | BatchMeter, Generator]]) -> Iterator:
+    """What follows admission, for a single sequence and a batch alike: a Refusal ends the run as bad input (an
+    `end` event, nothing run); a plan runs the forward passes that start(plan) returns with their meter."""
     if isinstance(plan, Refusal):
-        yield Finished(t_s=watch.elapsed(), reason="failed", text="", summary=None, error=plan.reason,
-                       bad_input=True)
+        yield end(t_s=watch.elapsed(), reason="failed", summary=None, error=plan.reason, bad_input=True)
         return
-    meter = Meter(lm, req.mode, watch, prompt_tokens=len(ids), queue_s=queue_s, tokenized_s=tokenized_s,
-                  static_tokens=plan.static_tokens)
-    yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
-                           lambda: f"after {meter.tokens} tokens")
+    meter, passes = start(plan)
+    yield from metered_run(lm, passes, meter)
 
 
-def metered_run(lm: LoadedModel, passes: Generator, meter, where: Callable[[], str]) -> Iterator:
+def metered_run(lm: LoadedModel, passes: Generator, meter: Meter | BatchMeter) -> Iterator:
     """Run the forward passes (a generator of events returning the finish reason) and end with the meter's
-    finish, or with its failure in one line: out of memory on the device (`where` says after what) or another
-    fault of the device. The one way a run ends, for a single sequence and a batch."""
+    finish, or with its failure in one line: out of memory on the device (meter.where() says after what) or
+    another fault of the device. The one way a run ends, for a single sequence and a batch."""
     try:
         reason = yield from passes
     except torch.OutOfMemoryError as exc:
-        failure = f"out of memory on {lm.device} {where()}: {first_line(exc)}"
+        failure = f"out of memory on {lm.device} {meter.where()}: {first_line(exc)}"
     except RuntimeError as exc:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
     else:

@@ -3,7 +3,8 @@
 Definitions follow ../reference/metrics.md: t0 is the moment the request was received (before it
 waited for the device); TTFT = first token - t0; ITL = gaps between tokens after the first;
 E2E = last token - t0; TPOT = (E2E - TTFT) / (n - 1). The lesson's own keys (prompt_tokens,
-new_tokens, ttft_s, tpot_s, tokens_per_s) keep their meaning. This module only does arithmetic.
+new_tokens, ttft_s, tpot_s, tokens_per_s) keep their meaning. A batch's summary (BatchSummary) counts per
+forward pass of B rows. This module only does arithmetic.
 """
 
 from __future__ import annotations
@@ -60,6 +61,37 @@ class RunSummary:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """What one batch measured. Times in seconds since the batch was received, rates per second, bytes in bytes.
+
+    ttft_s: the prefill's end, every row's first token. decode_step_median_s: the median BatchStep.dt_s over
+    decode steps (the forward pass alone). tokens_per_s: all rows' new tokens / e2e_s; per sequence: that / B.
+    decode_tokens_per_s: tokens from decode steps / (e2e_s - ttft_s).
+    """
+
+    model: str
+    device: str
+    dtype: str
+    mode: str
+    batch_size: int
+    prompt_tokens: tuple[int, ...]
+    padded_len: int
+    queue_s: float
+    tokenize_s: float
+    prefill_s: float
+    ttft_s: float
+    decode_steps: int
+    decode_step_median_s: float | None
+    new_tokens: int
+    e2e_s: float
+    tokens_per_s: float
+    tokens_per_s_per_sequence: float
+    decode_tokens_per_s: float | None
+    peak_kv_bytes: int
+    peak_padding_bytes: int
 
 
 def decode_bandwidth(step_bytes: float | None, decode_tokens_per_s: float | None) -> float | None:

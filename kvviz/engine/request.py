@@ -5,7 +5,8 @@ ValueError with one line naming the first bad one, in the same words whoever bui
 outside (the page, the web API, the command line) come in through GenerationRequest.from_untrusted,
 which also applies the host's limits (kvviz.engine.hosting) and reads a cleared field as its default.
 The prompt's length in tokens is known only once it is tokenized, so the host's prompt limit travels
-with the request and the engine applies it. The request also names how it decodes, one of MODES: with the
+with the request and the engine applies it. BatchRequest is B prompts decoded together (kvviz.engine.batch),
+checked by the same rules for the fields they share. The request also names how it decodes, one of MODES: with the
 KV cache (cached), without it (uncached), or with the cache preallocated and the decode step compiled
 (static). Nothing here knows models, gradio or the worker.
 """
@@ -24,6 +25,7 @@ MAX_TOP_K = 1_000_000  # more than any vocabulary: the filter is then off
 MAX_SEED = 2**64 - 1  # the largest seed torch.Generator accepts
 MIN_STATIC_TOKENS = 8  # the shortest static cache a request may pin (its compile's warm-up writes four positions)
 MAX_STATIC_TOKENS = 32_768  # the longest static cache a request may ask for (it is allocated whole, up front)
+MAX_BATCH = 1024  # prompts in one batch; memory binds long before this on any real model
 
 # The ways a request decodes, and how each is named where people read it.
 MODES = ("cached", "uncached", "static")
@@ -79,8 +81,7 @@ class GenerationRequest:
             _whole(self.seed, "seed", 0, MAX_SEED)
         if self.max_prompt_tokens is not None:
             _whole(self.max_prompt_tokens, "max_prompt_tokens", 1, MAX_PROMPT_CHARS)
-        for name in ("use_cache", "chat_template", "ignore_eos", "static"):
-            flag(getattr(self, name), LABELS[name])
+        _flags(self, "use_cache", "chat_template", "ignore_eos", "static")
         if self.static and not self.use_cache:
             raise ValueError("static needs use_cache: the static mode is the cached loop on a preallocated cache")
         if self.static_tokens is not None:
@@ -124,3 +125,41 @@ class GenerationRequest:
 def _whole(value: object, name: str, low: int, high: int) -> int:
     """A request holds ints, not integral floats: from_untrusted converts what a caller sent."""
     return whole_number(value, LABELS[name], low, high, integral_floats=False)
+
+
+def _flags(request: object, *names: str) -> None:
+    for name in names:
+        flag(getattr(request, name), LABELS[name])
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """B prompts to decode together, greedily. Checked when built: ValueError with one line naming the bad value."""
+
+    prompts: tuple[str, ...]
+    max_new_tokens: int = 64
+    use_cache: bool = True
+    chat_template: bool = False
+    ignore_eos: bool = False  # every row runs to max_new_tokens whatever it emits (benchmarks do this)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompts, list):
+            object.__setattr__(self, "prompts", tuple(self.prompts))
+        if not isinstance(self.prompts, tuple):
+            raise ValueError("prompts must be a tuple of texts")
+        if not 1 <= len(self.prompts) <= MAX_BATCH:
+            raise ValueError(f"a batch needs between 1 and {MAX_BATCH:,} prompts, got {len(self.prompts):,}")
+        for i, prompt in enumerate(self.prompts):
+            if not text(prompt, f"prompt {i + 1} of the batch", MAX_PROMPT_CHARS).strip():
+                raise ValueError(f"prompt {i + 1} of the batch is empty")
+        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+        _flags(self, "use_cache", "chat_template", "ignore_eos")
+
+    @property
+    def mode(self) -> str:
+        """"cached" or "uncached": a batch has no static mode."""
+        return "cached" if self.use_cache else "uncached"
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.prompts)

@@ -5,11 +5,15 @@
     uncached_step(model, sequence)       no cache: the whole sequence again, every step
     new_static_cache(model, length)      a cache preallocated for `length` tokens (the static mode's; its
                                          compiled decode step lives in kvviz.engine.compiled)
+    batch_step(model, ids, mask, cache)  B left-padded rows at once (kvviz.engine.batch): the prefill, a decode
+                                         step or an uncached step of all of them, by what goes in
 
-Each returns the logits of the next token only ([1, vocab]); sample() picks it. In transformers one forward
-serves all three: what differs is what goes in (the prompt, one token, everything) and whether a cache
-comes along. Batch is 1 throughout. This module knows models and caches; it does not time, measure,
-tokenize or decide when to stop (kvviz.engine.loop does).
+The single-sequence steps return the logits of the next token only ([1, vocab]); sample() picks it. In
+transformers one forward serves all of them: what differs is what goes in (the prompt, one token, everything)
+and whether a cache comes along. Every forward pass here takes its keyword arguments from forward_kwargs, the
+one place that decides the cache's argument and whether the model computes the last position's logits alone.
+This module knows models and caches; it does not time, measure, tokenize or decide when to stop
+(kvviz.engine.loop and kvviz.engine.batch do).
 """
 
 from __future__ import annotations
@@ -124,6 +128,23 @@ def uncached_step(model: torch.nn.Module, sequence: torch.Tensor) -> torch.Tenso
     seq_len tokens each time, so a step's work grows with the sequence. Logits [1, vocab]."""
     # sequence: [1, seq_len]
     return _next_token_logits(model, sequence, None)
+
+
+def position_ids(mask: torch.Tensor) -> torch.Tensor:
+    """Each position's index among its row's real tokens: cumsum(mask) - 1, clamped at 0 (padding says 0).
+    mask [B, S] -> [B, S]; a row's first real token is at 0 however much padding precedes it."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def batch_step(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
+    """One forward pass of a left-padded batch; the logits of each row's last position, [B, vocab].
+
+    input_ids [B, n] are the newest n positions (the whole padded sequence at prefill or without a cache, the one
+    token just sampled when decoding with it); mask [B, S] covers every position so far, cached ones included.
+    """
+    positions = position_ids(mask)[:, -input_ids.shape[1]:]  # [B, n]
+    out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, **forward_kwargs(model, cache))
+    return out.logits[:, -1, :]  # [B, vocab]
 
 
 def sample(logits: torch.Tensor, req: GenerationRequest, generator: torch.Generator | None) -> torch.Tensor:

@@ -160,6 +160,24 @@ def test_a_row_that_meets_eos_stops_while_the_others_run_on(tiny):
     assert isinstance(events[-1], BatchFinished) and events[-1].reason == "completed"
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_batch_of_one_is_the_single_run_token_for_token(tiny, use_cache):
+    """A batch of one prompt goes through the same admission, meter and events as the single loop: the same tokens
+    with the same index, phase, text, seq_len, cache bytes (measured and predicted), finish reason and whole text;
+    only the times differ. A field that differs names a rule the two paths no longer share."""
+    limit = 30  # EOS_PROMPT ends on its own before this: the EOS rule is compared too
+    single, fin = run_to_end(tiny, GenerationRequest(EOS_PROMPT, max_new_tokens=limit, use_cache=use_cache,
+                                                     chat_template=False))
+    events = list(generate_batch(tiny, BatchRequest((EOS_PROMPT,), max_new_tokens=limit, use_cache=use_cache)))
+    batched = [e for e in events if isinstance(e, BatchTokenEvent)]
+    fields = ("index", "token_id", "text", "phase", "seq_len", "kv_bytes", "kv_bytes_predicted")
+    assert [tuple(getattr(e, f) for f in fields) for e in batched] == [
+        tuple(getattr(e, f) for f in fields) for e in single]
+    (end,) = [e for e in events if isinstance(e, RowFinished)]
+    assert end.reason == fin.reason == "eos", "the EOS rule differs"
+    assert end.text == fin.text and end.new_tokens == len(single) < limit
+
+
 def test_uncached_batch_equals_cached_batch(tiny):
     """Without a cache the batch re-reads every padded position each step and picks the same tokens; it holds no KV."""
     req = BatchRequest(PROMPTS, max_new_tokens=16)

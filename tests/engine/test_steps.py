@@ -7,7 +7,15 @@ import torch
 
 from kvviz.engine.admission import encode_prompt
 from kvviz.engine.loading import load_model
-from kvviz.engine.steps import cache_kwarg, decode_step, new_cache, prefill, uncached_step
+from kvviz.engine.steps import (
+    batch_step,
+    cache_kwarg,
+    decode_step,
+    forward_kwargs,
+    new_cache,
+    prefill,
+    uncached_step,
+)
 from tests.tiny import FAMILIES
 
 PROMPT = "用三句话解释 LLM 推理中的 KV Cache。"
@@ -72,3 +80,47 @@ def test_cache_kwarg_names_a_parameter_of_the_forward(tiny_models):
 
     lm = load_model(str(tiny_models["qwen2"]))
     assert cache_kwarg(lm.model) in inspect.signature(lm.model.forward).parameters
+
+
+def _tiny_trocr():
+    """A random TrOCR text decoder, built in memory: one of the transformers causal LMs (8 of 196 in 5.x) whose
+    forward has no logits_to_keep (it swallows unknown keywords in **kwargs and computes every position's logits)."""
+    from transformers import TrOCRConfig, TrOCRForCausalLM
+
+    torch.manual_seed(0)
+    config = TrOCRConfig(vocab_size=64, d_model=32, decoder_layers=2, decoder_attention_heads=2, decoder_ffn_dim=64,
+                         max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         decoder_start_token_id=1)
+    return TrOCRForCausalLM(config).eval()
+
+
+def _recording(model) -> list[dict]:
+    """The keyword arguments of every forward call `model` gets from now on."""
+    calls, forward = [], model.forward
+
+    def record(*args, **kwargs):
+        calls.append(kwargs)
+        return forward(*args, **kwargs)
+
+    model.forward = record
+    return calls
+
+
+def test_logits_to_keep_only_for_a_forward_that_takes_it(tiny_models):
+    """Every step, the batch's included, asks for the last position alone only of a model whose forward has
+    logits_to_keep, and gives the same logits as the model's plain forward either way."""
+    trocr, qwen = _tiny_trocr(), load_model(str(tiny_models["qwen2"])).model
+    assert "logits_to_keep" not in forward_kwargs(trocr, None), "the rule must read the model's forward signature"
+    assert forward_kwargs(qwen, None)["logits_to_keep"] == 1
+    ids = torch.tensor([[5, 9, 3, 7], [8, 4, 6, 11]])  # [2, 4], no padding: positions are the plain ones
+    mask = torch.ones_like(ids)
+    for model, keeps in ((trocr, False), (qwen, True)):
+        calls = _recording(model)
+        with torch.inference_mode():
+            batched = batch_step(model, ids, mask, None)  # [2, vocab]
+            single = uncached_step(model, ids[:1])  # [1, vocab]
+            full = model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, -1, :]
+        assert [("logits_to_keep" in kw) for kw in calls[:2]] == [keeps, keeps], (
+            f"{type(model).__name__}: logits_to_keep passed where the forward lacks it, or left out where it has it")
+        torch.testing.assert_close(batched, full)
+        torch.testing.assert_close(single, full[:1])
