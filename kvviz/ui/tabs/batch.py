@@ -34,7 +34,7 @@ from kvviz.ui.tabs.common import (
 )
 from kvviz.ui.worker import Batch, BatchSweep
 
-MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.batch.MAX_BATCH)
+MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.request.MAX_BATCH)
 
 
 @dataclass(frozen=True)
