@@ -137,7 +137,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
                 generation = generation_tab(default_model, policy, sessions, lang)
             tabs.append(tab)
             with gr.Tab(L("tab.compare"), id="compare") as tab:
-                compare_tab(default_model, policy, lang)
+                compare_tab(default_model, policy, sessions, lang)
             tabs.append(tab)
             with gr.Tab(L("tab.batch"), id="batch") as tab:
                 batch = batch_tab(default_model, policy, sessions, lang)

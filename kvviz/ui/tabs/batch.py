@@ -21,7 +21,7 @@ from kvviz.i18n import t
 from kvviz.ui import batch_figures, batch_run_figures, batch_text
 from kvviz.ui.lang import L
 from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows, sweep_history_rows
-from kvviz.ui.sessions import SessionStore
+from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.common import (
     CHAT_EXAMPLES,
     DEVICE,
@@ -71,7 +71,9 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
             # On, as on the live-generation tab: an instruct model answers a raw prompt with an end of turn at once;
             # the engine applies the template only where the tokenizer has one (tiny has none).
             chat_template = gr.Checkbox(True, label=L("batch.chat_template"), elem_id="batch-chat-template")
-            go = gr.Button(L("batch.run"), variant="primary", elem_id="batch-run")
+            with gr.Row():
+                go = gr.Button(L("batch.run"), variant="primary", elem_id="batch-run")
+                stop_run = gr.Button(L("generation.stop"), variant="stop", elem_id="batch-stop")
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="batch-summary")
             rows = gr.DataFrame(label=L("batch.rows"), interactive=False, elem_id="batch-rows")
@@ -86,7 +88,9 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         sweep_new = gr.Slider(2, 256, value=16, step=1, label=L("batch.sweep.new_tokens"), elem_id="sweep-new-tokens")
         sweep_top = gr.Slider(1, top, value=min(16, top), step=1, label=L("batch.sweep.max_batch"),
                               elem_id="sweep-max-batch")
-        sweep_go = gr.Button(L("batch.sweep.run"), variant="primary", elem_id="sweep-run")
+        with gr.Column(min_width=160):
+            sweep_go = gr.Button(L("batch.sweep.run"), variant="primary", elem_id="sweep-run")
+            stop_sweep = gr.Button(L("generation.stop"), variant="stop", elem_id="sweep-stop")
     sweep_text = gr.Markdown(elem_id="sweep-text")
     with gr.Row():
         step_plot = gr.Plot(show_label=False, elem_id="sweep-step")
@@ -144,4 +148,10 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                            [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot, last_sweep],
                            api_name="batch_sweep",
                            concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+    def stop(request: gr.Request):
+        """Stop this session's running batch or sweep before its next forward pass."""
+        sessions.stop(session_id(request))
+
+    for button in (stop_run, stop_sweep):
+        button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)
     return BatchTab(ran, last, swept, last_sweep)

@@ -15,6 +15,7 @@ from kvviz.i18n import t
 from kvviz.ui import figures
 from kvviz.ui.lang import L
 from kvviz.ui.present import compare_verdict, time_limit_message
+from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
@@ -33,16 +34,18 @@ from kvviz.ui.worker import Compare
 OUTPUTS = 8  # verdict, three texts, four figures
 
 
-def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
+def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, lang: gr.Radio) -> None:
     """Both modes side by side: texts, per-token latency, total time, the prediction, agreement."""
     gr.Markdown(L("compare.intro"))
     with gr.Row():
-        model = model_picker(policy, default_model, scale=2)
+        model = model_picker(policy, default_model, scale=2, elem_id="compare-model")
         # A long answer: a clear curve.
         prompt = gr.Textbox(label=L("generation.prompt"), value=EXAMPLE_PROMPTS[0], scale=3)
-        max_new_tokens = max_new_slider(policy, 512, scale=2)
+        max_new_tokens = max_new_slider(policy, 512, scale=2, elem_id="compare-max-new")
         static = gr.Checkbox(False, label=L("compare.static"), elem_id="compare-static", scale=1)
-        go = gr.Button(L("compare.go"), variant="primary", elem_id="compare-btn", scale=1)
+        with gr.Column(scale=1, min_width=120):
+            go = gr.Button(L("compare.go"), variant="primary", elem_id="compare-btn")
+            stop_button = gr.Button(L("generation.stop"), variant="stop", elem_id="compare-stop")
     verdict = gr.Markdown(elem_id="compare-verdict")
     with gr.Row():
         cached_text = gr.Textbox(label=L("compare.with"), lines=6)
@@ -55,14 +58,16 @@ def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
         work = gr.Plot(show_label=False)
         bandwidth = gr.Plot(show_label=False)
 
-    def compare(model, prompt, max_new_tokens, static=False, lang="en", progress=gr.Progress()):
+    def compare(model, prompt, max_new_tokens, static=False, lang="en", request: gr.Request = None,
+                progress=gr.Progress()):
         """Generate greedily with the KV cache and without it, and with static also on a static cache with a
         compiled step; the verdict (speedups, agreement, every mode's figures, why the fast path is faster),
         the texts (the static one empty when it did not run) and four figures: per-token latency, total time
         against the prediction, the work per step and the decode bandwidth against the device's limit; all in `lang`."""
         req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
         job, _ = start(model, Compare(req), policy, lang)
-        with held(job):  # loading fills the first half of the bar; the two runs, which report nothing, the second
+        # Stop reaches the job; loading fills the first half of the bar, the runs the second
+        with held(job, sessions, request):
             outcome = yield from follow(job, progress, lang, unchanged(OUTPUTS), loading=0.5,
                                         on_loaded=lambda _: progress(0.5, desc=t("compare.progress", lang)))
         result = outcome.answer.comparison if outcome.answer is not None else None
@@ -82,3 +87,9 @@ def compare_tab(default_model: str, policy: HostPolicy, lang: gr.Radio) -> None:
     go.click(compare, [model, prompt, max_new_tokens, static, lang],
              [verdict, cached_text, uncached_text, static_text, latency, cumulative, work, bandwidth],
              api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+
+    def stop(request: gr.Request):
+        """Stop this session's running comparison within a token."""
+        sessions.stop(session_id(request))
+
+    stop_button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)
