@@ -8,6 +8,7 @@ test after it runs requests of the same shape, which must reuse it.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 
@@ -261,3 +262,17 @@ def test_with_mode_round_trips():
     assert GenerationRequest.from_untrusted(PROMPT, 8, static=True).mode == "static"
     with pytest.raises(ValueError, match="unknown mode"):
         req.with_mode("fast")
+
+
+def test_the_compile_cache_outlives_tmp(monkeypatch, tmp_path):
+    """Unset, inductor's cache goes to kvviz's folder in the user's cache (XDG_CACHE_HOME here), not /tmp; a
+    folder the user (or inductor, once it compiled) set already is left as it is."""
+    from kvviz.engine.compiled import persist_compile_cache
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    persist_compile_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "kvviz" / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere/else")
+    persist_compile_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere/else"
