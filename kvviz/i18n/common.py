@@ -7,6 +7,9 @@ from kvviz.i18n import register
 EN = {
     "app.title": "kvviz: how LLM inference really behaves",
     "app.intro": "# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT.",
+    "app.start": "**New here?** A student or a teacher starts with the **Lesson**: its six questions, each answered "
+                 "from a run you make on this page. An engineer sizing GPUs starts with the calculator below.",
+    "app.start_lesson": "Start the lesson →",
     "app.language": "Language / 语言",
     "tab.calculator": "KV-cache calculator",
     "tab.generation": "Live generation",
@@ -35,6 +38,9 @@ ZH = {
     "app.title": "kvviz：看清 LLM 推理的真实行为",
     "app.intro": "# kvviz\n看清 LLM 推理的真实行为：KV Cache、预填充（prefill）与解码（decode）、"
                  "首 token 延迟（TTFT）与每 token 延迟（TPOT）。",
+    "app.start": "**第一次来？** 学生和老师从**课程**开始：六个问题，每个都用你在本页跑出的结果来回答。"
+                 "要为部署估算 GPU 的工程师，从下面的计算器开始。",
+    "app.start_lesson": "开始课程 →",
     "app.language": "Language / 语言",
     "tab.calculator": "KV Cache 显存计算器",
     "tab.generation": "实时生成",

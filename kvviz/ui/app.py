@@ -124,7 +124,12 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
     engine = engine or LocalEngine()
     with CountedBlocks(title="kvviz: how LLM inference really behaves") as demo:
         with gr.Row():
-            gr.Markdown(L("app.intro"))
+            with gr.Column(scale=4):
+                gr.Markdown(L("app.intro"))
+                with gr.Row(equal_height=True):  # where to start, for each kind of visitor
+                    gr.Markdown(L("app.start"), elem_id="start-here")
+                    start_lesson = gr.Button(L("app.start_lesson"), size="sm", scale=0, min_width=180,
+                                             elem_id="start-lesson")
             lang = language_switch()
         note = gr.Markdown(policy.note(), elem_id="hosted-note") if policy.hosted else None
         runs = gr.State(RunHistory())
@@ -156,6 +161,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
                     tab_set, "generation", "compare", "calculator", "batch", generation.prompt, calculator.control))
             tabs.append(tab)
 
+        start_lesson.click(lambda: gr.Tabs(selected="lesson"), None, tab_set, api_visibility="private", queue=False)
         generation.generated.then(
             draw_finished_run(sessions), [runs, lang],
             [lifecycle.timeline, lifecycle.ttft, runs, history.table, history.run_picker],

@@ -105,3 +105,15 @@ def test_show_me_scrolls_to_the_answer(browser, app_url, question, target, tab, 
     if question == 5:
         page.screenshot(path=str(shots / "lesson-q5.png"))
     page.close()
+
+
+@pytest.mark.parametrize("locale,button,question", [("en-US", "Start the lesson →", "In your own words"),
+                                                    ("zh-CN", "开始课程 →", "用自己的话")])
+def test_start_here_opens_the_lesson(browser, app_url, locale, button, question):  # noqa: F811
+    """A first visit shows where to start above the tabs; its button opens the Lesson on its first question."""
+    page = open_page(browser, app_url, locale)
+    expect(page.locator("#start-here")).to_contain_text("Lesson" if locale == "en-US" else "课程")
+    page.get_by_role("button", name=button).click()
+    expect(page.locator("#lesson-open-1")).to_be_visible()
+    expect(page.get_by_text(question).first).to_be_visible()
+    page.close()
