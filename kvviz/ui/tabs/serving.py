@@ -251,7 +251,7 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         try:
             plan = plan_from_page(values, policy, engine)
         except (ValueError, EndpointError) as exc:
-            raise refusal(exc, lang) from None
+            yield from said_and_raised(refusal(exc, lang), lang)
         job, session, started = LiveJob(plan), session_id(request), time.monotonic()
         sessions.begin(session, job)
         try:
@@ -261,11 +261,17 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
             job.stop()  # Stop pressed, the tab closed, the call cancelled: the load ends now
             sessions.end(session, job)
         if job.error is not None:
-            raise refusal(job.error, lang)
+            yield from said_and_raised(refusal(job.error, lang), lang)
         outcome = job.outcome
         if outcome is None or not outcome.runs:
-            raise refusal(t("serving.refuse.no_run", lang), lang)
+            yield from said_and_raised(refusal(t("serving.refuse.no_run", lang), lang), lang)
         yield (*final_update(outcome, lang), {"rows": history_rows(outcome), "outcome": outcome, "at": time.time()})
+
+    def said_and_raised(failed: gr.Error, lang: str) -> Generator[tuple, None, None]:
+        """The failure written in the status line (a toast fades; the plots keep what they showed), then raised
+        for the toast and the API."""
+        yield (t("generation.failed", lang, message=failed.message), *(gr.skip(),) * 13)
+        raise failed
 
     def stop(request: gr.Request):
         sessions.stop(session_id(request))
@@ -317,10 +323,10 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
               shared_prefix, output_tokens, requests, duration, max_concurrency, per_level, slo_ttft, slo_tpot, lang],
         [status, tput, inflight, kv, timeline, ttft, lifecycle, sweep_tput, sweep_latency, tradeoff, prefix,
          explanation, as_json, last], api_name="serve", concurrency_id=SERVING, concurrency_limit=1,
-        preprocess=False)
+        preprocess=False, show_progress="hidden")  # the status line says it all, live, and a failure too
     halt.click(stop, None, None, api_name="stop_serving", concurrency_limit=None, queue=False)
     side_last = gr.State(None)
     compared = side_go.click(on_engine, [local_model, last, lang], [side_text, side_plot, side_last],
                              api_name="serve_on_engine", concurrency_id=DEVICE, concurrency_limit=1,
-                             preprocess=False)
+                             preprocess=False, show_progress_on=side_text)
     return ServingTab([(finished, last), (compared, side_last)], kind)
