@@ -47,7 +47,7 @@ import pandas as pd
 import torch
 
 from kvviz.base.device import Stopwatch
-from kvviz.base.inputs import flag, text, whole_number
+from kvviz.base.inputs import flag, whole_number
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import (
     EXPANDED,
@@ -63,7 +63,7 @@ from kvviz.engine.loading import LoadedModel, transformers_keeps_mla_latent
 from kvviz.engine.loop import metered_run, run_to_end
 from kvviz.engine.metrics import percentile
 from kvviz.engine.queueing import on_device
-from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, GenerationRequest
+from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, GenerationRequest, prompt_text
 from kvviz.engine.steps import cache_kwarg, cache_nbytes, new_cache, uncached_step
 from kvviz.engine.streaming import TextStream
 
@@ -88,7 +88,7 @@ class BatchRequest:
         if not 1 <= len(self.prompts) <= MAX_BATCH:
             raise ValueError(f"a batch needs between 1 and {MAX_BATCH:,} prompts, got {len(self.prompts):,}")
         for i, prompt in enumerate(self.prompts):
-            if not text(prompt, f"prompt {i + 1} of the batch", MAX_PROMPT_CHARS).strip():
+            if not prompt_text(prompt, row=i + 1).strip():
                 raise ValueError(f"prompt {i + 1} of the batch is empty")
         whole_number(self.max_new_tokens, LABELS["max_new_tokens"], 1, MAX_NEW_TOKENS, integral_floats=False)
         for name in ("use_cache", "chat_template", "ignore_eos"):

@@ -3,7 +3,7 @@ and the English sentences of kvviz's memory model (formula labels, notes, refusa
 
 Keys: calc.* for the tab and its summary, calc.fig.* for the figures, report.* for the text report. The memory
 model's own English (a formula's label, a report's note) is translated by template
-(kvviz.i18n.errors.translate): TEMPLATES below joins that list; FORMULA_PHRASES and UNITS translate the words
+(kvviz.i18n.errors.translate): TEMPLATES below joins its LEGACY list; FORMULA_PHRASES and UNITS translate the words
 inside a formula, whose identifiers (batch, seq_len, kv_heads) stay as they are.
 """
 
@@ -415,7 +415,7 @@ TEMPLATES += [
     ("{fmt}, " + _GROUPWISE_KV, "{fmt}，" + _GROUPWISE_KV_ZH),
     ("{fmt}, " + _GROUPWISE_W, "{fmt}，" + _GROUPWISE_W_ZH),
 ]
-errors.TEMPLATES.extend(TEMPLATES)
+errors.LEGACY.extend(TEMPLATES)
 
 # Words inside a formula's symbolic and substituted text (its identifiers stay), and the units of its result.
 FORMULA_PHRASES = {

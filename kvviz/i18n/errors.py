@@ -1,10 +1,13 @@
-"""kvviz's error messages in Chinese.
+"""kvviz's error messages in both languages, and translate(): what the page and the CLI show for an error.
 
-The core raises its errors in English (ValueError, LoadError, PolicyError, ...): one text that the API, the
-logs, the CLI's --lang en and the tests share. Where a person reads one in Chinese, translate() matches the
-message against the English templates here and fills the matching Chinese template with the same values.
-A template's fields ({name}) match any text; the first template that matches the whole message wins, so a
-more specific template goes before a general one. A message no template matches is shown as it is (English).
+The core raises kvviz.base.errors.KvvizError (InputError, LoadError, PolicyError, ...): a key of the catalogue
+below and the values it names. Its English (str() of the error) is what the API, the logs, the CLI's --lang en
+and the tests read; translate() renders the same key and values in the reader's language. An exception that is
+not kvviz's own (from torch, transformers, the OS) has no key: it is shown as it is.
+
+LEGACY below still translates, by matching English templates, the texts that are not yet keyed (messages built
+as text in the modules not converted yet: the serving client, the worker's and the batch sweep's progress and
+stop reasons, the memory model's labels); each shrinks as its area moves to keys.
 """
 
 from __future__ import annotations
@@ -12,28 +15,110 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from kvviz.i18n import normalize
+from kvviz.i18n import Said, normalize, register
+
+# The error texts, by key: the same {fields} in both languages, formatted alike (a value is given raw; the text
+# says how it reads, {n:,}).
+EN: dict[str, str] = {
+    # Values from outside (kvviz/base/inputs.py, urls.py, hub.py).
+    "input.whole_number": "{name} must be a whole number, got {value}",
+    "input.between": "{name} must be between {low:,} and {high:,}, got {value}",
+    "input.number": "{name} must be a number, got {value}",
+    "input.interval": "{name} must be in {interval}, got {value}",
+    "input.text": "{name} must be text, got {value}",
+    "input.too_long": "{name} has {n:,} characters; the limit is {limit:,}",
+    "input.flag": "{name} must be true or false, got {value}",
+    "input.unknown_choice": "unknown {name} {value}; choose one of {choices}",
+    "input.unknown": "unknown {name} {value}",
+    "url.too_long": "the endpoint URL is {n:,} characters; at most {most:,}",
+    "url.credentials": "the endpoint URL must carry no user:password@; give a key in the API key field",
+    "url.not_http": "the endpoint must be an http:// or https:// URL with a host, got {url!r}",
+    "hub.offline": "{what} {repo!r} is not in the local cache and HF_HUB_OFFLINE is set",
+    "hub.unreachable":
+        "cannot reach the Hugging Face Hub to fetch {what} {repo!r}, and it is not in the local cache "
+        "(offline? give a local folder instead)",
+    # A request (kvviz/engine/request.py) and a host's limits (hosting.py).
+    "request.prompt_empty": "the prompt is empty",
+    "request.prompt_not_text": "the prompt must be text, got {value}",
+    "request.prompt_too_long": "the prompt has {n:,} characters; the limit is {limit:,}",
+    "batch.prompt_not_text": "prompt {i} of the batch must be text, got {value}",
+    "batch.prompt_too_long": "prompt {i} of the batch has {n:,} characters; the limit is {limit:,}",
+    "request.static_needs_cache": "static needs use_cache: the static mode is the cached loop on a preallocated cache",
+    "request.static_tokens_need_static": "static_tokens is the static cache's length; it needs static",
+    "request.unknown_mode": "unknown mode {mode!r}; use one of {modes}",
+    "policy.no_model": "no model given",
+    "policy.no_local_models": "this hosted demo loads no local folders or files; choose one of {choices}",
+    "policy.not_offered": "this hosted demo does not offer {spec}; choose one of {choices}",
+    "policy.unknown_twin": "unknown preset {preset} for a random twin; choose one of {choices}",
+    "policy.twin_too_big": "{twin} has {n} parameters; this demo allows twins under {most}",
+    "policy.no_local_files":
+        "this hosted demo reads no local files: give a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or pick a "
+        "preset",
+    "policy.no_endpoints":
+        "this hosted demo loads only its own endpoints (none: only the local vLLM); {url} is not one",
+    "policy.not_listed_endpoint": "this hosted demo loads only its own endpoints ({listed}); {url} is not one",
+    "policy.over_limit": "{name} is {value:,}; this demo allows up to {most:,}",
+    "policy.not_tuple": "{where} must be a tuple, got {value}",
+    "policy.option": "{where}: {why}",
+    "policy.not_hub_id": "{where}: allowed models must be hub ids such as Qwen/Qwen2.5-0.5B-Instruct, got {value}",
+    "policy.not_bool": "{where} must be 1 or 0 (true or false), got {value}",
+    "policy.not_count": "{where} must be a whole number (such as 16, 600M or 0.6B), got {value}",
+    # A host's settings (hosting.py).
+    "policy.not_seconds": "{where} must be a number of seconds, got {value}",
+}
+ZH: dict[str, str] = {
+    # Values from outside (kvviz/base/inputs.py, urls.py, hub.py).
+    "input.whole_number": "{name} 须为整数，收到 {value}",
+    "input.between": "{name} 须在 {low:,} 到 {high:,} 之间，收到 {value}",
+    "input.number": "{name} 须为数字，收到 {value}",
+    "input.interval": "{name} 须在 {interval} 范围内，收到 {value}",
+    "input.text": "{name} 须为文本，收到 {value}",
+    "input.too_long": "{name} 有 {n:,} 个字符，上限为 {limit:,}",
+    "input.flag": "{name} 须为 true 或 false，收到 {value}",
+    "input.unknown_choice": "未知的 {name} {value}；可选：{choices}",
+    "input.unknown": "未知的 {name} {value}",
+    "url.too_long": "端点 URL 有 {n:,} 个字符；最多 {most:,} 个",
+    "url.credentials": "端点 URL 不能包含 user:password@；请在 API key 一栏填写密钥",
+    "url.not_http": "端点须为带主机名的 http:// 或 https:// URL，收到 {url!r}",
+    "hub.offline": "{what} {repo!r} 不在本地缓存中，且已设置 HF_HUB_OFFLINE（离线）",
+    "hub.unreachable": "无法连接 Hugging Face Hub 获取 {what} {repo!r}，本地缓存中也没有（离线了？请改用本地文件夹）",
+    # A request (kvviz/engine/request.py) and a host's limits (hosting.py).
+    "request.prompt_empty": "提示词（prompt）为空",
+    "request.prompt_not_text": "提示词（prompt）须为文本，收到 {value}",
+    "request.prompt_too_long": "提示词（prompt）有 {n:,} 个字符，上限为 {limit:,}",
+    "batch.prompt_not_text": "批次中第 {i} 条提示词须为文本，收到 {value}",
+    "batch.prompt_too_long": "批次中第 {i} 条提示词有 {n:,} 个字符，上限为 {limit:,}",
+    "request.static_needs_cache": "static 需要 use_cache：静态模式就是在预分配的缓存上运行的有缓存循环",
+    "request.static_tokens_need_static": "static_tokens 是静态缓存的长度，须同时开启 static",
+    "request.unknown_mode": "未知的模式 {mode!r}；可选：{modes}",
+    "policy.no_model": "未指定模型",
+    "policy.no_local_models": "本托管演示不加载本地文件夹或文件；可选：{choices}",
+    "policy.not_offered": "本托管演示不提供 {spec}；可选：{choices}",
+    "policy.unknown_twin": "随机权重孪生模型（random twin）没有预设 {preset}；可选：{choices}",
+    "policy.twin_too_big": "{twin} 有 {n} 参数；本演示只允许小于 {most} 的孪生模型",
+    "policy.no_local_files": "本托管演示不读取本地文件：请填 hub id（如 Qwen/Qwen2.5-0.5B-Instruct），或选一个预设",
+    "policy.no_endpoints": "本托管演示只连接自己的端点（没有：只有本地 vLLM）；{url} 不在其中",
+    "policy.not_listed_endpoint": "本托管演示只连接自己的端点（{listed}）；{url} 不在其中",
+    "policy.over_limit": "{name} 为 {value:,}；本演示最多允许 {most:,}",
+    "policy.not_tuple": "{where} 须为元组（tuple），收到 {value}",
+    "policy.option": "{where} 有误：{why}",
+    "policy.not_hub_id": "{where}：允许的模型须为 hub id（如 Qwen/Qwen2.5-0.5B-Instruct），收到 {value}",
+    "policy.not_bool": "{where} 须为 1 或 0（true 或 false），收到 {value}",
+    "policy.not_count": "{where} 须为整数（如 16、600M 或 0.6B），收到 {value}",
+    # A host's settings (hosting.py).
+    "policy.not_seconds": "{where} 须为秒数，收到 {value}",
+}
+register(EN, ZH)
 
 # (English template, Chinese template): the same {fields} in both. The first match wins: specific before general.
-TEMPLATES: list[tuple[str, str]] = [
+LEGACY: list[tuple[str, str]] = [
     # The request (kvviz/engine/request.py, batch.py) and the host's limits (hosting.py, admission.py).
-    ("the prompt is empty", "提示词（prompt）为空"),
-    ("the prompt has {n} characters; the limit is {limit}", "提示词（prompt）有 {n} 个字符，上限为 {limit}"),
     ("the prompt has {n} tokens; this demo allows {limit}", "提示词有 {n} 个 token，本演示最多允许 {limit} 个"),
     ("the prompt has {n} tokens; the model's context is {context}",
      "提示词有 {n} 个 token，超出了模型的上下文长度 {context}"),
-    ("static needs use_cache: the static mode is the cached loop on a preallocated cache",
-     "static 需要 use_cache：静态模式就是在预分配的缓存上运行的有缓存循环"),
-    ("static_tokens is the static cache's length; it needs static",
-     "static_tokens 是静态缓存的长度，须同时开启 static"),
-    ("unknown mode {mode}; use one of {modes}", "未知的模式 {mode}；可选：{modes}"),
-    ("the prompt must be text, got {value}", "提示词（prompt）须为文本，收到 {value}"),
     ("prompts must be a tuple of texts", "prompts 须为文本元组（tuple）"),
     ("a batch needs between 1 and {most} prompts, got {n}", "一个批次需要 1 到 {most} 条提示词，收到 {n} 条"),
     ("prompt {i} of the batch is empty", "批次中第 {i} 条提示词为空"),
-    ("prompt {i} of the batch has {n} characters; the limit is {limit}",
-     "批次中第 {i} 条提示词有 {n} 个字符，上限为 {limit}"),
-    ("prompt {i} of the batch must be text, got {value}", "批次中第 {i} 条提示词须为文本，收到 {value}"),
     ("no prompts: write one per line", "没有提示词：每行写一条"),
     ("this run cannot fit: it needs about {need} GiB beyond the weights (KV cache for {tokens} tokens: {kv} GiB; "
      "activations: {act} GiB) and {device} has {free} GiB free; ask for fewer tokens",
@@ -74,22 +159,6 @@ TEMPLATES: list[tuple[str, str]] = [
     ("stopped, but the job did not end within {s} s (the device worker was restarted to free the device)",
      "已停止，但任务未在 {s} 秒内结束（设备工作进程已重启以释放设备）"),
     ("the device worker process ended", "设备工作进程已退出"),
-    ("max_new_tokens is {value}; this demo allows up to {most}", "max_new_tokens 为 {value}；本演示最多允许 {most}"),
-    ("{name} is {value}; this demo allows up to {most}", "{name} 为 {value}；本演示最多允许 {most}"),
-    ("no model given", "未指定模型"),
-    ("this hosted demo loads no local folders or files; choose one of {choices}",
-     "本托管演示不加载本地文件夹或文件；可选：{choices}"),
-    ("this hosted demo does not offer {spec}; choose one of {choices}", "本托管演示不提供 {spec}；可选：{choices}"),
-    ("unknown preset {preset} for a random twin; choose one of {choices}",
-     "随机权重孪生模型（random twin）没有预设 {preset}；可选：{choices}"),
-    ("{twin} has {n} parameters; this demo allows twins under {most}",
-     "{twin} 有 {n} 参数；本演示只允许小于 {most} 的孪生模型"),
-    ("this hosted demo reads no local files: give a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or pick a preset",
-     "本托管演示不读取本地文件：请填 hub id（如 Qwen/Qwen2.5-0.5B-Instruct），或选一个预设"),
-    ("this hosted demo loads only its own endpoints (none: only the local vLLM); {url} is not one",
-     "本托管演示只连接自己的端点（没有：只有本地 vLLM）；{url} 不在其中"),
-    ("this hosted demo loads only its own endpoints ({listed}); {url} is not one",
-     "本托管演示只连接自己的端点（{listed}）；{url} 不在其中"),
     ("this hosted demo reads no local folders; leave the tokenizer folder empty",
      "本托管演示不读取本地文件夹；请把分词器文件夹一栏留空"),
     ("this hosted demo keeps its vLLM serving for every visitor", "本托管演示的 vLLM 为所有访客持续服务，不能停止"),
@@ -131,11 +200,6 @@ TEMPLATES: list[tuple[str, str]] = [
      "e.g. {name}", "无法加载 {spec}：权重与其 config.json 不匹配：模型有 {n} 个张量不在权重中，例如 {name}"),
     ("cannot load {spec}: its weights need {need} GB in {dtype} and {device} has {free} GB free",
      "无法加载 {spec}：其 {dtype} 权重需要 {need} GB，而 {device} 只剩 {free} GB 可用"),
-    ("{what} {repo} is not in the local cache and HF_HUB_OFFLINE is set",
-     "{what} {repo} 不在本地缓存中，且已设置 HF_HUB_OFFLINE（离线）"),
-    ("cannot reach the Hugging Face Hub to fetch {what} {repo}, and it is not in the local cache (offline? give a "
-     "local folder instead)",
-     "无法连接 Hugging Face Hub 获取 {what} {repo}，本地缓存中也没有（离线了？请改用本地文件夹）"),
     ("cannot fetch {requirement} from the package registry (offline?): {why}; the bundled model tiny still works",
      "无法从包仓库获取 {requirement}（离线了？）：{why}；内置模型 tiny 仍然可用"),
     ("cannot convert {file}: {why}", "无法转换 {file}：{why}"),
@@ -249,11 +313,6 @@ TEMPLATES: list[tuple[str, str]] = [
      "its memory cannot be answered exactly",
      "kvviz 尚未计算 {family} 的线性注意力/状态层大小：每条序列的状态未知，因此无法准确回答其显存"),
     # Serving (kvviz/serving/*.py, kvviz/base/urls.py, the Serving tab).
-    ("the endpoint URL is {n} characters; at most {most}", "端点 URL 有 {n} 个字符；最多 {most} 个"),
-    ("the endpoint URL must carry no user:password@; give a key in the API key field",
-     "端点 URL 不能包含 user:password@；请在 API key 一栏填写密钥"),
-    ("the endpoint must be an http:// or https:// URL with a host, got {url}",
-     "端点须为带主机名的 http:// 或 https:// URL，收到 {url}"),
     ("the model name is empty; give the name the server serves (see its /v1/models)",
      "模型名为空；请填服务器所提供的模型名（见其 /v1/models）"),
     ("kvviz's engine takes only a closed-loop load, not {arrivals} arrivals",
@@ -333,15 +392,6 @@ TEMPLATES: list[tuple[str, str]] = [
     # The general forms, last: a failed load whose reason no template above knows, and the value checks every
     # input goes through (kvviz/base/inputs.py).
     ("cannot load {spec}: {why}", "无法加载 {spec}：{why}"),
-    ("{name} must be a whole number, got {value}", "{name} 须为整数，收到 {value}"),
-    ("{name} must be between {low} and {high}, got {value}", "{name} 须在 {low} 到 {high} 之间，收到 {value}"),
-    ("{name} must be a number, got {value}", "{name} 须为数字，收到 {value}"),
-    ("{name} must be in {interval}, got {value}", "{name} 须在 {interval} 范围内，收到 {value}"),
-    ("{name} must be text, got {value}", "{name} 须为文本，收到 {value}"),
-    ("{name} has {n} characters; the limit is {limit}", "{name} 有 {n} 个字符，上限为 {limit}"),
-    ("{name} must be true or false, got {value}", "{name} 须为 true 或 false，收到 {value}"),
-    ("unknown {name} {value}; choose one of {choices}", "未知的 {name} {value}；可选：{choices}"),
-    ("unknown {name} {value}", "未知的 {name} {value}"),
     ("HTTP {status}: {why}", "服务器返回 HTTP {status}：{why}"),
 ]
 
@@ -354,12 +404,23 @@ def _pattern(template: str) -> re.Pattern:
     return re.compile(f"{regex}$", re.DOTALL)
 
 
-def translate(message: str, lang: object) -> str:
-    """`message` in `lang`: as it is for English (or a message no template knows), else the Chinese template
-    of the first English template that matches it whole, with the values the message carried."""
+def translate(message: str | BaseException, lang: object) -> str:
+    """What `message` says in `lang`: a kvviz error, or its text (a Said), rendered from its key and values; any
+    other exception's first line, and any other text, as it is (but for the LEGACY texts not yet keyed)."""
+    if isinstance(message, BaseException):
+        text = str(message)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        message = text if isinstance(text, Said) else lines[0] if lines else type(message).__name__
+    if isinstance(message, Said):
+        return message.render(lang)
+    return _legacy(message, lang)
+
+
+def _legacy(message: str, lang: object) -> str:
+    """A text not yet keyed, in `lang`: the Chinese template of the first LEGACY template that matches it whole."""
     if normalize(lang) == "en":
         return message
-    for en, zh in TEMPLATES:
+    for en, zh in LEGACY:
         found = _pattern(en).match(message)
         if found:
             return zh.format(**found.groupdict())
