@@ -120,16 +120,17 @@ def test_loading_progress_reads_in_chinese():
     """Every progress line of loading tiny and a random twin, and the twin's tokenizer note, has a Chinese form;
     those of tiny are pinned. (Loaded in a fresh process: this one may already hold the models, and a kept model
     reports no progress.)"""
-    script = ("import json; from kvviz.engine.loading import load_model; lines = []\n"
+    script = ("import json; from kvviz.engine.loading import load_model; from kvviz.i18n.errors import translate\n"
+              "lines = []\n"
               "load_model('tiny', device='cpu', progress=lambda f, m: lines.append(m))\n"
               "twin = load_model('random:gpt2', device='cpu', progress=lambda f, m: lines.append(m))\n"
-              "print(json.dumps([*lines, twin.tokenizer_note]))")
+              "lines.append(twin.tokenizer_note)\n"
+              "print(json.dumps([[line, translate(line, 'zh')] for line in lines]))")
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=os.environ | {"HF_HUB_OFFLINE": "1"},
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    lines = json.loads(proc.stdout.splitlines()[-1])
-    zh = [translate(line, "zh") for line in lines]
-    assert zh[:4] == ["正在加载 tiny 的分词器（tokenizer）", "正在加载 tiny 的权重", "正在把 tiny 移到 cpu",
+    lines, zh = zip(*json.loads(proc.stdout.splitlines()[-1]), strict=True)
+    assert list(zh[:4]) == ["正在加载 tiny 的分词器（tokenizer）", "正在加载 tiny 的权重", "正在把 tiny 移到 cpu",
                       "tiny 已就绪：cpu，fp32"]
     assert len(lines) > 6, lines
     untranslated = [line for line, z in zip(lines, zh, strict=True) if not CJK.search(z)]

