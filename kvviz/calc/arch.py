@@ -25,6 +25,7 @@ from typing import Any
 from kvviz.base.errors import KvvizError, first_line
 from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
+from kvviz.i18n import t
 
 FULL = "full"
 SLIDING = "sliding"
@@ -140,6 +141,13 @@ class Architecture:
     config: str = field(default="", repr=False)
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    # What the calculator's sliders changed from the model as read ("kv_heads=4"): data beside the name, never in it.
+    modified: tuple[str, ...] = ()
+
+    def shown_name(self, lang: object = "en") -> str:
+        """The name as the calculator's summary and the reports show it: with what the sliders modified, in `lang`."""
+        return t("calc.sum.modified", lang, name=self.name, what=", ".join(self.modified)) if self.modified \
+            else self.name
 
     @property
     def attention_kind(self) -> str:

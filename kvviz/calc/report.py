@@ -153,7 +153,7 @@ def as_dict(r: MemoryReport) -> dict:
         formulas += r.parallel.formulas
     return {
         "model": {
-            "name": a.name, "source": a.source, "model_type": a.model_type, "attention": a.attention_kind,
+            "name": a.shown_name(), "source": a.source, "model_type": a.model_type, "attention": a.attention_kind,
             "layers": a.num_layers, "heads": a.num_heads, "kv_heads": a.num_kv_heads, "head_dim": a.head_dim,
             "v_head_dim": a.v_head_dim, "sliding_window": a.sliding_window, "sliding_layers": a.n_sliding,
             "layer_types": list(a.layer_types), "mla": asdict(a.mla) if a.mla else None,
@@ -392,7 +392,7 @@ def render_text(r: MemoryReport, lang: str = "en") -> str:
     a, q, kv, pg = r.arch, r.query, r.kv, r.paged
     acc = r.accelerator
     out = [
-        t("report.model", lang, name=a.name, describe=describe(a, lang)),
+        t("report.model", lang, name=a.shown_name(lang), describe=describe(a, lang)),
         t("report.source", lang, source=a.source),
         t("report.query", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}", dtype=r.kv_dtype.name,
           block=q.block_size),

@@ -180,6 +180,8 @@ EN: dict[str, str] = {
     "state.not_yet_sized":
         "{family}'s linear-attention/state layers are not sized by kvviz yet: their per-sequence state is "
         "unknown, so its memory cannot be answered exactly",
+    # The calculator tab's sliders (kvviz/ui/calculator.py).
+    "calc.error.kv_heads": "kv_heads must divide the model's {heads} query heads; {kv_heads} does not",
 }
 ZH: dict[str, str] = {
     # Values from outside (kvviz/base/inputs.py, urls.py, hub.py).
@@ -326,6 +328,8 @@ ZH: dict[str, str] = {
     "state.unsized": "kvviz 不计算 {family} 的状态大小：{why}",
     "state.not_yet_sized":
         "kvviz 尚未计算 {family} 的线性注意力/状态层大小：每条序列的状态未知，因此无法准确回答其显存",
+    # The calculator tab's sliders (kvviz/ui/calculator.py).
+    "calc.error.kv_heads": "kv_heads 须整除模型的 {heads} 个查询头；{kv_heads} 不能整除",
 }
 register(EN, ZH)
 
@@ -387,8 +391,6 @@ LEGACY: list[tuple[str, str]] = [
     ("B={b}: warm-up, then {n} run(s) of {tokens} tokens", "B={b}：先预热，再运行 {n} 次，每次 {tokens} 个 token"),
     ("running every mode (after a warm-up)", "正在依次运行每种模式（先预热）"),
     # The calculator's inputs (kvviz/calc/*.py) and configs (arch.py, state.py, params.py, presets.py).
-    ("kv_heads must divide the model's {heads} query heads; {kv_heads} does not",
-     "kv_heads 须整除模型的 {heads} 个查询头；{kv_heads} 不能整除"),
     # Serving (kvviz/serving/*.py, kvviz/base/urls.py, the Serving tab).
     ("the model name is empty; give the name the server serves (see its /v1/models)",
      "模型名为空；请填服务器所提供的模型名（见其 /v1/models）"),
