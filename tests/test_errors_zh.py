@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from kvviz.base.urls import base_url
@@ -29,7 +30,9 @@ from kvviz.engine.request import GenerationRequest
 from kvviz.i18n import errors
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import endpoint
+from kvviz.serving.http1 import HttpError
 from kvviz.serving.models import model_folder
+from kvviz.serving.sse import server_message, transport_message
 from tests.helpers import REPO
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -146,16 +149,25 @@ def test_loading_progress_reads_in_chinese():
     ("cannot load ./m: something new broke", "无法加载 ./m：something new broke"),
     ("the batch ended without a result", "批处理结束了，但没有结果"),
     ("stopped by the time limit: this demo allows 120 s per request", "已因时间限制停止：本演示每个请求最多 120 秒"),
-    ("HTTP 401 (set KVVIZ_API_KEY or pass --api-key): bad key",
-     "HTTP 401（请设置 KVVIZ_API_KEY 或传入 --api-key）：bad key"),
-    ("http://127.0.0.1:8011: the server closed the connection before its answer ended",
-     "http://127.0.0.1:8011：服务器在回答结束前关闭了连接"),
-    ("cannot reach http://127.0.0.1:8011: Connection refused", "无法连接 http://127.0.0.1:8011：Connection refused"),
     ("a message no template knows", "a message no template knows"),
 ])
 def test_messages_made_elsewhere_read_in_chinese(message, zh):
     """Progress and failure lines of the worker, the sweep and the serving client, as they are written there."""
     assert translate(message, "zh") == zh
+
+
+@pytest.mark.parametrize(("made", "zh"), [
+    (lambda: server_message(401, b'{"error": {"message": "bad key"}}'),
+     "HTTP 401（请设置 KVVIZ_API_KEY 或传入 --api-key）：bad key"),
+    (lambda: HttpError("http.cut_off", url="http://127.0.0.1:8011"), "http://127.0.0.1:8011：服务器在回答结束前关闭了连接"),
+    (lambda: transport_message(httpx.ConnectError("Connection refused"), "http://127.0.0.1:8011"),
+     "无法连接 http://127.0.0.1:8011：Connection refused"),
+])
+def test_the_serving_clients_failures_read_in_chinese(made, zh):
+    """The serving client's failure lines, made by its own functions, read in Chinese; in English as they are."""
+    message = made()
+    assert translate(message, "zh") == zh
+    assert translate(message, "en") == str(message)
 
 
 def test_the_templates_are_registered():

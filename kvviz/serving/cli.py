@@ -21,7 +21,7 @@ from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError, first_line
 from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
@@ -153,7 +153,7 @@ def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
     source = args.tokenizer or folder
     tokenizer = load_tokenizer(source)
     if source is not None and tokenizer is None:
-        raise ValueError(f"no tokenizer in {source}")
+        raise InputError("serving.no_tokenizer", source=source)
     if tokenizer is None and not args.prompt_file:
         print(t("serving_cli.estimated", args.lang, tokens=args.prompt_tokens), file=sys.stderr)
     if args.prompt_file:
@@ -330,7 +330,7 @@ def _start(args: argparse.Namespace) -> None:
                     seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
                   flush=True)
             code = server.process.wait()
-            raise VllmError(f"vLLM exited ({code}): {last_error_line(server.log())}")
+            raise VllmError("vllm.exited", code=code, why=last_error_line(server.log()))
         except KeyboardInterrupt:
             print(t("serving_cli.start.stopping", args.lang), file=sys.stderr, flush=True)
         finally:

@@ -16,6 +16,7 @@ from gradio.components.plot import PlotData
 from kvviz.base.errors import first_line
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
+from kvviz.i18n import Said
 from kvviz.i18n.errors import translate
 from kvviz.ui.lang import L
 from kvviz.ui.present import time_limit_message
@@ -40,7 +41,7 @@ def plot(fig: dict) -> PlotData:
 def refusal(exc: Exception | str, lang: object = "en") -> gr.Error:
     """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge; in the
     page's language (kvviz.i18n.errors.translate; English where no translation is known)."""
-    line = first_line(exc if isinstance(exc, Exception) else ValueError(exc))
+    line = exc if isinstance(exc, Said) else first_line(exc if isinstance(exc, Exception) else ValueError(exc))
     return gr.Error(translate(line, lang), print_exception=False)
 
 
