@@ -90,11 +90,11 @@ def test_every_number_format_scheme_reads_in_chinese():
     """The text report's line on a KV or weight format says its scheme in Chinese: a scheme reworded in
     kvviz.calc.dtypes without its translation shows here (a bare name such as "IEEE float32" stays)."""
     from kvviz.calc.dtypes import KV_DTYPES, WEIGHT_DTYPES
-    from kvviz.i18n.errors import translate
+    from kvviz.i18n.calculator import memory_text
 
     for fmt in [*KV_DTYPES.values(), *WEIGHT_DTYPES.values()]:
         if len(re.findall(r"\b[a-z]{3,}\b", fmt.scheme)) >= 2:
-            assert CJK.search(translate(fmt.scheme, "zh")), f"{fmt.name}: {fmt.scheme!r} has no Chinese"
+            assert CJK.search(memory_text(fmt.scheme, "zh")), f"{fmt.name}: {fmt.scheme!r} has no Chinese"
 
 
 @pytest.mark.parametrize("argv,environ,lang", [

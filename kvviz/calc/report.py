@@ -23,8 +23,7 @@ from kvviz.calc.parallel import Deployment, Parallelism, Stage, deploy
 from kvviz.calc.params import ParamCount, count_params, weight_bytes
 from kvviz.calc.roofline import PhaseEstimate, decode_estimate, prefill_estimate
 from kvviz.i18n import normalize, t
-from kvviz.i18n.calculator import COMPONENTS, FORMULA_PHRASES, UNITS
-from kvviz.i18n.errors import translate
+from kvviz.i18n.calculator import COMPONENTS, FORMULA_PHRASES, UNITS, memory_text
 
 MAX_BATCH = 1_000_000
 MAX_SEQ_LEN = 100_000_000
@@ -249,7 +248,7 @@ def formula_text(f: Formula, lang: str = "en") -> str:
     symbolic, substituted = f.symbolic, f.substituted
     for en, zh in FORMULA_PHRASES.items():
         symbolic, substituted = symbolic.replace(en, zh), substituted.replace(en, zh)
-    lines = replace(f, label=translate(f.label, lang), symbolic=symbolic, substituted=substituted,
+    lines = replace(f, label=memory_text(f.label, lang), symbolic=symbolic, substituted=substituted,
                     unit=UNITS.get(f.unit, f.unit)).text().splitlines()
     byte_lines = (" bytes", " GiB (2^30 bytes)", " GB (10^9 bytes)")
     return "\n".join(_zh_bytes(line) if line.endswith(byte_lines) else line for line in lines)
@@ -262,12 +261,12 @@ def _zh_bytes(line: str) -> str:
 
 def accelerator_name(acc: Accelerator, lang: str = "en") -> str:
     """The accelerator's name in `lang`: a preset's as it is, the measured CPU's ("this CPU, 2 cores") translated."""
-    return translate(acc.name, lang) if acc.measured else acc.name
+    return memory_text(acc.name, lang) if acc.measured else acc.name
 
 
 def note_text(note: str, lang: str = "en") -> str:
     """One of a report's notes (kept in English in MemoryReport.notes and the JSON) in `lang`."""
-    return translate(note, lang)
+    return memory_text(note, lang)
 
 
 def state_why(lang: str = "en") -> str:

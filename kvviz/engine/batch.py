@@ -47,6 +47,7 @@ import pandas as pd
 import torch
 
 from kvviz.base.device import Stopwatch
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import flag, whole_number
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.calc.memory import (
@@ -66,6 +67,7 @@ from kvviz.engine.queueing import on_device
 from kvviz.engine.request import LABELS, MAX_NEW_TOKENS, GenerationRequest, prompt_text
 from kvviz.engine.steps import cache_kwarg, cache_nbytes, new_cache, uncached_step
 from kvviz.engine.streaming import TextStream
+from kvviz.i18n import said
 
 MAX_BATCH = 1024  # prompts in one batch; memory binds long before this on any real model
 
@@ -84,12 +86,12 @@ class BatchRequest:
         if isinstance(self.prompts, list):
             object.__setattr__(self, "prompts", tuple(self.prompts))
         if not isinstance(self.prompts, tuple):
-            raise ValueError("prompts must be a tuple of texts")
+            raise InputError("batch.not_tuple")
         if not 1 <= len(self.prompts) <= MAX_BATCH:
-            raise ValueError(f"a batch needs between 1 and {MAX_BATCH:,} prompts, got {len(self.prompts):,}")
+            raise InputError("batch.error.size", most=MAX_BATCH, n=len(self.prompts))
         for i, prompt in enumerate(self.prompts):
             if not prompt_text(prompt, row=i + 1).strip():
-                raise ValueError(f"prompt {i + 1} of the batch is empty")
+                raise InputError("batch.prompt_empty", i=i + 1)
         whole_number(self.max_new_tokens, LABELS["max_new_tokens"], 1, MAX_NEW_TOKENS, integral_floats=False)
         for name in ("use_cache", "chat_template", "ignore_eos"):
             flag(getattr(self, name), LABELS[name])
@@ -278,10 +280,10 @@ def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]])
     the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
     empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
     if empty is not None:
-        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
+        return Refusal(said("admit.batch_row_empty", i=empty + 1))
     width, context = max(len(ids) for ids in prompt_ids), lm.context_length
     if context and width >= context:
-        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
+        return Refusal(said("admit.batch_over_context", n=width, context=context))
     max_tokens = req.max_new_tokens if not context else min(req.max_new_tokens, context - width)
     refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
     if refusal:
@@ -427,7 +429,7 @@ def _admit_and_run(lm: LoadedModel, req: BatchRequest, cancel: threading.Event, 
         return
     meter = BatchMeter(lm, req, watch, prompt_tokens=lengths, queue_s=queue_s, tokenized_s=tokenized_s)
     yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
-                           lambda: f"with a batch of {len(lengths)}")
+                           lambda: said("run.batch_of", n=len(lengths)))
 
 
 def row_ends(ids: list[int], running: list[bool], plan: BatchPlan, last: bool) -> dict[int, str]:
@@ -477,7 +479,7 @@ def _forward_passes(lm: LoadedModel, req: BatchRequest, plan: BatchPlan, cancel:
 # ---- results ------------------------------------------------------------------------------------------------
 
 
-class BatchError(RuntimeError):
+class BatchError(KvvizError, RuntimeError):
     """A batch that failed on the device or was cancelled; the message says which."""
 
 
@@ -549,11 +551,13 @@ def run_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event | None
         elif isinstance(event, BatchFinished):
             finished = event
     if finished is not None and finished.bad_input:
-        raise ValueError(finished.error)
+        raise InputError("run.failed", why=finished.error)
     if finished is None or finished.reason != "completed" or finished.summary is None:
         reason = finished.reason if finished else "unfinished"
-        raise BatchError("the batch was stopped" if reason == "cancelled" else
-                         (finished.error if finished else None) or "the batch ended without finishing")
+        if reason == "cancelled":
+            raise BatchError("batch.stopped")
+        raise (BatchError("run.failed", why=finished.error) if finished and finished.error else
+               BatchError("batch.unfinished"))
     summary = finished.summary
     rows = tuple(RowResult(
         row=row, prompt=prompt, prompt_tokens=summary.prompt_tokens[row],

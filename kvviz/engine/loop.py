@@ -35,6 +35,7 @@ from kvviz.engine.meter import Meter
 from kvviz.engine.queueing import on_device
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.steps import decode_step, new_cache, prefill, sample, uncached_step
+from kvviz.i18n import Said, said
 
 
 def generate(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -64,17 +65,17 @@ def _admit_and_run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Ev
     meter = Meter(lm, req.mode, watch, prompt_tokens=len(ids), queue_s=queue_s, tokenized_s=tokenized_s,
                   static_tokens=plan.static_tokens)
     yield from metered_run(lm, _forward_passes(lm, req, plan, cancel, meter), meter,
-                           lambda: f"after {meter.tokens} tokens")
+                           lambda: said("run.after_tokens", n=meter.tokens))
 
 
-def metered_run(lm: LoadedModel, passes: Generator, meter, where: Callable[[], str]) -> Iterator:
+def metered_run(lm: LoadedModel, passes: Generator, meter, where: Callable[[], Said]) -> Iterator:
     """Run the forward passes (a generator of events returning the finish reason) and end with the meter's
     finish, or with its failure in one line: out of memory on the device (`where` says after what) or another
     fault of the device. The one way a run ends, for a single sequence and a batch."""
     try:
         reason = yield from passes
     except torch.OutOfMemoryError as exc:
-        failure = f"out of memory on {lm.device} {where()}: {first_line(exc)}"
+        failure = said("run.oom", device=lm.device, where=where(), why=first_line(exc))
     except RuntimeError as exc:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
     else:

@@ -6,6 +6,9 @@ The texts live in the catalogue modules of this package, one per area of kvviz (
 calculator.py, ...); each defines EN and ZH, two dicts with the same keys, and calls register(EN, ZH). All of
 them are imported when this package is, so t() knows every key. Texts are str.format templates with named
 fields; a static label (no fields) is also what the app hands Gradio's I18n, which translates it in the browser.
+What the core says before it knows the reader's language (an error, a progress line, a reason) it says as a Said:
+said("load.no_such_model", spec=...) is its English as a str, carrying the key and values to wherever it is shown,
+where render(lang) (kvviz.i18n.errors.translate) gives it in that language. Nothing is parsed back from English.
 
 Chinese uses the terms Chinese inference engineers use (预填充 prefill, 解码 decode, 首 token 延迟 TTFT,
 每 token 延迟 TPOT, 吞吐 throughput, KV Cache), the English term beside it where that helps.

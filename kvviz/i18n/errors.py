@@ -5,17 +5,14 @@ below and the values it names. Its English (str() of the error) is what the API,
 and the tests read; translate() renders the same key and values in the reader's language. An exception that is
 not kvviz's own (from torch, transformers, the OS) has no key: it is shown as it is.
 
-LEGACY below still translates, by matching English templates, the texts that are not yet keyed (messages built
-as text in the modules not converted yet: the serving client, the worker's and the batch sweep's progress and
-stop reasons, the memory model's labels); each shrinks as its area moves to keys.
+The same goes for what kvviz says while it runs and is not an error (loading's progress lines, the worker's, a
+sweep's stop reason, the local vLLM's status): kvviz.i18n.said gives it as a Said, rendered here alike.
+tests/test_error_keys.py finds every key built in kvviz/ and renders it in both languages.
 """
 
 from __future__ import annotations
 
-import re
-from functools import cache
-
-from kvviz.i18n import Said, normalize, register
+from kvviz.i18n import Said, register
 
 # The error texts, by key: the same {fields} in both languages, formatted alike (a value is given raw; the text
 # says how it reads, {n:,}).
@@ -237,6 +234,63 @@ EN: dict[str, str] = {
     "sse.not_json": "malformed SSE: a data line that is not JSON: {line!r}",
     "sse.not_object": "malformed SSE: a data line that is not a JSON object: {line}",
     "sse.server_error": "the server sent an error: {why}",
+    # Running: admission, the static mode, the loop, batches, sweeps, comparisons, the lesson, the worker.
+    "admit.prompt_over_limit": "the prompt has {n:,} tokens; this demo allows {limit:,}",
+    "admit.prompt_over_context": "the prompt has {n:,} tokens; the model's context is {context:,}",
+    "admit.batch_row_empty": "prompt {i} of the batch has no tokens",
+    "admit.batch_over_context": "the longest prompt has {n:,} tokens; the model's context is {context:,}",
+    "fit.run":
+        "this run cannot fit: it needs about {need:,.2f} GiB beyond the weights (KV cache for {tokens} "
+        "tokens: {kv:,.2f} GiB; activations: {act:,.2f} GiB) and {device} has {free:,.2f} GiB free; ask for "
+        "fewer tokens",
+    "fit.batch":
+        "this batch cannot fit: it needs about {need:,.2f} GiB beyond the weights (KV cache for {tokens} "
+        "tokens: {kv:,.2f} GiB; activations: {act:,.2f} GiB) and {device} has {free:,.2f} GiB free; ask for "
+        "fewer prompts or tokens",
+    "static.windowed":
+        "the static mode runs full-attention models only: {name} has {n} sliding-window or chunked layers, "
+        "whose static cache would recompile the decode step at every token; use the cached mode",
+    "static.state":
+        "the static mode runs full-attention models only: {name} keeps {kind} state, which kvviz has not "
+        "checked compiled; use the cached mode",
+    "static.too_long":
+        "this run needs {needed:,} tokens and the static mode allocates at most {most:,} up front; ask for "
+        "fewer tokens or use the cached mode",
+    "static.too_short":
+        "this run needs {needed:,} tokens (prompt and new ones) and the static cache holds {length:,}; ask "
+        "for fewer new tokens or a longer static cache",
+    "run.oom": "out of memory on {device} {where}: {why}",
+    "run.after_tokens": "after {n} tokens",
+    "run.batch_of": "with a batch of {n}",
+    "run.failed": "{why}",
+    "run.unfinished": "the run ended without finishing",
+    "batch.not_tuple": "prompts must be a tuple of texts",
+    "batch.error.size": "a batch needs between 1 and {most:,} prompts, got {n:,}",
+    "batch.prompt_empty": "prompt {i} of the batch is empty",
+    "batch.stopped": "the batch was stopped",
+    "batch.unfinished": "the batch ended without finishing",
+    "sweep.max_batch": "max_batch must be at least 1, got {n}",
+    "sweep.new_tokens": "a sweep needs at least 2 new tokens (a prefill, then a decode step), got {n}",
+    "sweep.prompts": "a sweep to B={b} needs {n} prompts, got {got}",
+    "sweep.context": "{width} prompt tokens + {new} new ones pass the model's context of {context:,}",
+    "sweep.no_fit": "does not fit at B={b}: {why}",
+    "sweep.oom": "out of memory at B={b}",
+    "sweep.first_failed": "the first batch failed",
+    "progress.sweep_batch": "B={b}: warm-up, then {n} run(s) of {tokens} tokens",
+    "compare.stopped": "the comparison was stopped",
+    "lesson.ended_early": "kvviz's run ended early",
+    "job.time_limit_restart":
+        "stopped by the time limit of {s:g} s (the device worker was restarted to free the device)",
+    "job.stuck_restart":
+        "stopped, but the job did not end within {s:g} s (the device worker was restarted to free the device)",
+    "job.worker_gone": "the device worker process ended",
+    "job.no_result": "{what} ended without a result",
+    "progress.threads": "choosing the number of CPU threads",
+    "serving.timeout": "no complete answer within the request timeout ({s:g} s)",
+    "kv_groups.state":
+        "its {kind} layers keep a fixed-size state, whose page vLLM pads to the attention page or matches by "
+        "larger attention blocks; that grouping is not modelled",
+    "kv_groups.no_kv": "no layer keeps per-token KV, so vLLM makes no KV-cache group",
 }
 ZH: dict[str, str] = {
     # Values from outside (kvviz/base/inputs.py, urls.py, hub.py).
@@ -439,110 +493,67 @@ ZH: dict[str, str] = {
     "sse.not_json": "SSE 格式错误：有一行 data 不是 JSON：{line!r}",
     "sse.not_object": "SSE 格式错误：有一行 data 不是 JSON 对象：{line}",
     "sse.server_error": "服务器返回错误：{why}",
+    # Running: admission, the static mode, the loop, batches, sweeps, comparisons, the lesson, the worker.
+    "admit.prompt_over_limit": "提示词有 {n:,} 个 token，本演示最多允许 {limit:,} 个",
+    "admit.prompt_over_context": "提示词有 {n:,} 个 token，超出了模型的上下文长度 {context:,}",
+    "admit.batch_row_empty": "批次中第 {i} 条提示词没有 token",
+    "admit.batch_over_context": "最长的提示词有 {n:,} 个 token，超出了模型的上下文长度 {context:,}",
+    "fit.run":
+        "本次运行放不下：除权重外还需约 {need:,.2f} GiB（{tokens} 个 token 的 KV Cache：{kv:,.2f} GiB；"
+        "激活值：{act:,.2f} GiB），而 {device} 只剩 {free:,.2f} GiB 可用；请减少 token 数",
+    "fit.batch":
+        "本批次放不下：除权重外还需约 {need:,.2f} GiB（{tokens} 个 token 的 KV Cache：{kv:,.2f} GiB；激活值："
+        "{act:,.2f} GiB），而 {device} 只剩 {free:,.2f} GiB 可用；请减少提示词或 token 数",
+    "static.windowed":
+        "静态模式只运行全注意力模型：{name} 有 {n} 个滑动窗口或分块注意力层，其静态缓存会让解码步骤每个 "
+        "token 都重新编译；请改用有缓存模式",
+    "static.state":
+        "静态模式只运行全注意力模型：{name} 保存 {kind} 状态，kvviz 尚未验证其编译后的行为；请改用有缓存模式",
+    "static.too_long":
+        "本次运行需要 {needed:,} 个 token，而静态模式最多预先分配 {most:,} 个；请减少 token "
+        "数或改用有缓存模式",
+    "static.too_short":
+        "本次运行需要 {needed:,} 个 token（提示词加新 token），而静态缓存只能容纳 {length:,} 个；请减少新 "
+        "token 数或加长静态缓存",
+    "run.oom": "{device} 显存不足（out of memory），{where}：{why}",
+    "run.after_tokens": "发生在生成 {n} 个 token 之后",
+    "run.batch_of": "批大小为 {n}",
+    "run.failed": "{why}",
+    "run.unfinished": "运行未完成就结束了",
+    "batch.not_tuple": "prompts 须为文本元组（tuple）",
+    "batch.error.size": "一个批次需要 1 到 {most:,} 条提示词，收到 {n:,} 条",
+    "batch.prompt_empty": "批次中第 {i} 条提示词为空",
+    "batch.stopped": "批处理已停止",
+    "batch.unfinished": "批处理未完成就结束了",
+    "sweep.max_batch": "max_batch 至少为 1，收到 {n}",
+    "sweep.new_tokens": "扫描至少需要 2 个新 token（一次预填充，再一步解码），收到 {n}",
+    "sweep.prompts": "扫描到 B={b} 需要 {n} 条提示词，收到 {got} 条",
+    "sweep.context": "{width} 个提示词 token 加 {new} 个新 token 超出了模型的上下文长度 {context:,}",
+    "sweep.no_fit": "B={b} 时放不下：{why}",
+    "sweep.oom": "B={b} 时显存不足（out of memory）",
+    "sweep.first_failed": "第一个批次就失败了",
+    "progress.sweep_batch": "B={b}：先预热，再运行 {n} 次，每次 {tokens} 个 token",
+    "compare.stopped": "对比已停止",
+    "lesson.ended_early": "kvviz 的运行提前结束了",
+    "job.time_limit_restart": "已因 {s:g} 秒的时间限制停止（设备工作进程已重启以释放设备）",
+    "job.stuck_restart": "已停止，但任务未在 {s:g} 秒内结束（设备工作进程已重启以释放设备）",
+    "job.worker_gone": "设备工作进程已退出",
+    "job.no_result": "{what} 结束了，但没有结果",
+    "progress.threads": "正在选择 CPU 线程数",
+    "serving.timeout": "在请求超时（{s:g} 秒）内没有收到完整回答",
+    "kv_groups.state":
+        "其 {kind} 层保存固定大小的状态，vLLM 会把它的页填充到注意力层的页大小，或用更大的注意力块去对齐；"
+        "这种分组未建模",
+    "kv_groups.no_kv": "没有任何层保存逐 token 的 KV，因此 vLLM 不建立 KV Cache 分组",
 }
 register(EN, ZH)
 
 # (English template, Chinese template): the same {fields} in both. The first match wins: specific before general.
-LEGACY: list[tuple[str, str]] = [
-    # The request (kvviz/engine/request.py, batch.py) and the host's limits (hosting.py, admission.py).
-    ("the prompt has {n} tokens; this demo allows {limit}", "提示词有 {n} 个 token，本演示最多允许 {limit} 个"),
-    ("the prompt has {n} tokens; the model's context is {context}",
-     "提示词有 {n} 个 token，超出了模型的上下文长度 {context}"),
-    ("prompts must be a tuple of texts", "prompts 须为文本元组（tuple）"),
-    ("a batch needs between 1 and {most} prompts, got {n}", "一个批次需要 1 到 {most} 条提示词，收到 {n} 条"),
-    ("prompt {i} of the batch is empty", "批次中第 {i} 条提示词为空"),
-    ("no prompts: write one per line", "没有提示词：每行写一条"),
-    ("this run cannot fit: it needs about {need} GiB beyond the weights (KV cache for {tokens} tokens: {kv} GiB; "
-     "activations: {act} GiB) and {device} has {free} GiB free; ask for fewer tokens",
-     "本次运行放不下：除权重外还需约 {need} GiB（{tokens} 个 token 的 KV Cache：{kv} GiB；激活值：{act} GiB），"
-     "而 {device} 只剩 {free} GiB 可用；请减少 token 数"),
-    ("this batch cannot fit: it needs about {need} GiB beyond the weights (KV cache for {tokens} tokens: {kv} GiB; "
-     "activations: {act} GiB) and {device} has {free} GiB free; ask for fewer prompts or tokens",
-     "本批次放不下：除权重外还需约 {need} GiB（{tokens} 个 token 的 KV Cache：{kv} GiB；激活值：{act} GiB），"
-     "而 {device} 只剩 {free} GiB 可用；请减少提示词或 token 数"),
-    ("out of memory on {device} after {n} tokens: {detail}",
-     "{device} 显存不足（out of memory），发生在生成 {n} 个 token 之后：{detail}"),
-    ("out of memory on {device} with a batch of {n}: {detail}",
-     "{device} 显存不足（out of memory），批大小为 {n}：{detail}"),
-    ("max_batch must be at least 1, got {n}", "max_batch 至少为 1，收到 {n}"),
-    ("a sweep needs at least 2 new tokens (a prefill, then a decode step), got {n}",
-     "扫描至少需要 2 个新 token（一次预填充，再一步解码），收到 {n}"),
-    ("a sweep to B={b} needs {n} prompts, got {got}", "扫描到 B={b} 需要 {n} 条提示词，收到 {got} 条"),
-    ("{width} prompt tokens + {new} new ones pass the model's context of {context}",
-     "{width} 个提示词 token 加 {new} 个新 token 超出了模型的上下文长度 {context}"),
-    ("out of memory at B={b}", "B={b} 时显存不足（out of memory）"),
-    ("memory (predicted)", "显存不足（预测）"),
-    ("the first batch failed", "第一个批次就失败了"),
-    ("the batch was stopped", "批处理已停止"),
-    ("the batch ended without finishing", "批处理未完成就结束了"),
-    ("the comparison was stopped", "对比已停止"),
-    ("the run ended without finishing", "运行未完成就结束了"),
-    ("the comparison ended without a result", "对比结束了，但没有结果"),
-    ("the run ended without a result", "运行结束了，但没有结果"),
-    ("the batch ended without a result", "批处理结束了，但没有结果"),
-    ("the sweep ended without a result", "扫描结束了，但没有结果"),
-    ("the engine's run ended without a result", "引擎的运行结束了，但没有结果"),
-    ("{what} ended without a result", "{what} 结束了，但没有结果"),
-    ("stopped by the time limit: this demo allows {s} s per request", "已因时间限制停止：本演示每个请求最多 {s} 秒"),
-    ("stopped by the time limit of {s} s (the device worker was restarted to free the device)",
-     "已因 {s} 秒的时间限制停止（设备工作进程已重启以释放设备）"),
-    ("stopped, but the job did not end within {s} s (the device worker was restarted to free the device)",
-     "已停止，但任务未在 {s} 秒内结束（设备工作进程已重启以释放设备）"),
-    ("the device worker process ended", "设备工作进程已退出"),
-    ("this hosted demo keeps its vLLM serving for every visitor", "本托管演示的 vLLM 为所有访客持续服务，不能停止"),
-    # Loading a model (kvviz/engine/loading.py, packaged.py, kvviz/base/hub.py).
-    ("cannot load {spec}: the folder has no weights (no model.safetensors or pytorch_model.bin, nor a sharded index)",
-     "无法加载 {spec}：文件夹里没有权重（没有 model.safetensors、pytorch_model.bin，也没有分片索引）"),
-    # Progress while loading and running (the worker's Progress messages, the CLI's lines on stderr).
-    ("choosing the number of CPU threads", "正在选择 CPU 线程数"),
-    ("B={b}: warm-up, then {n} run(s) of {tokens} tokens", "B={b}：先预热，再运行 {n} 次，每次 {tokens} 个 token"),
-    ("running every mode (after a warm-up)", "正在依次运行每种模式（先预热）"),
-    # The calculator's inputs (kvviz/calc/*.py) and configs (arch.py, state.py, params.py, presets.py).
-    # Serving (kvviz/serving/*.py, kvviz/base/urls.py, the Serving tab).
-    ("kvviz's engine takes closed-loop loads (fixed requests in flight); run one on vLLM first",
-     "kvviz 的引擎只接受闭环负载（在途请求数固定）；请先在 vLLM 上跑一次这样的负载"),
-    ("run a load on the local vLLM serving {spec} first: the comparison runs that same load on kvviz's engine",
-     "请先在服务 {spec} 的本地 vLLM 上跑一次负载：对比会在 kvviz 的引擎上跑同样的负载"),
-    ("stopped before any run ended", "在任何一次运行结束前就已停止"),
-    ("no complete answer within the request timeout ({s} s)", "在请求超时（{s} 秒）内没有收到完整回答"),
-    ("its {kind} layers keep a fixed-size state, whose page vLLM pads to the attention page or matches by larger "
-     "attention blocks; that grouping is not modelled",
-     "其 {kind} 层保存固定大小的状态，vLLM 会把它的页填充到注意力层的页大小，或用更大的注意力块去对齐；"
-     "这种分组未建模"),
-    ("no layer keeps per-token KV, so vLLM makes no KV-cache group",
-     "没有任何层保存逐 token 的 KV，因此 vLLM 不建立 KV Cache 分组"),
-    # The general forms, last: a failed load whose reason no template above knows, and the value checks every
-    # input goes through (kvviz/base/inputs.py).
-    ("cannot load {spec}: {why}", "无法加载 {spec}：{why}"),
-]
-
-
-@cache
-def _pattern(template: str) -> re.Pattern:
-    """The template as a regular expression: its text literal, each {field} a named group matching any text."""
-    parts = re.split(r"\{(\w+)\}", template)
-    regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts))
-    return re.compile(f"{regex}$", re.DOTALL)
-
-
 def translate(message: str | BaseException, lang: object) -> str:
     """What `message` says in `lang`: a kvviz error, or its text (a Said), rendered from its key and values; any
-    other exception's first line, and any other text, as it is (but for the LEGACY texts not yet keyed)."""
+    other exception's first line, and any other text, as it is (nothing is matched against English)."""
     if isinstance(message, BaseException):
         text = str(message)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         message = text if isinstance(text, Said) else lines[0] if lines else type(message).__name__
-    if isinstance(message, Said):
-        return message.render(lang)
-    return _legacy(message, lang)
-
-
-def _legacy(message: str, lang: object) -> str:
-    """A text not yet keyed, in `lang`: the Chinese template of the first LEGACY template that matches it whole."""
-    if normalize(lang) == "en":
-        return message
-    for en, zh in LEGACY:
-        found = _pattern(en).match(message)
-        if found:
-            return zh.format(**found.groupdict())
-    return message
+    return message.render(lang) if isinstance(message, Said) else message

@@ -33,6 +33,7 @@ from kvviz.engine.events import DeviceAcquired, Event, Finished, PromptTokenized
 from kvviz.engine.loading import LoadedModel
 from kvviz.engine.loop import generate
 from kvviz.engine.request import GenerationRequest
+from kvviz.i18n import Said, said
 from kvviz.serving.load import CLOSED, Load
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.prompts import Prompt
@@ -56,8 +57,8 @@ def engine_requests(load: Load, prompts: Sequence[Prompt]) -> list[GenerationReq
                               ignore_eos=load.ignore_eos) for p in prompts]
 
 
-def timeout_message(timeout_s: float) -> str:
-    return f"no complete answer within the request timeout ({timeout_s:g} s)"
+def timeout_message(timeout_s: float) -> Said:
+    return said("serving.timeout", s=timeout_s)
 
 
 class RequestStop(threading.Event):

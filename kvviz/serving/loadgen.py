@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from kvviz.base.errors import InputError
+from kvviz.i18n import said
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.http1 import HttpError, Pool
 from kvviz.serving.load import CLOSED, POISSON, Load
@@ -146,7 +147,7 @@ class _Run:
                                    self.load.timeout_s)
         except asyncio.TimeoutError:
             record = RequestRecord(index, sent, prompt.tokens, 0,
-                                   error=f"no complete answer within the request timeout ({self.load.timeout_s:g} s)")
+                                   error=said("serving.timeout", s=self.load.timeout_s))
         except asyncio.CancelledError:
             self.records.append(RequestRecord(index, sent, prompt.tokens, 0, error="cancelled"))
             raise

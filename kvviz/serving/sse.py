@@ -57,7 +57,9 @@ def server_message(status: int, body: bytes) -> Said:
     except ValueError:
         pass
     why = first_line(RuntimeError(text)) if text else "no message"
-    return said("http.refused_key" if status in (401, 403) else "http.refused", status=status, why=why)
+    if status in (401, 403):
+        return said("http.refused_key", status=status, why=why)
+    return said("http.refused", status=status, why=why)
 
 
 class _Stream(Reply):

@@ -16,7 +16,7 @@ from gradio.components.plot import PlotData
 from kvviz.base.errors import first_line
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
-from kvviz.i18n import Said
+from kvviz.i18n import Said, said
 from kvviz.i18n.errors import translate
 from kvviz.ui.lang import L
 from kvviz.ui.present import time_limit_message
@@ -49,7 +49,8 @@ def no_answer(job: WorkerJob, failure: Failed | None, what: str, lang: object = 
     """The refusal for a worker job that ended without its answer: its failure, the time limit, or that."""
     if failure is not None:
         return refusal(failure.message, lang)
-    return refusal(time_limit_message(job.time_limit_s) if job.timed_out else f"{what} ended without a result", lang)
+    return refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
+                   said("job.no_result", what=what), lang)
 
 
 def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
