@@ -119,6 +119,24 @@ def test_each_error_renders_in_both_languages_with_its_values(key):
     assert (type(copy), copy.key, dict(copy.values), str(copy)) == (InputError, key, values, en)
 
 
+CORE = ("base", "calc", "engine", "serving")  # the packages whose errors reach a person through the CLI, page, API
+BUILTINS = {"ValueError", "RuntimeError", "TypeError", "OSError", "LookupError", "KeyError"}
+
+
+def test_the_core_raises_no_message_built_as_text():
+    """In the core, an error with a message is a kvviz error with a key (a built-in one raised with English text
+    would show English on the Chinese page): the only exceptions say why on their line (`# internal: ...`)."""
+    found = []
+    for path in sorted(p for package in CORE for p in (PACKAGE / package).rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            exc = node.exc if isinstance(node, ast.Raise) else None
+            if isinstance(exc, ast.Call) and getattr(exc.func, "id", None) in BUILTINS and exc.args \
+                    and "# internal:" not in lines[exc.lineno - 1]:
+                found.append(f"{path.relative_to(REPO)}:{exc.lineno}")
+    assert not found, f"raised with a message as text, not a key: {found}"
+
+
 def test_a_foreign_error_is_shown_as_it_is():
     """An exception that is not kvviz's (torch, the OS) has no key: both languages show its first line."""
     error = OSError("disk full\nmore detail")

@@ -36,7 +36,7 @@ USAGE_ERROR = 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would print the whole usage block first
-        raise ValueError(message)
+        raise ValueError(message)  # internal: argparse's own words, shown as they are
 
 
 def _lang_arg(p: argparse.ArgumentParser) -> None:
@@ -241,7 +241,7 @@ def _limit_text(reason: str, result, lang: str) -> str:
     if reason == LATE_READS:
         return t("serving_cli.client.late", lang, wait=_ms(c.read_wait.p90), e2e=_ms(result.stats.e2e.p50),
                  share=WAIT_SHARE)
-    raise ValueError(f"unknown reason the client limited a run: {reason}")
+    raise ValueError(f"unknown reason the client limited a run: {reason}")  # internal: a bug in kvviz
 
 
 def rate_line(result, lang: str = "en") -> str | None:
