@@ -22,7 +22,7 @@ from kvviz.calc.params import count_params
 from kvviz.calc.presets import HUB_IDS, load_preset, preset_names
 from kvviz.calc.report import MemoryQuery, as_dict, describe, memory_report, render_text
 from kvviz.engine.loading import BUNDLED_MODEL, INSTRUCT_MODEL, LoadError, default_model
-from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
+from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, said, t
 from kvviz.i18n.errors import translate
 
 USAGE_ERROR = 2
@@ -307,7 +307,7 @@ def _batch(args: argparse.Namespace) -> str:
     frame = batch_sweep(lm, sweep_prompts(lm, max_batch, prompt_tokens), new_tokens, max_batch, repeats=repeats,
                         progress=progress)
     if frame.empty:
-        reason = translate(frame.attrs.get("stop_reason", "the first batch failed"), args.lang)
+        reason = translate(frame.attrs.get("stop_reason", said("sweep.first_failed")), args.lang)
         raise RunFailed(t("cli.batch.none_ran", args.lang, reason=reason))
     if args.json:
         rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")

@@ -14,10 +14,12 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
+from kvviz.base.errors import KvvizError
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
-class HubUnreachable(RuntimeError):
+class HubUnreachable(KvvizError, RuntimeError):
     """The hub cannot be reached and what was asked for is not in the local cache."""
 
 
@@ -72,10 +74,7 @@ def from_hub(load, repo_id: str, what: str):
     except OSError:
         pass  # not cached: try the network below
     if offline_mode():
-        raise HubUnreachable(f"{what} {repo_id!r} is not in the local cache and HF_HUB_OFFLINE is set")
+        raise HubUnreachable("hub.offline", what=what, repo=repo_id)
     if not hub_reachable():
-        raise HubUnreachable(
-            f"cannot reach the Hugging Face Hub to fetch {what} {repo_id!r}, and it is not in the local "
-            "cache (offline? give a local folder instead)"
-        )
+        raise HubUnreachable("hub.unreachable", what=what, repo=repo_id)
     return load(local_files_only=False)

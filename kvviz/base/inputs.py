@@ -2,7 +2,7 @@
 
 Each check takes whatever a caller sent (a JSON value from the API: any type, NaN, infinity, a
 number with four hundred digits, a megabyte of text) and returns it in the type the core wants, or
-raises ValueError with one short line that names the value and says what is allowed. A value is
+raises InputError (a ValueError) with one short line that names the value and says what is allowed. A value is
 quoted at most SHOWN_CHARS characters long, so no message ever echoes a megabyte back. Nothing here
 knows gradio, torch or what the values are for.
 """
@@ -12,12 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-SHOWN_CHARS = 40
-
-
-def clip(text: str, limit: int = SHOWN_CHARS) -> str:
-    """text cut to `limit` characters, with an ellipsis and the full length when it was longer."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+from kvviz.base.errors import SHOWN_CHARS as SHOWN_CHARS  # re-exported: messages quote values through inputs
+from kvviz.base.errors import InputError
+from kvviz.base.errors import clip as clip
 
 
 def shown(value: object) -> str:
@@ -43,19 +40,19 @@ def whole_number(value: object, name: str, low: int, high: int, integral_floats:
     which should hold ints."""
     if not _is_number(value) or (isinstance(value, float) and (
             not integral_floats or not math.isfinite(value) or not value.is_integer())):
-        raise ValueError(f"{name} must be a whole number, got {shown(value)}")
+        raise InputError("input.whole_number", name=name, value=shown(value))
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low:,} and {high:,}, got {shown(int(value))}")
+        raise InputError("input.between", name=name, low=low, high=high, value=shown(int(value)))
     return int(value)
 
 
 def number(value: object, name: str, low: float, high: float, low_open: bool = False) -> float:
     """value as a finite float in [low, high] (or (low, high] when low_open), or ValueError naming it."""
     if not _is_number(value) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number, got {shown(value)}")
+        raise InputError("input.number", name=name, value=shown(value))
     if value < low or value > high or (low_open and value == low):
         interval = f"({low:g}, {high:g}]" if low_open else f"[{low:g}, {high:g}]"
-        raise ValueError(f"{name} must be in {interval}, got {shown(value)}")
+        raise InputError("input.interval", name=name, interval=interval, value=shown(value))
     return float(value)
 
 
@@ -64,9 +61,9 @@ def text(value: object, name: str, max_chars: int) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be text, got {shown(value)}")
+        raise InputError("input.text", name=name, value=shown(value))
     if len(value) > max_chars:
-        raise ValueError(f"{name} has {len(value):,} characters; the limit is {max_chars:,}")
+        raise InputError("input.too_long", name=name, n=len(value), limit=max_chars)
     return value
 
 
@@ -74,12 +71,13 @@ def choice(value: object, name: str, choices: Collection[str]) -> str:
     """value if it is one of `choices`, or ValueError listing them (when there are few)."""
     if isinstance(value, str) and value in choices:
         return value
-    listed = f"; choose one of {', '.join(choices)}" if len(choices) <= 12 else ""
-    raise ValueError(f"unknown {name} {shown(value)}{listed}")
+    if len(choices) > 12:
+        raise InputError("input.unknown", name=name, value=shown(value))
+    raise InputError("input.unknown_choice", name=name, value=shown(value), choices=", ".join(choices))
 
 
 def flag(value: object, name: str) -> bool:
     """value if it is true or false, or ValueError naming it (no guessing what "no" or 0 meant)."""
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {shown(value)}")
+        raise InputError("input.flag", name=name, value=shown(value))
     return value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from kvviz.base.errors import InputError
 from kvviz.base.inputs import clip
 
 MAX_URL_CHARS = 2_048
@@ -19,7 +20,7 @@ def base_url(url: object) -> str:
     for anything that is not an http:// or https:// URL with a host."""
     text = str(url).strip()
     if len(text) > MAX_URL_CHARS:
-        raise ValueError(f"the endpoint URL is {len(text):,} characters; at most {MAX_URL_CHARS:,}")
+        raise InputError("url.too_long", n=len(text), most=MAX_URL_CHARS)
     text = text.rstrip("/")
     if text.endswith("/v1"):
         text = text[: -len("/v1")]
@@ -30,7 +31,7 @@ def base_url(url: object) -> str:
     except ValueError:
         host = None
     if host and (parts.username or parts.password):  # not echoed: it may hold a secret
-        raise ValueError("the endpoint URL must carry no user:password@; give a key in the API key field")
+        raise InputError("url.credentials")
     if parts.scheme not in ("http", "https") or not host:
-        raise ValueError(f"the endpoint must be an http:// or https:// URL with a host, got {clip(text)!r}")
+        raise InputError("url.not_http", url=clip(text))
     return text

@@ -28,6 +28,7 @@ from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
 from kvviz.calc.config_error import ConfigError
 from kvviz.calc.state import State, layer_state
+from kvviz.i18n import t
 
 FULL = "full"
 SLIDING = "sliding"
@@ -119,6 +120,13 @@ class Architecture:
     config: str = field(default="", repr=False)
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    # What the calculator's sliders changed from the model as read ("kv_heads=4"): data beside the name, never in it.
+    modified: tuple[str, ...] = ()
+
+    def shown_name(self, lang: object = "en") -> str:
+        """The name as the calculator's summary and the reports show it: with what the sliders modified, in `lang`."""
+        return t("calc.sum.modified", lang, name=self.name, what=", ".join(self.modified)) if self.modified \
+            else self.name
 
     @property
     def attention_kind(self) -> str:
@@ -174,10 +182,10 @@ def _positive_int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and (
         not math.isfinite(value) or value != int(value)
     )) or int(value) <= 0:
-        raise ConfigError(f"config key {key!r} must be a positive integer, got {shown(value)}")
+        raise ConfigError("config.not_positive", key=key, value=shown(value))
     high = MAX_LAYERS if key in ("num_hidden_layers", "n_layer", "num_layers", "layers") else MAX_CONFIG_INT
     if value > high:
-        raise ConfigError(f"config key {key!r} is {shown(value)}; kvviz takes at most {high:,}")
+        raise ConfigError("config.too_big", key=key, value=shown(value), most=high)
     return int(value)
 
 
@@ -234,17 +242,16 @@ def config_object(raw: dict) -> Any:
     raw = _renamed_legacy(raw)
     model_type = raw.get("model_type")
     if not isinstance(model_type, str) or not model_type:
-        raise ConfigError("config is missing the key 'model_type'")
+        raise ConfigError("config.no_model_type")
     if model_type not in CONFIG_MAPPING:
-        raise ConfigError(f"unknown model_type {shown(model_type)}: the installed transformers has no config class "
-                          "for it (give the KV dimensions instead: layers, kv_heads, head_dim)")
+        raise ConfigError("config.unknown_model_type", model_type=shown(model_type))
     fields = {k: v for k, v in raw.items() if k != "model_type"}
     with quiet_transformers():
         try:
             return CONFIG_MAPPING[model_type](**fields)
         except Exception as exc:  # transformers raises many kinds for a malformed config
             reason = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-            raise ConfigError(f"transformers rejects this {model_type} config: {clip(reason[-1], 400)}") from exc
+            raise ConfigError("config.rejected", model_type=model_type, why=clip(reason[-1], 400)) from exc
 
 
 def text_part(raw: dict) -> dict:
@@ -283,10 +290,8 @@ def decoder_config(cfg: Any) -> Any:
     known = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
     if cfg.model_type not in known and text.model_type not in known:
         if getattr(cfg, "is_encoder_decoder", False):
-            raise ConfigError(f"{cfg.model_type} is an encoder-decoder model with no causal-LM (decoder-only) class "
-                              "in transformers: kvviz models decoder-only language models")
-        raise ConfigError(f"{cfg.model_type} has no causal-LM (decoder) class in transformers: an encoder-only "
-                          "model keeps no KV cache")
+            raise ConfigError("config.encoder_decoder", model_type=cfg.model_type)
+        raise ConfigError("config.encoder_only", model_type=cfg.model_type)
     return text
 
 
@@ -299,13 +304,12 @@ def _layer_kinds(text: Any, num_layers: int) -> tuple[tuple[str, ...], tuple[boo
         try:
             types, kwargs = get_layer_types_and_kwargs(text)
         except Exception as exc:
-            raise ConfigError(f"cannot read the layer types of this config: {first_line(exc)}") from exc
+            raise ConfigError("config.layer_types_unreadable", why=first_line(exc)) from exc
     if len(types) != num_layers:
-        raise ConfigError(f"layer_types lists {len(types)} layers but num_hidden_layers is {num_layers}")
+        raise ConfigError("config.layer_types_count", n=len(types), layers=num_layers)
     unknown = sorted({t for t in types if t not in _CACHE_LAYER_TYPES})
     if unknown:
-        raise ConfigError(f"unsupported cache layer type(s) {', '.join(unknown)}: kvviz models full, sliding-window "
-                          "and chunked attention and linear-attention/Mamba/convolution state")
+        raise ConfigError("config.unsupported_layer_types", types=", ".join(unknown))
     kinds = tuple(_CACHE_LAYER_TYPES[t][0] for t in types)
     states = tuple(_CACHE_LAYER_TYPES[t][1] for t in types)
     windows = {}
@@ -313,10 +317,10 @@ def _layer_kinds(text: Any, num_layers: int) -> tuple[tuple[str, ...], tuple[boo
         if kind in WINDOWED:
             what = "sliding_window" if kind == SLIDING else "attention_chunk_size"
             if kw.get("sliding_window") is None:
-                raise ConfigError(f"layer_types has {kind} layers but the config gives no {what}")
+                raise ConfigError("config.no_window", kind=kind, what=what)
             windows.setdefault(kind, set()).add(_positive_int(kw["sliding_window"], what))
     if any(len(w) > 1 for w in windows.values()):
-        raise ConfigError("the layers use different window sizes: kvviz models one sliding window and one chunk")
+        raise ConfigError("config.windows_differ")
     window = next(iter(windows.get(SLIDING, {None})))
     chunk = next(iter(windows.get(CHUNKED, {None})))
     return kinds, states, window, chunk
@@ -348,8 +352,7 @@ def _same_kv_shape_everywhere(text: Any, kinds: tuple[str, ...], kv_heads: int, 
         heads = getattr(layer, "num_key_value_heads", kv_heads) or kv_heads
         dim = getattr(layer, "head_dim", head_dim) or head_dim
         if (heads, dim) != (kv_heads, head_dim):
-            raise ConfigError(f"layer {i} keeps {heads} KV heads of {dim} while the model's default is {kv_heads} "
-                              f"of {head_dim}: kvviz models one KV shape for every attention layer")
+            raise ConfigError("config.layer_kv_shape", i=i, heads=heads, dim=dim, kv_heads=kv_heads, head_dim=head_dim)
 
 
 def _defaulted(raw: dict, text: Any) -> tuple[str, ...]:
@@ -385,21 +388,20 @@ NOT_MODELLED = {
 def architecture_from_dict(raw: dict, name: str = "", source: str = "") -> Architecture:
     """Parse a config.json dict into an Architecture; ConfigError names whatever is missing or wrong."""
     if not isinstance(raw, dict):
-        raise ConfigError("a config must be a JSON object")
+        raise ConfigError("config.not_object")
     _check_sizes(raw)
     cfg = config_object(raw)
     text = decoder_config(cfg)
     for family in {cfg.model_type, text.model_type} & set(NOT_MODELLED):
-        raise ConfigError(f"kvviz does not model {family}'s cache: {NOT_MODELLED[family]}")
+        raise ConfigError("config.not_modelled", family=family, why=NOT_MODELLED[family])
     try:
         return _architecture(raw, cfg, text, name, source)
     except ConfigError:
         raise
     except Exception as exc:  # a heterogeneous config refuses global reads of per-layer values, and the like
         if type(exc).__name__ == "AmbiguousGlobalPerLayerAttributeError":
-            raise ConfigError(f"{cfg.model_type}'s layers differ in their attention shape (a per-layer config): "
-                              "kvviz models one KV shape for every attention layer") from exc
-        raise ConfigError(f"kvviz cannot read this {cfg.model_type} config: {first_line(exc)[:300]}") from exc
+            raise ConfigError("config.per_layer", model_type=cfg.model_type) from exc
+        raise ConfigError("config.unreadable", model_type=cfg.model_type, why=first_line(exc)[:300]) from exc
 
 
 def _architecture(raw: dict, cfg: Any, text: Any, name: str, source: str) -> Architecture:
@@ -414,15 +416,14 @@ def _architecture(raw: dict, cfg: Any, text: Any, name: str, source: str) -> Arc
     mla = _mla(text)
     kv_heads, expanded = _kv_heads(text, heads)
     if heads % kv_heads:
-        raise ConfigError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})")
+        raise ConfigError("config.heads_not_multiple", heads=heads, kv_heads=kv_heads)
     head_dim = getattr(text, "head_dim", None) or _head_dim_from_hidden(hidden, heads)
     head_dim = _positive_int(head_dim, "head_dim")
     if mla is None:
         _same_kv_shape_everywhere(text, kinds, kv_heads, head_dim)
         swa = (getattr(text, "swa_num_key_value_heads", None), getattr(text, "swa_head_dim", None))
         if swa != (None, None) and swa != (kv_heads, head_dim) and SLIDING in kinds:
-            raise ConfigError(f"its sliding-window layers keep {swa[0]} KV heads of {swa[1]} and its full layers "
-                              f"{kv_heads} of {head_dim}: kvviz models one KV shape for every attention layer")
+            raise ConfigError("config.sliding_kv_shape", heads=swa[0], dim=swa[1], kv_heads=kv_heads, head_dim=head_dim)
     state = None
     if any(states):
         where = tuple(i for i, keeps in enumerate(states) if keeps)
@@ -447,8 +448,7 @@ def _architecture(raw: dict, cfg: Any, text: Any, name: str, source: str) -> Arc
 def _head_dim_from_hidden(hidden: int, heads: int) -> int:
     """hidden_size / num_attention_heads, the head_dim of a config that gives none; ConfigError if it is not whole."""
     if hidden % heads:
-        raise ConfigError(f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads}) "
-                          "and the config gives no head_dim")
+        raise ConfigError("config.no_head_dim", hidden=hidden, heads=heads)
     return hidden // heads
 
 
@@ -459,7 +459,7 @@ def _mla(text: Any) -> MLA | None:
         return None
     if len(present) != len(_MLA_KEYS):
         missing = next(k for k in _MLA_KEYS if getattr(text, k, None) is None)
-        raise ConfigError(f"config has multi-head latent attention keys but is missing {missing!r}")
+        raise ConfigError("config.mla_missing", missing=missing)
     q_lora = getattr(text, "q_lora_rank", None)
     return MLA(*(_positive_int(getattr(text, k), k) for k in _MLA_KEYS),
                q_lora_rank=_positive_int(q_lora, "q_lora_rank") if q_lora else None)
@@ -499,11 +499,11 @@ def architecture_from_dims(
                                   ((layers, "layers"), (kv_heads, "kv_heads"), (head_dim, "head_dim")))
     heads = kv_heads if heads is None else _positive_int(heads, "heads")
     if heads % kv_heads:
-        raise ConfigError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+        raise ConfigError("dims.heads_not_multiple", heads=heads, kv_heads=kv_heads)
     if isinstance(sliding_layers, bool) or not isinstance(sliding_layers, int) or not 0 <= sliding_layers <= layers:
-        raise ConfigError(f"sliding_layers must be between 0 and layers ({layers})")
+        raise ConfigError("dims.sliding_layers", layers=layers)
     if sliding_layers and not sliding_window:
-        raise ConfigError("sliding layers need a sliding_window")
+        raise ConfigError("dims.no_window")
     if sliding_layers:
         sliding_window = _positive_int(sliding_window, "sliding_window")
     kinds = (SLIDING,) * sliding_layers + (FULL,) * (layers - sliding_layers)
@@ -527,15 +527,15 @@ def load_config_dict(source: str | Path) -> tuple[dict, str]:
     if path_kind(path) == "dir":
         path = path / "config.json"
         if path_kind(path) != "file":
-            raise ConfigError(f"folder {clip(str(source), 120)} has no config.json")
+            raise ConfigError("config.folder_without_config", folder=clip(str(source), 120))
     if path_kind(path) == "file":
         try:
             return json.loads(path.read_text(encoding="utf-8")), str(path)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise ConfigError(f"cannot read {clip(str(path), 120)} as JSON: {exc}") from exc
+            raise ConfigError("config.not_json", path=clip(str(path), 120), why=str(exc)) from exc
     text = str(source).strip()
     if source_kind(text) != "hub":
-        raise ConfigError(f"no such file or folder: {clip(str(source), 120)}")
+        raise ConfigError("config.no_such_path", path=clip(str(source), 120))
     return _hub_config_dict(text), f"hub:{text}"
 
 
@@ -545,9 +545,9 @@ def _hub_config_dict(repo_id: str) -> dict:
     try:
         config = from_hub(partial(AutoConfig.from_pretrained, repo_id, trust_remote_code=False), repo_id, "config")
     except HubUnreachable as exc:
-        raise ConfigError(str(exc)) from exc
+        raise exc.recast(ConfigError) from exc
     except (OSError, ValueError, KeyError) as exc:
-        raise ConfigError(f"cannot load the config of {repo_id!r} from the hub: {first_line(exc)}") from exc
+        raise ConfigError("config.hub_failed", repo=repo_id, why=first_line(exc)) from exc
     return config.to_dict()
 
 

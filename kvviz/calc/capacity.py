@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvviz.base.errors import InputError
 from kvviz.base.units import GIB
 from kvviz.calc.arch import Architecture
 from kvviz.calc.dtypes import DType
@@ -87,7 +88,7 @@ def capacity(
 ) -> Capacity:
     """Answer the capacity questions for `arch` on `accel` with the cache in `dtype`."""
     if not 0 < mem_util <= 1:
-        raise ValueError("mem_util must be in (0, 1]")
+        raise InputError("calc.error.mem_util")
     usable = int(accel.memory_bytes * mem_util)
     budget = usable - weights_bytes - reserve_bytes - arch.kv_layers * dtype.tensor_overhead_bytes
     formula = Formula(

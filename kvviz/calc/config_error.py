@@ -6,6 +6,8 @@ raise it without importing the parser back: no import cycle between the two.
 
 from __future__ import annotations
 
+from kvviz.base.errors import KvvizError
 
-class ConfigError(ValueError):
+
+class ConfigError(KvvizError, ValueError):
     """A config that cannot describe a model: missing key, bad value, unreachable source."""

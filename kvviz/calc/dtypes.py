@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvviz.base.errors import InputError
+
 
 @dataclass(frozen=True)
 class DType:
@@ -91,5 +93,5 @@ def weight_dtype(name: str) -> DType:
 def _lookup(table: dict[str, DType], name: str, what: str) -> DType:
     key = str(name).strip().lower()
     if key not in table:
-        raise ValueError(f"unknown {what} {name!r}; choose one of {', '.join(table)}")
+        raise InputError("input.unknown_choice", name=what, value=repr(name), choices=", ".join(table))
     return table[key]

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from kvviz.base.device import Stopwatch, sync
+from kvviz.base.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def get_accelerator(key: str) -> Accelerator:
     if name == "cpu":
         return measure_cpu()
     if name not in ACCELERATORS:
-        raise ValueError(f"unknown accelerator {key!r}; choose one of {', '.join(accelerator_names())}")
+        raise InputError("input.unknown_choice", name="accelerator", value=repr(key),
+                         choices=", ".join(accelerator_names()))
     return ACCELERATORS[name]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvviz.base.errors import InputError
 from kvviz.calc.arch import NONE, Architecture
 from kvviz.calc.dtypes import DType
 from kvviz.calc.formula import Factor, Formula, product, total
@@ -236,7 +237,7 @@ def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, labe
 def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> KVBreakdown:
     """The KV cache of `batch` sequences of `seq_len` tokens with every labelled variant and formula."""
     if batch < 1 or seq_len < 0:
-        raise ValueError("batch must be at least 1 and seq_len at least 0")
+        raise InputError("calc.error.batch_seq")
     kept_label = "KV cache (window applied)" if arch.n_sliding else "KV cache"
     if arch.state is not None:
         kept_label += f", {arch.kv_layers} of {arch.num_layers} layers keep per-token KV"
@@ -316,7 +317,7 @@ def paged_allocation(
 ) -> PagedAllocation:
     """How a vLLM-style block allocator stores the cache, and how much of its last blocks stands empty."""
     if block_size < 1:
-        raise ValueError("block_size must be at least 1")
+        raise InputError("calc.error.block_size")
     per = token_layer_bytes(arch, dtype)
     allocated = paged_bytes(arch, batch, seq_len, dtype, block_size)
     exact = kv_cache_bytes(arch, batch, seq_len, dtype) - arch.kv_layers * dtype.tensor_overhead_bytes

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
+from kvviz.base.errors import InputError
 from kvviz.base.units import GIB
 from kvviz.calc.arch import Architecture
 from kvviz.calc.capacity import Capacity, capacity
@@ -36,6 +37,7 @@ from kvviz.calc.formula import Formula
 from kvviz.calc.hardware import Accelerator
 from kvviz.calc.memory import KVBreakdown, kv_breakdown
 from kvviz.calc.params import Component, ParamCount, count_params, weight_bytes
+from kvviz.i18n import Said, said
 
 # Components (as params.count_params names them) whose matrices tensor parallelism splits tp ways: the column-
 # and row-parallel projections of attention, MLP, experts and state mixers, and the vocab-parallel embedding and
@@ -123,17 +125,16 @@ def kv_heads_per_gpu(kv_heads: int, tp: int) -> int:
     return max(1, kv_heads // tp)
 
 
-def tp_fits(arch: Architecture, tp: int) -> str | None:
+def tp_fits(arch: Architecture, tp: int) -> Said | None:
     """Why `arch` cannot be split tp ways (vLLM refuses the same), or None when it can: tp must divide the query
     heads, and the KV heads must split evenly (tp divides them) or copy evenly (tp a multiple of them)."""
     heads, kv = arch.num_heads, arch.num_kv_heads
     if heads % tp:
-        return f"tp {tp} does not divide the model's {heads} query heads (each GPU holds whole heads)"
+        return said("parallel.tp_heads", tp=tp, heads=heads)
     if arch.mla is None and tp <= kv and kv % tp:
-        return f"tp {tp} does not divide the model's {kv} KV heads (each GPU holds whole KV heads)"
+        return said("parallel.tp_kv_heads", tp=tp, kv=kv)
     if arch.mla is None and tp > kv and tp % kv:
-        return (f"tp {tp} is more than the model's {kv} KV heads but not a multiple of them (each KV head is "
-                "copied to the same number of GPUs)")
+        return said("parallel.tp_kv_copies", tp=tp, kv=kv)
     return None
 
 
@@ -143,15 +144,15 @@ def tp_choices(arch: Architecture) -> list[int]:
 
 
 def check_parallel(arch: Architecture, par: Parallelism) -> None:
-    """ValueError in one sentence when `arch` cannot be deployed as `par` says."""
+    """InputError (a ValueError) in one sentence when `arch` cannot be deployed as `par` says."""
     reason = tp_fits(arch, par.tp)
     if reason:
         choices = [str(t) for t in tp_choices(arch)]
-        listed = choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
-        raise ValueError(f"{reason}; this model takes tp = {listed}")
+        if len(choices) == 1:
+            raise InputError("parallel.tp_only", reason=reason, choice=choices[0])
+        raise InputError("parallel.tp_choices", reason=reason, choices=", ".join(choices[:-1]), last=choices[-1])
     if par.pp > arch.num_layers:
-        raise ValueError(f"pp {par.pp} is more than the model's {arch.num_layers} layers (each pipeline stage "
-                         "needs at least one layer)")
+        raise InputError("parallel.pp", pp=par.pp, layers=arch.num_layers)
 
 
 def stage_layers(num_layers: int, pp: int) -> tuple[int, ...]:

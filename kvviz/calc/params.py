@@ -122,8 +122,8 @@ def _meta_model(arch: Architecture):
         try:
             model = _first_that_builds((AutoModelForCausalLM, AutoModelForImageTextToText), cfg)
         except Exception as exc:
-            raise ConfigError(f"transformers cannot build this {arch.model_type} model: "
-                              f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+            raise ConfigError("config.cannot_build", model_type=arch.model_type,
+                              why=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__) from exc
     model.tie_weights()  # tied embeddings share one tensor; named_parameters then yields it once
     return model
 
@@ -157,7 +157,7 @@ def changed_config(arch: Architecture) -> dict:
 def count_params(arch: Architecture) -> ParamCount:
     """Count the parameters of `arch` component by component; ConfigError if its weights are unknown."""
     if not arch.has_weights:
-        raise ConfigError("the weights are unknown for an architecture given only by KV dimensions")
+        raise ConfigError("config.no_weights")
     return _count(arch)
 
 

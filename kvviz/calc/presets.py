@@ -65,5 +65,5 @@ def load_preset(name: str) -> Architecture:
     key = str(name).strip().lower()
     path = PRESET_DIR / f"{key}.json"
     if key not in preset_names():
-        raise ConfigError(f"unknown preset {shown(name)}; run 'python -m kvviz presets' to list them")
+        raise ConfigError("config.unknown_preset", preset=shown(name))
     return architecture_from_source(path, name=key)

@@ -23,8 +23,7 @@ from kvviz.calc.parallel import Deployment, Parallelism, Stage, deploy
 from kvviz.calc.params import ParamCount, count_params, weight_bytes
 from kvviz.calc.roofline import PhaseEstimate, decode_estimate, prefill_estimate
 from kvviz.i18n import normalize, t
-from kvviz.i18n.calculator import COMPONENTS, FORMULA_PHRASES, UNITS
-from kvviz.i18n.errors import translate
+from kvviz.i18n.calculator import COMPONENTS, FORMULA_PHRASES, UNITS, memory_text
 
 MAX_BATCH = 1_000_000
 MAX_SEQ_LEN = 100_000_000
@@ -153,7 +152,7 @@ def as_dict(r: MemoryReport) -> dict:
         formulas += r.parallel.formulas
     return {
         "model": {
-            "name": a.name, "source": a.source, "model_type": a.model_type, "attention": a.attention_kind,
+            "name": a.shown_name(), "source": a.source, "model_type": a.model_type, "attention": a.attention_kind,
             "layers": a.num_layers, "heads": a.num_heads, "kv_heads": a.num_kv_heads, "head_dim": a.head_dim,
             "v_head_dim": a.v_head_dim, "sliding_window": a.sliding_window, "sliding_layers": a.n_sliding,
             "layer_types": list(a.layer_types), "mla": asdict(a.mla) if a.mla else None,
@@ -249,7 +248,7 @@ def formula_text(f: Formula, lang: str = "en") -> str:
     symbolic, substituted = f.symbolic, f.substituted
     for en, zh in FORMULA_PHRASES.items():
         symbolic, substituted = symbolic.replace(en, zh), substituted.replace(en, zh)
-    lines = replace(f, label=translate(f.label, lang), symbolic=symbolic, substituted=substituted,
+    lines = replace(f, label=memory_text(f.label, lang), symbolic=symbolic, substituted=substituted,
                     unit=UNITS.get(f.unit, f.unit)).text().splitlines()
     byte_lines = (" bytes", " GiB (2^30 bytes)", " GB (10^9 bytes)")
     return "\n".join(_zh_bytes(line) if line.endswith(byte_lines) else line for line in lines)
@@ -262,12 +261,12 @@ def _zh_bytes(line: str) -> str:
 
 def accelerator_name(acc: Accelerator, lang: str = "en") -> str:
     """The accelerator's name in `lang`: a preset's as it is, the measured CPU's ("this CPU, 2 cores") translated."""
-    return translate(acc.name, lang) if acc.measured else acc.name
+    return memory_text(acc.name, lang) if acc.measured else acc.name
 
 
 def note_text(note: str, lang: str = "en") -> str:
     """One of a report's notes (kept in English in MemoryReport.notes and the JSON) in `lang`."""
-    return translate(note, lang)
+    return memory_text(note, lang)
 
 
 def state_why(lang: str = "en") -> str:
@@ -392,7 +391,7 @@ def render_text(r: MemoryReport, lang: str = "en") -> str:
     a, q, kv, pg = r.arch, r.query, r.kv, r.paged
     acc = r.accelerator
     out = [
-        t("report.model", lang, name=a.name, describe=describe(a, lang)),
+        t("report.model", lang, name=a.shown_name(lang), describe=describe(a, lang)),
         t("report.source", lang, source=a.source),
         t("report.query", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}", dtype=r.kv_dtype.name,
           block=q.block_size),

@@ -42,14 +42,14 @@ def _get(cfg: Any, *names: str) -> int:
         value = getattr(cfg, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-    raise ConfigError(f"the config's linear layers need {' or '.join(repr(n) for n in names)}")
+    raise ConfigError("state.linear_needs", names=" or ".join(repr(n) for n in names))
 
 
 def _inner(cfg: Any, expand: str) -> int:
     """A Mamba mixer's inner width: config key `expand` × hidden_size channels."""
     factor = getattr(cfg, expand, None)
     if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor <= 0:
-        raise ConfigError(f"the config's Mamba layers need a positive {expand!r}")
+        raise ConfigError("state.mamba_needs", name=expand)
     return int(factor * _get(cfg, "hidden_size"))
 
 
@@ -161,6 +161,5 @@ def layer_state(cfg: Any, layers: int) -> State:
     if family == "zaya":
         return _cca(cfg, layers)
     if family in UNSIZED:
-        raise ConfigError(f"{family}'s state is not sized by kvviz: {UNSIZED[family]}")
-    raise ConfigError(f"{family}'s linear-attention/state layers are not sized by kvviz yet: their per-sequence "
-                      "state is unknown, so its memory cannot be answered exactly")
+        raise ConfigError("state.unsized", family=family, why=UNSIZED[family])
+    raise ConfigError("state.not_yet_sized", family=family)

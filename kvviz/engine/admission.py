@@ -22,6 +22,7 @@ from kvviz.calc.memory import activation_bytes, static_cache_bytes, transformers
 from kvviz.engine.compiled import static_length, static_refusal
 from kvviz.engine.loading import LoadedModel, check_fit, transformers_keeps_mla_latent
 from kvviz.engine.request import BatchRequest, GenerationRequest
+from kvviz.i18n import Said, said
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,10 @@ def admit(lm: LoadedModel, req: GenerationRequest, prompt_ids: list[int]) -> Pla
     """The plan for running `req` on `lm` with this tokenized prompt, or why it cannot run."""
     n = len(prompt_ids)
     if req.max_prompt_tokens is not None and n > req.max_prompt_tokens:
-        return Refusal(f"the prompt has {n:,} tokens; this demo allows {req.max_prompt_tokens:,}")
+        return Refusal(said("admit.prompt_over_limit", n=n, limit=req.max_prompt_tokens))
     context = lm.context_length
     if context and n >= context:
-        return Refusal(f"the prompt has {n:,} tokens; the model's context is {context:,}")
+        return Refusal(said("admit.prompt_over_context", n=n, context=context))
     max_tokens = new_token_limit(lm, req, n)
     static = static_cache_tokens(lm, req, n) if req.static else None
     refusal = static_refusal(lm.arch, n + max_tokens, static) if static is not None else None
@@ -105,7 +106,7 @@ def static_cache_tokens(lm: LoadedModel, req: GenerationRequest, prompt_tokens: 
 
 
 def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_tokens: int,
-                     batch: int = 1, static_tokens: int | None = None) -> str | None:
+                     batch: int = 1, static_tokens: int | None = None) -> Said | None:
     """Why this run (of `batch` sequences of prompt_tokens, padded alike) cannot fit in the device's free memory,
     with the numbers; None when it can. The one fit rule for a single run and a batch.
 
@@ -123,10 +124,10 @@ def run_does_not_fit(lm: LoadedModel, use_cache: bool, prompt_tokens: int, new_t
     fit = check_fit(kv + act, lm.device)
     if fit.ok:
         return None
-    what, tokens = ("this run", f"{total:,}") if batch == 1 else ("this batch", f"{batch:,} × {total:,}")
-    return (f"{what} cannot fit: it needs about {(kv + act) / GIB:,.2f} GiB beyond the weights (KV cache for "
-            f"{tokens} tokens: {kv / GIB:,.2f} GiB; activations: {act / GIB:,.2f} GiB) and {lm.device.type} has "
-            f"{fit.free_bytes / GIB:,.2f} GiB free; ask for fewer {'tokens' if batch == 1 else 'prompts or tokens'}")
+    sizes = dict(need=(kv + act) / GIB, kv=kv / GIB, act=act / GIB, device=lm.device.type, free=fit.free_bytes / GIB)
+    if batch == 1:
+        return said("fit.run", tokens=f"{total:,}", **sizes)
+    return said("fit.batch", tokens=f"{batch:,} × {total:,}", **sizes)
 
 
 @dataclass(frozen=True)
@@ -144,10 +145,10 @@ def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]])
     the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
     empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
     if empty is not None:
-        return Refusal(f"prompt {empty + 1} of the batch has no tokens")
+        return Refusal(said("admit.batch_row_empty", i=empty + 1))
     width, context = max(len(ids) for ids in prompt_ids), lm.context_length
     if context and width >= context:
-        return Refusal(f"the longest prompt has {width:,} tokens; the model's context is {context:,}")
+        return Refusal(said("admit.batch_over_context", n=width, context=context))
     max_tokens = new_token_limit(lm, req, width)
     refusal = run_does_not_fit(lm, req.use_cache, width, max_tokens, batch=len(prompt_ids))
     if refusal:

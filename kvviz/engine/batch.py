@@ -61,6 +61,7 @@ import pandas as pd
 import torch
 
 from kvviz.base.device import Stopwatch
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.engine.admission import BatchPlan, admit_batch, encode_prompt
 from kvviz.engine.compare import first_divergence
 from kvviz.engine.events import (
@@ -182,7 +183,7 @@ def _forward_passes(lm: LoadedModel, req: BatchRequest, plan: BatchPlan, cancel:
 # ---- results ------------------------------------------------------------------------------------------------
 
 
-class BatchError(RuntimeError):
+class BatchError(KvvizError, RuntimeError):
     """A batch that failed on the device or was cancelled; the message says which."""
 
 
@@ -254,11 +255,13 @@ def run_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event | None
         elif isinstance(event, BatchFinished):
             finished = event
     if finished is not None and finished.bad_input:
-        raise ValueError(finished.error)
+        raise InputError("run.failed", why=finished.error)
     if finished is None or finished.reason != "completed" or finished.summary is None:
         reason = finished.reason if finished else "unfinished"
-        raise BatchError("the batch was stopped" if reason == "cancelled" else
-                         (finished.error if finished else None) or "the batch ended without finishing")
+        if reason == "cancelled":
+            raise BatchError("batch.stopped")
+        raise (BatchError("run.failed", why=finished.error) if finished and finished.error else
+               BatchError("batch.unfinished"))
     summary = finished.summary
     rows = tuple(RowResult(
         row=row, prompt=prompt, prompt_tokens=summary.prompt_tokens[row],

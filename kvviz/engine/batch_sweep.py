@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from kvviz.base.errors import InputError
 from kvviz.base.units import GIB
 from kvviz.calc.arch import Architecture
 from kvviz.calc.capacity import capacity
@@ -65,6 +66,7 @@ from kvviz.calc.roofline import decode_estimate, prefill_estimate
 from kvviz.engine.admission import encode_prompt
 from kvviz.engine.batch import BatchError, BatchRequest, run_batch
 from kvviz.engine.loading import LoadedModel
+from kvviz.i18n import said
 
 COLUMNS = (
     "model", "device", "dtype", "accelerator", "batch", "prompt_tokens", "new_tokens", "context_tokens",
@@ -103,7 +105,7 @@ class SweepLimits:
 def batch_sizes(max_batch: int) -> list[int]:
     """1, 2, 4, ... up to max_batch, and max_batch itself when it is not a power of two."""
     if max_batch < 1:
-        raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        raise InputError("sweep.max_batch", n=max_batch)
     sizes = [2**i for i in range(max_batch.bit_length()) if 2**i <= max_batch]
     return sizes if sizes[-1] == max_batch else [*sizes, max_batch]
 
@@ -112,7 +114,7 @@ def decode_context(prompt_tokens: int, new_tokens: int) -> int:
     """Tokens in each sequence's cache at the median decode step. Decode step i (1 .. new_tokens - 1) feeds
     token i and reads the prompt and the i - 1 tokens before it: prompt_tokens + i - 1 cached tokens."""
     if new_tokens < 2:
-        raise ValueError(f"a sweep needs at least 2 new tokens (a prefill, then a decode step), got {new_tokens}")
+        raise InputError("sweep.new_tokens", n=new_tokens)
     return prompt_tokens + (new_tokens - 2) // 2
 
 
@@ -289,13 +291,13 @@ def _run_one(lm: LoadedModel, prompts: Sequence[str], new_tokens: int, repeats: 
     except ValueError as exc:
         if len(prompts) == 1:
             raise
-        return f"does not fit at B={len(prompts)}: {exc}"
+        return said("sweep.no_fit", b=len(prompts), why=str(exc))
     except BatchError as exc:
         if cancel is not None and cancel.is_set():
             return STOP_CANCELLED
-        if "out of memory" not in str(exc):
+        if getattr(exc.values.get("why"), "key", None) != "run.oom":  # the failure as data, not its words
             raise
-        return f"out of memory at B={len(prompts)}"
+        return said("sweep.oom", b=len(prompts))
 
 
 def batch_sweep(lm: LoadedModel, prompts: Sequence[str], new_tokens: int, max_batch: int | None = None, *,
@@ -308,11 +310,10 @@ def batch_sweep(lm: LoadedModel, prompts: Sequence[str], new_tokens: int, max_ba
     fails for memory or is cancelled. Returns the table the module docstring describes."""
     max_batch = len(prompts) if max_batch is None else max_batch
     if len(prompts) < max_batch:
-        raise ValueError(f"a sweep to B={max_batch} needs {max_batch} prompts, got {len(prompts)}")
+        raise InputError("sweep.prompts", b=max_batch, n=max_batch, got=len(prompts))
     width = _prompt_width(lm, prompts[:max_batch])
     if lm.context_length and width + new_tokens > lm.context_length:
-        raise ValueError(f"{width} prompt tokens + {new_tokens} new ones pass the model's context of "
-                         f"{lm.context_length:,}")
+        raise InputError("sweep.context", width=width, new=new_tokens, context=lm.context_length)
     accel = accel or device_accelerator(str(lm.device))
     limits = sweep_limits(lm.arch, accel, lm.dtype_name, width, new_tokens, mem_util, reserve_bytes)
     done, stop = [], STOP_MAX_BATCH
@@ -321,7 +322,7 @@ def batch_sweep(lm: LoadedModel, prompts: Sequence[str], new_tokens: int, max_ba
             stop = STOP_MEMORY
             break
         if progress:
-            progress(b, f"B={b}: warm-up, then {repeats} run(s) of {new_tokens} tokens")
+            progress(b, said("progress.sweep_batch", b=b, n=repeats, tokens=new_tokens))
         got = _run_one(lm, prompts[:b], new_tokens, repeats, warmup_tokens, cancel)
         if isinstance(got, str):
             stop = got

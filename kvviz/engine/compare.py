@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.calc.dtypes import kv_dtype, weight_dtype
 from kvviz.calc.hardware import device_accelerator
 from kvviz.calc.params import count_params
@@ -30,7 +31,7 @@ from kvviz.engine.metrics import RunSummary
 from kvviz.engine.request import MODE_LABELS, GenerationRequest
 
 
-class CompareError(RuntimeError):
+class CompareError(KvvizError, RuntimeError):
     """One of the runs failed; the message is its error."""
 
 
@@ -144,11 +145,12 @@ def predict_steps(lm: LoadedModel, prompt_tokens: int, steps: int, static_tokens
 def _run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None) -> tuple[list[TokenEvent], Finished]:
     tokens, finished = run_to_end(lm, req, cancel)
     if finished is not None and finished.bad_input:
-        raise ValueError(finished.error)  # what was asked cannot run (a prompt too long): not a fault
+        raise InputError("run.failed", why=finished.error)  # what was asked cannot run (a prompt too long)
     if cancel is not None and cancel.is_set():
-        raise CompareError("the comparison was stopped")
+        raise CompareError("compare.stopped")
     if finished is None or finished.summary is None:
-        raise CompareError((finished.error if finished else None) or "the run ended without finishing")
+        raise (CompareError("run.failed", why=finished.error) if finished and finished.error else
+               CompareError("run.unfinished"))
     return tokens, finished
 
 

@@ -27,9 +27,11 @@ from pathlib import Path
 
 import torch
 
+from kvviz.base.errors import KvvizError
 from kvviz.calc.arch import Architecture
 from kvviz.engine.request import MAX_STATIC_TOKENS
 from kvviz.engine.steps import forward_kwargs, new_static_cache, next_token_logits, prefill
+from kvviz.i18n import Said, said
 
 SMALLEST_BUCKET = 64  # the smallest static length: shorter runs share one compiled step
 WARM_CALLS = 3  # the first call compiles; under CUDA graphs the second records the graph and the third replays it
@@ -49,7 +51,7 @@ def persist_compile_cache() -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))
 
 
-class StaticCacheFull(RuntimeError):
+class StaticCacheFull(KvvizError, RuntimeError):
     """A static-mode run asked for more positions than its cache was allocated with."""
 
 
@@ -61,7 +63,7 @@ def static_length(tokens: int, context: int | None = None) -> int:
     return min(length, context) if context else length
 
 
-def static_refusal(arch: Architecture, needed: int, cache_tokens: int) -> str | None:
+def static_refusal(arch: Architecture, needed: int, cache_tokens: int) -> Said | None:
     """Why a run of `needed` tokens (prompt + new) of a model of `arch` cannot run on a static cache of
     cache_tokens; None when it can.
 
@@ -71,18 +73,13 @@ def static_refusal(arch: Architecture, needed: int, cache_tokens: int) -> str | 
     attention, Mamba or convolution state have not been checked here and are refused too.
     """
     if arch.n_sliding:
-        return (f"the static mode runs full-attention models only: {arch.name} has {arch.n_sliding} sliding-window "
-                f"or chunked layers, whose static cache would recompile the decode step at every token; use the "
-                f"cached mode")
+        return said("static.windowed", name=arch.name, n=arch.n_sliding)
     if arch.state is not None:
-        return (f"the static mode runs full-attention models only: {arch.name} keeps {arch.state.kind} state, "
-                f"which kvviz has not checked compiled; use the cached mode")
+        return said("static.state", name=arch.name, kind=arch.state.kind)
     if needed > MAX_STATIC_TOKENS:
-        return (f"this run needs {needed:,} tokens and the static mode allocates at most {MAX_STATIC_TOKENS:,} "
-                f"up front; ask for fewer tokens or use the cached mode")
+        return said("static.too_long", needed=needed, most=MAX_STATIC_TOKENS)
     if needed > cache_tokens:
-        return (f"this run needs {needed:,} tokens (prompt and new ones) and the static cache holds "
-                f"{cache_tokens:,}; ask for fewer new tokens or a longer static cache")
+        return said("static.too_short", needed=needed, length=cache_tokens)
     return None
 
 
@@ -196,8 +193,7 @@ class StaticDecoder:
 
     def _check_room(self, tokens: int) -> None:
         if self._position + tokens > self.length:
-            raise StaticCacheFull(f"the static cache holds {self.length:,} tokens and is full "
-                                  f"({self._position:,} written, {tokens:,} more asked)")
+            raise StaticCacheFull("static.full", length=self.length, written=self._position, more=tokens)
 
 
 # Decoders live beside their model and go with it: keyed weakly by the model, then by (device, dtype, length,

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.hub import source_kind
 from kvviz.base.inputs import clip, flag, number, shown, text, whole_number
 from kvviz.base.urls import base_url
@@ -30,7 +31,7 @@ ENGINE_MAX_NEW_TOKENS = 4096  # kvviz.engine.loop.MAX_NEW_TOKENS: no host can al
 MAX_SPEC_CHARS = 256  # a hub id is at most 96; anything longer is not a model this demo offers
 
 
-class PolicyError(ValueError):
+class PolicyError(KvvizError, ValueError):
     """What this host does not allow, in one line that says what it does allow."""
 
 
@@ -88,7 +89,7 @@ class HostPolicy:
         """The model spec to load, in its canonical form; PolicyError for one this host does not offer."""
         spec = _text(spec, "model", MAX_SPEC_CHARS if self.hosted else 4096).strip()
         if not spec:
-            raise PolicyError("no model given")
+            raise PolicyError("policy.no_model")
         if not self.hosted:
             return spec
         if spec == BUNDLED_MODEL or spec in PACKAGED or spec in self.allowed_models:
@@ -96,27 +97,23 @@ class HostPolicy:
         if spec.lower().startswith(TWIN_PREFIX):
             return self._check_twin(spec[len(TWIN_PREFIX):].strip().lower())
         if source_kind(spec) == "path":
-            raise PolicyError(f"this hosted demo loads no local folders or files; choose one of "
-                              f"{', '.join(self.model_choices())}")
-        raise PolicyError(f"this hosted demo does not offer {shown(spec)}; choose one of "
-                          f"{', '.join(self.model_choices())}")
+            raise PolicyError("policy.no_local_models", choices=", ".join(self.model_choices()))
+        raise PolicyError("policy.not_offered", spec=shown(spec), choices=", ".join(self.model_choices()))
 
     def _check_twin(self, preset: str) -> str:
         if preset not in preset_names():
-            raise PolicyError(f"unknown preset {shown(preset)} for a random twin; choose one of "
-                              f"{', '.join(self.twins())}")
+            raise PolicyError("policy.unknown_twin", preset=shown(preset), choices=", ".join(self.twins()))
         n = _params(preset)
         if n >= self.max_twin_params:
-            raise PolicyError(f"{TWIN_PREFIX}{preset} has {_millions(n)} parameters; this demo allows twins under "
-                              f"{_millions(self.max_twin_params)}")
+            raise PolicyError("policy.twin_too_big", twin=f"{TWIN_PREFIX}{preset}", n=_millions(n),
+                              most=_millions(self.max_twin_params))
         return f"{TWIN_PREFIX}{preset}"
 
     def check_source(self, source: object) -> str:
         """The calculator's config source (a path or hub id); hosted, a hub id only, never a local path."""
         source = _text(source, "the config path or hub id", 512).strip()
         if self.hosted and source and source_kind(source) != "hub":
-            raise PolicyError("this hosted demo reads no local files: give a hub id such as "
-                              "Qwen/Qwen2.5-0.5B-Instruct, or pick a preset")
+            raise PolicyError("policy.no_local_files")
         return source
 
     def check_endpoint(self, url: object) -> str:
@@ -124,11 +121,12 @@ class HostPolicy:
         visitor cannot make this server send traffic to an address of their choosing."""
         try:
             url = base_url(url)
-        except ValueError as exc:
-            raise PolicyError(str(exc)) from None
+        except InputError as exc:
+            raise exc.recast(PolicyError) from None
         if self.hosted and url not in self.allowed_endpoints:
-            listed = ", ".join(self.allowed_endpoints) or "none: only the local vLLM"
-            raise PolicyError(f"this hosted demo loads only its own endpoints ({listed}); {shown(url)} is not one")
+            if not self.allowed_endpoints:
+                raise PolicyError("policy.no_endpoints", url=shown(url))
+            raise PolicyError("policy.not_listed_endpoint", listed=", ".join(self.allowed_endpoints), url=shown(url))
         return url
 
     def check_load(self, concurrency: int, requests: int, output_tokens: int, prompt_tokens: int,
@@ -142,7 +140,7 @@ class HostPolicy:
                                   ("prompt tokens", prompt_tokens, self.max_prompt_tokens),
                                   ("duration (s)", duration_s, self.time_limit_s)):
             if value > most:
-                raise PolicyError(f"{name} is {value:,}; this demo allows up to {most:,}")
+                raise PolicyError("policy.over_limit", name=name, value=value, most=most)
 
     def check_request(self, max_new_tokens: int) -> None:
         """PolicyError, with both numbers, for more new tokens than this host allows.
@@ -151,7 +149,8 @@ class HostPolicy:
         max_prompt_tokens to the engine, which refuses a longer prompt with the same kind of message.
         """
         if self.hosted and max_new_tokens > self.max_new_tokens:
-            raise PolicyError(f"max_new_tokens is {max_new_tokens:,}; this demo allows up to {self.max_new_tokens:,}")
+            raise PolicyError("policy.over_limit", name="max_new_tokens", value=max_new_tokens,
+                              most=self.max_new_tokens)
 
     @property
     def prompt_token_limit(self) -> int | None:
@@ -197,27 +196,26 @@ def _check_field(name: str, value: object, where: str) -> object:
             return number(value, f"{where} (seconds)", 0, 86_400, low_open=True)
         if name == "hosted":
             return flag(value, where)
-    except ValueError as exc:
-        raise PolicyError(str(exc)) from None
+    except InputError as exc:
+        raise exc.recast(PolicyError) from None
     if not isinstance(value, tuple):  # allowed_models, allowed_endpoints
-        raise PolicyError(f"{where} must be a tuple, got {shown(value)}")
+        raise PolicyError("policy.not_tuple", where=where, value=shown(value))
     if name == "allowed_endpoints":
         try:
             return tuple(base_url(url) for url in value)
-        except ValueError as exc:
-            raise PolicyError(f"{where}: {exc}") from None
+        except InputError as exc:
+            raise PolicyError("policy.option", where=where, why=exc.said) from None
     for model in value:
         if not isinstance(model, str) or source_kind(model) != "hub":
-            raise PolicyError(f"{where}: allowed models must be hub ids such as Qwen/Qwen2.5-0.5B-Instruct, "
-                              f"got {shown(model)}")
+            raise PolicyError("policy.not_hub_id", where=where, value=shown(model))
     return value
 
 
 def _text(value: object, name: str, max_chars: int) -> str:
     try:
         return text(value, name, max_chars)
-    except ValueError as exc:
-        raise PolicyError(str(exc)) from None
+    except InputError as exc:
+        raise exc.recast(PolicyError) from None
 
 
 def _params(preset: str) -> int:
@@ -237,7 +235,7 @@ def _parse_bool(value: object, where: str) -> bool:
         return True
     if word in ("0", "false", "no", "off"):
         return False
-    raise PolicyError(f"{where} must be 1 or 0 (true or false), got {shown(value)}")
+    raise PolicyError("policy.not_bool", where=where, value=shown(value))
 
 
 _SUFFIXES = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9}
@@ -252,10 +250,10 @@ def _parse_count(value: object, where: str) -> int:
     try:
         number = float(word[:-1] if scale > 1 else word)
     except ValueError:
-        raise PolicyError(f"{where} must be a whole number (such as 16, 600M or 0.6B), got {shown(value)}") from None
+        raise PolicyError("policy.not_count", where=where, value=shown(value)) from None
     n = number * scale
     if not math.isfinite(n) or n != int(n):
-        raise PolicyError(f"{where} must be a whole number, got {shown(value)}")
+        raise PolicyError("input.whole_number", name=where, value=shown(value))
     return int(n)
 
 
@@ -263,7 +261,7 @@ def _parse_seconds(value: object, where: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise PolicyError(f"{where} must be a number of seconds, got {shown(value)}") from None
+        raise PolicyError("policy.not_seconds", where=where, value=shown(value)) from None
 
 
 def _parse_list(value: object, where: str) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from kvviz.base.device import sync
+from kvviz.base.errors import InputError, StateError
 from kvviz.calc.arch import Architecture, architecture_from_source
 from kvviz.calc.presets import load_preset
 from kvviz.engine.admission import eos_ids
@@ -136,7 +137,8 @@ def run_lesson(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event 
     script = lesson_script(lm, req.prompt, req.max_new_tokens, cancel)
     tokens, finished = run_to_end(lm, req, cancel)
     if finished is None or finished.summary is None:
-        raise ValueError(finished.error if finished is not None and finished.error else "kvviz's run ended early")
+        raise (InputError("run.failed", why=finished.error) if finished is not None and finished.error else
+               StateError("lesson.ended_early"))
     return LessonRun(script=script, summary=finished.summary, text=finished.text,
                      new_token_ids=tuple(t.token_id for t in tokens), model=lm.spec, device=str(lm.device),
                      dtype=lm.dtype_name)

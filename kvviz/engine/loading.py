@@ -17,12 +17,13 @@ from pathlib import Path
 
 import torch
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import KvvizError, first_line
 from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
 from kvviz.calc.arch import Architecture, ConfigError, architecture_from_dict, path_kind
 from kvviz.calc.presets import PRESET_DIR, load_preset, preset_names
 from kvviz.engine.packaged import PACKAGED, FetchError, converted_folder, fetch
+from kvviz.i18n import Said, said
 
 TWIN_PREFIX = "random:"
 # Models shipped in the repository, under short names; they load through the same path as a hub folder.
@@ -35,7 +36,7 @@ DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 Progress = Callable[[float, str], None]
 
 
-class LoadError(RuntimeError):
+class LoadError(KvvizError, RuntimeError):
     """A model that cannot be loaded here: the message says why in one line."""
 
 
@@ -87,13 +88,13 @@ def resolve_device(requested: str | None = None) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as exc:
-        raise LoadError(f"unknown device {requested!r}; use auto, cpu, cuda or mps") from exc
+        raise LoadError("load.unknown_device", device=requested) from exc
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise LoadError("device cuda was asked for but no CUDA GPU is available here")
+        raise LoadError("load.no_cuda")
     if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise LoadError("device mps was asked for but it is not available here")
+        raise LoadError("load.no_mps")
     if device.type not in ("cpu", "cuda", "mps"):
-        raise LoadError(f"unsupported device {requested!r}; use auto, cpu, cuda or mps")
+        raise LoadError("load.unsupported_device", device=requested)
     return device
 
 
@@ -103,7 +104,7 @@ def resolve_dtype(requested: str | None, device: torch.device) -> torch.dtype:
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     key = str(requested).strip().lower()
     if key not in TORCH_DTYPES:
-        raise LoadError(f"unknown dtype {requested!r}; use auto, {', '.join(TORCH_DTYPES)}")
+        raise LoadError("load.unknown_dtype", dtype=requested, choices=", ".join(TORCH_DTYPES))
     return TORCH_DTYPES[key]
 
 
@@ -210,17 +211,17 @@ def _twin_config(preset: str, layers: int | None):
     from kvviz.calc.arch import ConfigError, config_object, config_with_layers, load_config_dict
 
     if preset not in preset_names():
-        raise LoadError(f"unknown preset {shown(preset)} for a random twin; run 'python -m kvviz presets'")
+        raise LoadError("load.unknown_twin", preset=shown(preset))
     raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
     full = load_preset(preset).num_layers
     if layers is not None:
         if not 1 <= layers <= full:
-            raise LoadError(f"{preset} has {full} layers; cannot keep {layers}")
+            raise LoadError("load.twin_layers", preset=preset, n=full, layers=layers)
         raw = config_with_layers(raw, layers)
     try:
         return config_object(raw)
     except ConfigError as exc:
-        raise LoadError(str(exc)) from exc
+        raise exc.recast(LoadError) from exc
 
 
 def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress: Progress,
@@ -236,17 +237,16 @@ def _build_twin(preset: str, device: torch.device, dtype: torch.dtype, progress:
     need = count_params(arch).total * torch.finfo(dtype).bits // 8
     fit = check_fit(need, device, share=WEIGHTS_SHARE)
     if not fit.ok:
-        raise LoadError(f"a twin of {preset} needs {need / 1e9:,.1f} GB of weights in {DTYPE_NAMES[dtype]}; "
-                        f"{device.type} has {fit.free_bytes / 1e9:,.1f} GB free")
-    progress(0.2, f"building {preset} with random weights")
+        raise LoadError("load.twin_too_big", preset=preset, need=need / 1e9, dtype=DTYPE_NAMES[dtype],
+                        device=device.type, free=fit.free_bytes / 1e9)
+    progress(0.2, said("progress.building_twin", preset=preset))
     with no_init_weights(), torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.tie_weights()  # some transformers releases leave tied embeddings untied when init is skipped
     _fill_random(model)
-    progress(0.8, "building the byte-level twin tokenizer")
+    progress(0.8, said("progress.twin_tokenizer"))
     tokenizer = twin_tokenizer(arch.vocab_size)
-    note = ("random weights: timing and memory are real, the text is noise; tokenizer: kvviz's byte-level "
-            "twin tokenizer (one token per UTF-8 byte, other ids shown as <id>)")
+    note = said("cli.twin_note")  # shown by the CLI only (cli.*: the page never shows it, <id> and all)
     return model, tokenizer, arch, note
 
 
@@ -254,7 +254,7 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
                 "pytorch_model.bin.index.json")  # the names from_pretrained looks for in a folder
 
 
-def _folder_problem(folder: Path) -> str | None:
+def _folder_problem(folder: Path) -> Said | None:
     """Why a local folder cannot hold a causal language model, found before transformers reads it (whose own
     messages for these cases name its internals, or nothing at all); None when nothing is wrong yet."""
     import json
@@ -265,54 +265,53 @@ def _folder_problem(folder: Path) -> str | None:
 
     config = folder / "config.json"
     if path_kind(config) != "file":
-        return "the folder has no config.json (it is not a transformers model folder)"
+        return said("load.no_config")
     try:
         raw = json.loads(config.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        return f"its config.json is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        return said("load.config_not_json", why=exc.msg, line=exc.lineno, column=exc.colno)
     except (OSError, UnicodeDecodeError, RecursionError) as exc:
-        return f"its config.json cannot be read as JSON ({type(exc).__name__})"
+        return said("load.config_unreadable", why=type(exc).__name__)
     model_type = raw.get("model_type") if isinstance(raw, dict) else None
     if not isinstance(model_type, str) or not model_type:
-        return "its config.json names no model_type"
+        return said("load.no_model_type")
     if model_type not in CONFIG_MAPPING_NAMES:
-        return f"its model_type {shown(model_type)} is not one that transformers {transformers.__version__} knows"
+        return said("load.unknown_model_type", model_type=shown(model_type), version=transformers.__version__)
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return f"it is a {shown(model_type)} model, not a causal language model (kvviz runs decoder-only models)"
+        return said("load.not_causal_type", model_type=shown(model_type))
     if not any(path_kind(folder / name) == "file" for name in WEIGHT_FILES):
-        return "the folder has no weights (no model.safetensors or pytorch_model.bin, nor a sharded index)"
+        return said("load.no_weights")
     return None
 
 
-def _tokenizer_problem(tokenizer) -> str | None:
+def _tokenizer_problem(tokenizer) -> Said | None:
     """A tokenizer that cannot encode text: what AutoTokenizer builds from a folder without tokenizer files."""
     if len(tokenizer) < 2 or not tokenizer("Hello")["input_ids"]:
-        return "it has no usable tokenizer (no tokenizer.json or vocabulary files beside the weights)"
+        return said("load.no_tokenizer")
     return None
 
 
-def _weights_problem(info: dict) -> str | None:
+def _weights_problem(info: dict) -> Said | None:
     """Weights that do not fill the model the config describes (from_pretrained's loading info): transformers
     would leave those tensors random and only log it, so the text would be noise without a word said."""
     mismatched = sorted(info.get("mismatched_keys") or ())
     if mismatched:
         name, in_file, in_model = mismatched[0]
-        return (f"its weights do not fit its config.json: {len(mismatched)} tensor(s) have other shapes, e.g. "
-                f"{clip(name, 80)} is {tuple(in_file)} in the weights but {tuple(in_model)} in the config")
+        return said("load.shapes_differ", n=len(mismatched), name=clip(name, 80), shape=tuple(in_file),
+                    expected=tuple(in_model))
     missing = sorted(info.get("missing_keys") or ())
     if missing:
-        return (f"its weights do not match its config.json: {len(missing)} of the model's tensors are not in "
-                f"them, e.g. {clip(missing[0], 80)}")
+        return said("load.tensors_missing", n=len(missing), name=clip(missing[0], 80))
     return None
 
 
-def _failure_reason(exc: BaseException) -> str:
+def _failure_reason(exc: BaseException) -> Said | str:
     """One line for an exception from the libraries below us, in words where theirs name their internals."""
     first = first_line(exc)
     if type(exc).__name__ == "SafetensorError":
-        return f"its weights file is damaged or not in safetensors format ({first})"
-    if "Unrecognized configuration class" in first:
-        return f"it is not a causal language model (kvviz runs decoder-only models): {first}"
+        return said("load.bad_safetensors", why=first)
+    if "Unrecognized configuration class" in first:  # transformers' own text: the only way to tell this case
+        return said("load.not_causal", why=first)
     return first
 
 
@@ -326,7 +325,7 @@ def named_folder(spec: str, progress: Progress | None = None) -> Path | None:
     try:
         return fetch(spec, progress)
     except FetchError as exc:
-        raise LoadError(str(exc)) from exc
+        raise exc.recast(LoadError) from exc
 
 
 def default_model() -> str:
@@ -344,49 +343,49 @@ def _load_pretrained(spec: str, device: torch.device, dtype: torch.dtype, progre
     kind = path_kind(path)
     local = kind == "dir"
     if not local_folders and named is None and source_kind(spec) != "hub":
-        raise LoadError(f"local folders cannot be loaded here: {clip(spec)}")
+        raise LoadError("load.no_local_folders", spec=clip(spec))
     if not local and source_kind(spec) != "hub":
-        raise LoadError(f"no such model folder, preset twin or hub id: {clip(spec, 120)}")
+        raise LoadError("load.no_such_model", spec=clip(spec, 120))
     source = str(path) if local else spec
     problem = _folder_problem(path) if local else None
     if problem:
-        raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
+        raise LoadError("load.cannot", spec=clip(spec, 120), why=problem)
     # Pickled checkpoints (.bin) can run code when loaded; a host may insist on safetensors.
     weights_format = {"use_safetensors": True} if safetensors_only else {}
 
     def load(local_files_only: bool) -> tuple:
-        progress(0.1, f"loading tokenizer of {spec}")
+        progress(0.1, said("progress.loading_tokenizer", spec=spec))
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, local_files_only=local_files_only)
         if problem := _tokenizer_problem(tokenizer):
-            raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
+            raise LoadError("load.cannot", spec=clip(spec, 120), why=problem)
         if problem := _weights_do_not_fit(source, dtype, device, local_files_only):
-            raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
-        progress(0.3, f"loading weights of {spec}")
+            raise LoadError("load.cannot", spec=clip(spec, 120), why=problem)
+        progress(0.3, said("progress.loading_weights", spec=spec))
         # Mismatched shapes are loaded (left random) rather than raised, so that the refusal below can say which.
         model, info = AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, trust_remote_code=False, local_files_only=local_files_only,
             output_loading_info=True, ignore_mismatched_sizes=True, **weights_format)
         if problem := _weights_problem(info):
-            raise LoadError(f"cannot load {clip(spec, 120)}: {problem}")
+            raise LoadError("load.cannot", spec=clip(spec, 120), why=problem)
         return tokenizer, model
 
     try:
         tokenizer, model = load(True) if local else from_hub(load, spec, "model")
     except HubUnreachable as exc:
-        raise LoadError(str(exc)) from exc
+        raise exc.recast(LoadError) from exc
     except LoadError:
         raise
     except Exception as exc:  # a foreign folder can fail in any library below us (safetensors, tokenizers...)
-        raise LoadError(f"cannot load {clip(spec, 120)}: {_failure_reason(exc)}") from exc
+        raise LoadError("load.cannot", spec=clip(spec, 120), why=_failure_reason(exc)) from exc
     try:
         arch = architecture_from_dict(model.config.to_dict(), name=spec, source=source)
     except ConfigError as exc:
-        raise LoadError(f"{spec}: {exc}") from exc
-    progress(0.8, f"moving {spec} to {device}")
+        raise LoadError("load.config_refused", spec=spec, why=exc.said) from exc
+    progress(0.8, said("progress.moving", spec=spec, device=device))
     return model.to(device), tokenizer, arch, f"tokenizer: {type(tokenizer).__name__} from {source}"
 
 
-def _weights_do_not_fit(source: str, dtype: torch.dtype, device: torch.device, local_files_only: bool) -> str | None:
+def _weights_do_not_fit(source: str, dtype: torch.dtype, device: torch.device, local_files_only: bool) -> Said | None:
     """Why the model's weights, counted from its config before any is read, cannot fit in the device's free
     memory (with the numbers); None when they fit or the config cannot be counted (loading then says why)."""
     from transformers import AutoConfig
@@ -401,8 +400,8 @@ def _weights_do_not_fit(source: str, dtype: torch.dtype, device: torch.device, l
     fit = check_fit(need, device, share=WEIGHTS_SHARE)
     if fit.ok:
         return None
-    return (f"its weights need {need / 1e9:,.2f} GB in {DTYPE_NAMES[dtype]} and {device.type} has "
-            f"{fit.free_bytes / 1e9:,.2f} GB free")
+    return said("load.weights_too_big", need=need / 1e9, dtype=DTYPE_NAMES[dtype], device=device.type,
+                free=fit.free_bytes / 1e9)
 
 
 def _drop_half_built(exc: BaseException, device: torch.device) -> None:
@@ -437,7 +436,7 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
     """
     spec = str(spec).strip()
     if not spec:
-        raise LoadError("no model given")
+        raise LoadError("policy.no_model")
     progress = progress or (lambda fraction, message: None)
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
@@ -464,7 +463,7 @@ def load_model(spec: str, device: str | None = None, dtype: str | None = None,
         loaded = LoadedModel(spec, model, tokenizer, arch, dev, dt, spec.startswith(TWIN_PREFIX), note,
                              time.perf_counter() - start)
         _LOADED[key] = loaded
-        progress(1.0, f"{spec} ready on {dev} in {DTYPE_NAMES[dt]}")
+        progress(1.0, said("progress.ready", spec=spec, device=dev, dtype=DTYPE_NAMES[dt]))
         return loaded
 
 

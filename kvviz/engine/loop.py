@@ -38,6 +38,7 @@ from kvviz.engine.meter import BatchMeter, Meter
 from kvviz.engine.queueing import on_device
 from kvviz.engine.request import GenerationRequest
 from kvviz.engine.steps import decode_step, new_cache, prefill, sample, uncached_step
+from kvviz.i18n import said
 
 
 def generate(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -87,7 +88,7 @@ def metered_run(lm: LoadedModel, passes: Generator, meter: Meter | BatchMeter) -
     try:
         reason = yield from passes
     except torch.OutOfMemoryError as exc:
-        failure = f"out of memory on {lm.device} {meter.where()}: {first_line(exc)}"
+        failure = said("run.oom", device=lm.device, where=meter.where(), why=first_line(exc))
     except RuntimeError as exc:
         failure = f"{type(exc).__name__}: {first_line(exc)}"
     else:

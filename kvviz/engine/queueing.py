@@ -59,7 +59,7 @@ class DeviceLock:
     def release(self) -> None:
         with self._cond:
             if not self._held:
-                raise RuntimeError("release of a device lock that is not held")
+                raise RuntimeError("release of a device lock that is not held")  # internal: a bug in kvviz
             self._held = False
             self._cond.notify_all()
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvviz.base.inputs import flag, number, text, whole_number
+from kvviz.base.errors import InputError
+from kvviz.base.inputs import flag, number, shown, whole_number
 from kvviz.engine.hosting import ENGINE_MAX_NEW_TOKENS, HostPolicy
 from kvviz.i18n import normalize, t
 
@@ -71,8 +72,8 @@ class GenerationRequest:
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str) or not self.prompt.strip():
-            raise ValueError("the prompt is empty")
-        text(self.prompt, "the prompt", MAX_PROMPT_CHARS)
+            raise InputError("request.prompt_empty")
+        prompt_text(self.prompt)
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
         number(self.temperature, LABELS["temperature"], 0, 100)
         _whole(self.top_k, "top_k", 0, MAX_TOP_K)
@@ -83,10 +84,10 @@ class GenerationRequest:
             _whole(self.max_prompt_tokens, "max_prompt_tokens", 1, MAX_PROMPT_CHARS)
         _flags(self, "use_cache", "chat_template", "ignore_eos", "static")
         if self.static and not self.use_cache:
-            raise ValueError("static needs use_cache: the static mode is the cached loop on a preallocated cache")
+            raise InputError("request.static_needs_cache")
         if self.static_tokens is not None:
             if not self.static:
-                raise ValueError("static_tokens is the static cache's length; it needs static")
+                raise InputError("request.static_tokens_need_static")
             _whole(self.static_tokens, "static_tokens", MIN_STATIC_TOKENS, MAX_STATIC_TOKENS)
 
     @property
@@ -97,7 +98,7 @@ class GenerationRequest:
     def with_mode(self, mode: str, static_tokens: int | None = None) -> GenerationRequest:
         """The same request decoded in `mode` (one of MODES); static_tokens only for "static"."""
         if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+            raise InputError("request.unknown_mode", mode=mode, modes=", ".join(MODES))
         return replace(self, use_cache=mode != "uncached", static=mode == "static",
                        static_tokens=static_tokens if mode == "static" else None)
 
@@ -113,13 +114,25 @@ class GenerationRequest:
         n = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
         policy.check_request(n)
         return cls(
-            prompt=text(prompt, "the prompt", MAX_PROMPT_CHARS), max_new_tokens=n,
+            prompt=prompt_text(prompt), max_new_tokens=n,
             use_cache=use_cache, static=static, chat_template=chat_template,
             temperature=0.0 if temperature is None else number(temperature, LABELS["temperature"], 0, 100),
             top_k=0 if top_k is None else whole_number(top_k, LABELS["top_k"], 0, MAX_TOP_K),
             top_p=1.0 if top_p is None else number(top_p, LABELS["top_p"], 0, 1, low_open=True),
             seed=None if seed is None or seed == "" or seed == -1 else whole_number(seed, "seed", 0, MAX_SEED),
             max_prompt_tokens=policy.prompt_token_limit)
+
+
+def prompt_text(value: object, row: int | None = None) -> str:
+    """value as a prompt's text (at most MAX_PROMPT_CHARS characters), or InputError naming it: the prompt, or the
+    `row`th prompt of a batch (from 1). Its own words, not kvviz.base.inputs.text's: a prompt is named in Chinese."""
+    if not isinstance(value, str):
+        raise (InputError("request.prompt_not_text", value=shown(value)) if row is None else
+               InputError("batch.prompt_not_text", i=row, value=shown(value)))
+    if len(value) > MAX_PROMPT_CHARS:
+        raise (InputError("request.prompt_too_long", n=len(value), limit=MAX_PROMPT_CHARS) if row is None else
+               InputError("batch.prompt_too_long", i=row, n=len(value), limit=MAX_PROMPT_CHARS))
+    return value
 
 
 def _whole(value: object, name: str, low: int, high: int) -> int:
@@ -146,12 +159,12 @@ class BatchRequest:
         if isinstance(self.prompts, list):
             object.__setattr__(self, "prompts", tuple(self.prompts))
         if not isinstance(self.prompts, tuple):
-            raise ValueError("prompts must be a tuple of texts")
+            raise InputError("batch.not_tuple")
         if not 1 <= len(self.prompts) <= MAX_BATCH:
-            raise ValueError(f"a batch needs between 1 and {MAX_BATCH:,} prompts, got {len(self.prompts):,}")
+            raise InputError("batch.error.size", most=MAX_BATCH, n=len(self.prompts))
         for i, prompt in enumerate(self.prompts):
-            if not text(prompt, f"prompt {i + 1} of the batch", MAX_PROMPT_CHARS).strip():
-                raise ValueError(f"prompt {i + 1} of the batch is empty")
+            if not prompt_text(prompt, row=i + 1).strip():
+                raise InputError("batch.prompt_empty", i=i + 1)
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
         _flags(self, "use_cache", "chat_template", "ignore_eos")
 

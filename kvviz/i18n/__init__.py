@@ -6,6 +6,9 @@ The texts live in the catalogue modules of this package, one per area of kvviz (
 calculator.py, ...); each defines EN and ZH, two dicts with the same keys, and calls register(EN, ZH). All of
 them are imported when this package is, so t() knows every key. Texts are str.format templates with named
 fields; a static label (no fields) is also what the app hands Gradio's I18n, which translates it in the browser.
+What the core says before it knows the reader's language (an error, a progress line, a reason) it says as a Said:
+said("load.no_such_model", spec=...) is its English as a str, carrying the key and values to wherever it is shown,
+where render(lang) (kvviz.i18n.errors.translate) gives it in that language. Nothing is parsed back from English.
 
 Chinese uses the terms Chinese inference engineers use (预填充 prefill, 解码 decode, 首 token 延迟 TTFT,
 每 token 延迟 TPOT, 吞吐 throughput, KV Cache), the English term beside it where that helps.
@@ -19,6 +22,7 @@ import os
 import pkgutil
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
+from typing import Any
 
 LANGS = ("en", "zh")
 DEFAULT = "en"
@@ -72,6 +76,41 @@ def t(key: str, lang: object = DEFAULT, /, **values: object) -> str:
     catalogue has: a typo in code, not something a visitor can cause."""
     text = CATALOG[normalize(lang)][key]
     return text.format(**values) if values else text
+
+
+class Said(str):
+    """A text kvviz says, as data: a str, its English (what logs, JSON, the API and anything that stores text
+    read), that carries its catalogue key and the values of its fields, so that where a person reads it, it is
+    rendered in their language from the key (render, kvviz.i18n.errors.translate), never parsed back from the
+    English. It travels wherever a message travels as text (an event's error, the worker's Failed, a sweep's stop
+    reason) and through pickling; an operation that makes a new string of it (strip, a slice, an f-string around
+    it) gives plain English, without the key."""
+
+    key: str
+    values: Mapping[str, Any]
+
+    def __new__(cls, key: str, values: Mapping[str, Any] | None = None, /) -> Said:
+        values = dict(values or {})
+        said = super().__new__(cls, _rendered(key, DEFAULT, values))
+        said.key, said.values = key, values
+        return said
+
+    def render(self, lang: object = DEFAULT) -> str:
+        """The text in `lang`; a value that is itself a Said (a reason inside a reason) is rendered in it too."""
+        return _rendered(self.key, lang, self.values)
+
+    def __reduce__(self) -> tuple:
+        return Said, (self.key, self.values)
+
+
+def said(key: str, /, **values: Any) -> Said:
+    """The Said of `key` with these values, by keyword (as a KvvizError is built: tests/test_error_keys.py reads
+    both kinds of call)."""
+    return Said(key, values)
+
+
+def _rendered(key: str, lang: object, values: Mapping[str, Any]) -> str:
+    return t(key, lang, **{name: v.render(lang) if isinstance(v, Said) else v for name, v in values.items()})
 
 
 def translations() -> dict[str, dict[str, str]]:

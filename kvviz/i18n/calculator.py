@@ -2,14 +2,18 @@
 and the English sentences of kvviz's memory model (formula labels, notes, refusals) it shows in Chinese.
 
 Keys: calc.* for the tab and its summary, calc.fig.* for the figures, report.* for the text report. The memory
-model's own English (a formula's label, a report's note) is translated by template
-(kvviz.i18n.errors.translate): TEMPLATES below joins that list; FORMULA_PHRASES and UNITS translate the words
-inside a formula, whose identifiers (batch, seq_len, kv_heads) stay as they are.
+model's own English (a formula's label, a report's note) is translated by template (memory_text): the last
+regex templates of kvviz, until the memory model says its labels and notes as keys (kvviz.i18n.said) as its
+errors already do; FORMULA_PHRASES and UNITS translate the words inside a formula, whose identifiers (batch,
+seq_len, kv_heads) stay as they are.
 """
 
 from __future__ import annotations
 
-from kvviz.i18n import errors, register
+import re
+from functools import cache
+
+from kvviz.i18n import normalize, register
 
 EN = {
     # The tab's static texts (kvviz.ui.tabs.calculator).
@@ -340,8 +344,8 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
 }
 register(EN, ZH)
 
-# The memory model's English, matched whole (kvviz.i18n.errors.translate): formula labels and report notes (its
-# refusals are errors.py's own).
+# The memory model's English, matched whole (memory_text): formula labels and report notes (its refusals are
+# keyed errors, kvviz/i18n/errors.py).
 TEMPLATES: list[tuple[str, str]] = [
     # Formula labels (kvviz.calc.memory, capacity, parallel, params, roofline).
     ("KV cache", "KV Cache"),
@@ -422,7 +426,26 @@ TEMPLATES += [
     ("{fmt}, " + _GROUPWISE_KV, "{fmt}，" + _GROUPWISE_KV_ZH),
     ("{fmt}, " + _GROUPWISE_W, "{fmt}，" + _GROUPWISE_W_ZH),
 ]
-errors.TEMPLATES.extend(TEMPLATES)
+
+
+@cache
+def _pattern(template: str) -> re.Pattern:
+    """The template as a regular expression: its text literal, each {field} a named group matching any text."""
+    parts = re.split(r"\{(\w+)\}", template)
+    regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts))
+    return re.compile(f"{regex}$", re.DOTALL)
+
+
+def memory_text(text: str, lang: object) -> str:
+    """A label or note of the memory model in `lang`: as it is in English (or when no template knows it), else
+    the Chinese of the first template that matches it whole, with the values it carried."""
+    if normalize(lang) == "en":
+        return text
+    for en, zh in TEMPLATES:
+        found = _pattern(en).match(text)
+        if found:
+            return zh.format(**found.groupdict())
+    return text
 
 # Words inside a formula's symbolic and substituted text (its identifiers stay), and the units of its result.
 FORMULA_PHRASES = {

@@ -118,7 +118,7 @@ def server_cache_config(base_url: str):
 
     found = cache_config(parse(httpx.get(base_url + "/metrics", timeout=10.0).text))
     if found is None:
-        raise VllmError(f"{base_url}/metrics has no vllm:cache_config_info with num_gpu_blocks")
+        raise VllmError("vllm.no_cache_info", url=base_url)
     return found
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError, first_line
 from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
@@ -36,7 +36,7 @@ USAGE_ERROR = 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would print the whole usage block first
-        raise ValueError(message)
+        raise ValueError(message)  # internal: argparse's own words, shown as they are
 
 
 def _lang_arg(p: argparse.ArgumentParser) -> None:
@@ -153,7 +153,7 @@ def _prompts(args: argparse.Namespace, count: int, folder: Path | None):
     source = args.tokenizer or folder
     tokenizer = load_tokenizer(source)
     if source is not None and tokenizer is None:
-        raise ValueError(f"no tokenizer in {source}")
+        raise InputError("serving.no_tokenizer", source=source)
     if tokenizer is None and not args.prompt_file:
         print(t("serving_cli.estimated", args.lang, tokens=args.prompt_tokens), file=sys.stderr)
     if args.prompt_file:
@@ -241,7 +241,7 @@ def _limit_text(reason: str, result, lang: str) -> str:
     if reason == LATE_READS:
         return t("serving_cli.client.late", lang, wait=_ms(c.read_wait.p90), e2e=_ms(result.stats.e2e.p50),
                  share=WAIT_SHARE)
-    raise ValueError(f"unknown reason the client limited a run: {reason}")
+    raise ValueError(f"unknown reason the client limited a run: {reason}")  # internal: a bug in kvviz
 
 
 def rate_line(result, lang: str = "en") -> str | None:
@@ -330,7 +330,7 @@ def _start(args: argparse.Namespace) -> None:
                     seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
                   flush=True)
             code = server.process.wait()
-            raise VllmError(f"vLLM exited ({code}): {last_error_line(server.log())}")
+            raise VllmError("vllm.exited", code=code, why=last_error_line(server.log()))
         except KeyboardInterrupt:
             print(t("serving_cli.start.stopping", args.lang), file=sys.stderr, flush=True)
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import choice
 from kvviz.base.urls import base_url as normalized_url
 
@@ -20,7 +21,7 @@ APIS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
 API_KEY_ENV = ("KVVIZ_API_KEY", "OPENAI_API_KEY")  # read in this order when no key is given
 
 
-class EndpointError(RuntimeError):
+class EndpointError(KvvizError, RuntimeError):
     """An endpoint that cannot be used as asked: unreachable, refused, not streaming, not Prometheus text...
     Its message is one line, fit to show as it is."""
 
@@ -64,5 +65,5 @@ def endpoint(base_url: str, model: str, api: str = COMPLETIONS, api_key: str | N
     """The Endpoint for a URL as a person types it (with or without a trailing /v1); ValueError in one line."""
     url = normalized_url(base_url)
     if not str(model).strip():
-        raise ValueError("the model name is empty; give the name the server serves (see its /v1/models)")
+        raise InputError("endpoint.no_model")
     return Endpoint(url, str(model).strip(), choice(api, "API", APIS), api_key or api_key_from_env())

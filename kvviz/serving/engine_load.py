@@ -28,10 +28,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from kvviz.base.errors import InputError, StateError
 from kvviz.engine.events import DeviceAcquired, Event, Finished, PromptTokenized, TokenEvent
 from kvviz.engine.loading import LoadedModel
 from kvviz.engine.loop import generate
 from kvviz.engine.request import GenerationRequest
+from kvviz.i18n import Said, said
 from kvviz.serving.load import CLOSED, Load
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.prompts import Prompt
@@ -48,15 +50,15 @@ def engine_requests(load: Load, prompts: Sequence[Prompt]) -> list[GenerationReq
     to output_tokens whatever the model emits when ignore_eos). ValueError in one line for a load the engine
     cannot take (an open loop, no prompts, more tokens than the engine allows)."""
     if load.arrivals != CLOSED:
-        raise ValueError(f"kvviz's engine takes only a closed-loop load, not {load.arrivals} arrivals")
+        raise InputError("engine_load.closed_loop_only", arrivals=load.arrivals)
     if not prompts:
-        raise ValueError("no prompts to send")
+        raise InputError("serving.no_prompts")
     return [GenerationRequest(p.text, max_new_tokens=load.output_tokens, chat_template=False,
                               ignore_eos=load.ignore_eos) for p in prompts]
 
 
-def timeout_message(timeout_s: float) -> str:
-    return f"no complete answer within the request timeout ({timeout_s:g} s)"
+def timeout_message(timeout_s: float) -> Said:
+    return said("serving.timeout", s=timeout_s)
 
 
 class RequestStop(threading.Event):
@@ -179,6 +181,9 @@ def engine_load(lm: LoadedModel, load: Load, prompts: Sequence[Prompt], cancel: 
     records = tuple(sorted(run.records, key=lambda r: r.index))
     stats = run_stats(list(records), duration, slo)
     if stats.completed == 0 and not cancelled:
-        raise (ValueError if run.bad_input else RuntimeError)(stats.first_error or "no request completed")
+        if not stats.first_error:
+            raise StateError("serving.none_completed")
+        raise (InputError("serving.failed", why=stats.first_error) if run.bad_input else
+               StateError("serving.failed", why=stats.first_error))
     endpoint = {"url": ENGINE_URL, "model": lm.spec, "api": ENGINE_API, "api_key": False}
     return RunResult(endpoint, load, records, stats, cancelled)

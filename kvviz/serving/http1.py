@@ -26,6 +26,7 @@ from array import array
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from kvviz.base.errors import KvvizError
 from kvviz.serving.stamped import StampedSocket, stamped_socket
 
 CONNECT_TIMEOUT_S = 10.0
@@ -34,7 +35,7 @@ MAX_HEAD_BYTES = 64 * 1024
 _HEAD, _LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(5)
 
 
-class HttpError(Exception):
+class HttpError(KvvizError):
     """A request that got no usable HTTP reply: unreachable, timed out connecting, cut off, not HTTP. One line."""
 
 
@@ -135,8 +136,8 @@ class Connection(asyncio.Protocol):
         if self.state == _UNTIL_CLOSE:
             self._end()
         elif self.state != _DONE:
-            why = f": {_reason(exc)}" if exc else ""
-            self._fail(HttpError(f"{self.pool.url}: the server closed the connection before its answer ended{why}"))
+            self._fail(HttpError("http.cut_off_why", url=self.pool.url, why=_reason(exc)) if exc else
+                       HttpError("http.cut_off", url=self.pool.url))
 
     def data_received(self, data: bytes) -> None:
         sock = self.sock
@@ -220,7 +221,7 @@ class Connection(asyncio.Protocol):
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > MAX_HEAD_BYTES:
-                    raise HttpError(f"{self.pool.url} sent a reply whose headers never end")
+                    raise HttpError("http.endless_head", url=self.pool.url)
                 self.buffer = buf
                 return
             self.buffer = b""
@@ -297,11 +298,11 @@ def _head(raw: bytes, url: str) -> tuple[int, dict[str, str]]:
     lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     if not version.startswith("HTTP/1."):
-        raise HttpError(f"{url} did not answer in HTTP/1.1 (it sent {lines[0][:60]!r})")
+        raise HttpError("http.not_http11", url=url, what=lines[0][:60])
     try:
         status = int(rest[:3])
     except ValueError:
-        raise HttpError(f"{url} did not answer in HTTP/1.1 (it sent {lines[0][:60]!r})") from None
+        raise HttpError("http.not_http11", url=url, what=lines[0][:60]) from None
     return status, {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
 
 
@@ -330,9 +331,9 @@ class Pool:
         try:
             conn = await asyncio.wait_for(self._connect(), self.connect_timeout_s)
         except asyncio.TimeoutError:
-            raise HttpError(f"{self.url} did not answer in time (ConnectTimeout)") from None
+            raise HttpError("http.timeout", url=self.url, kind="ConnectTimeout") from None
         except (OSError, ssl.SSLError) as exc:
-            raise HttpError(f"cannot reach {self.url}: {_reason(exc)}") from None
+            raise HttpError("http.unreachable", url=self.url, why=_reason(exc)) from None
         self.open.add(conn)
         return conn
 

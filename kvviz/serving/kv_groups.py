@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from kvviz.calc.arch import CHUNKED, FULL, SLIDING, Architecture
 from kvviz.calc.dtypes import DType
 from kvviz.calc.memory import layer_groups, token_layer_bytes
+from kvviz.i18n import Said, said
 
 VLLM_CPU_BATCHED_TOKENS = 2048  # vLLM's max_num_batched_tokens a rank for its OpenAI server on a CPU
 PAD_UNDER = 1.5  # vLLM pads every bucket to the largest one's size when that is under 1.5 × the smallest
@@ -41,10 +42,10 @@ CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 
 @dataclass(frozen=True)
 class NotModelled:
-    """Why kvviz does not model vLLM's grouping for a model, in one English line (kvviz.i18n.errors has it in
-    Chinese)."""
+    """Why kvviz does not model vLLM's grouping for a model: one line, a Said (English as text; its key renders it
+    in Chinese)."""
 
-    reason: str
+    reason: Said
 
     def __str__(self) -> str:
         return self.reason
@@ -81,10 +82,9 @@ def hybrid_manager(arch: Architecture, environ: dict[str, str] | None = None) ->
 def not_modelled(arch: Architecture) -> NotModelled | None:
     """Why vLLM's grouping of `arch` is not modelled here, or None when it is."""
     if arch.state is not None:
-        return NotModelled(f"its {arch.state.kind} layers keep a fixed-size state, whose page vLLM pads to the "
-                           "attention page or matches by larger attention blocks; that grouping is not modelled")
+        return NotModelled(said("kv_groups.state", kind=arch.state.kind))
     if arch.kv_layers == 0:
-        return NotModelled("no layer keeps per-token KV, so vLLM makes no KV-cache group")
+        return NotModelled(said("kv_groups.no_kv"))
     return None
 
 

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError, first_line
 from kvviz.calc.arch import Architecture
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.load import Load
@@ -116,7 +116,7 @@ class LiveJob:
         hits come from the prefix alone)."""
         p = self.plan
         if p.shared_prefix < 1:
-            raise ValueError("the prefix-cache experiment needs shared prefix tokens (at least 1)")
+            raise InputError("live.prefix_needs_shared")
         for seed, shared in ((p.load.seed + 101, 0), (p.load.seed + 202, p.shared_prefix)):
             prompts: list[Prompt] = synthetic(p.load.requests, p.prompt_tokens, tokenizer, seed=seed,
                                               shared_prefix=shared)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvviz.base.errors import InputError
 from kvviz.base.inputs import choice, number, whole_number
 
 CLOSED, POISSON, CONSTANT = "closed", "poisson", "constant"
@@ -41,5 +42,5 @@ class Load:
         number(self.timeout_s, "request timeout (s)", 0, MAX_DURATION_S, low_open=True)
         if self.arrivals != CLOSED:
             if self.rate is None:
-                raise ValueError(f"{self.arrivals} arrivals need a request rate")
+                raise InputError("load.arrivals_need_rate", arrivals=self.arrivals)
             number(self.rate, "request rate (requests/s)", 0, MAX_RATE, low_open=True)

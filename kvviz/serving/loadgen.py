@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError
+from kvviz.i18n import said
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.http1 import HttpError, Pool
 from kvviz.serving.load import CLOSED, POISSON, Load
@@ -92,15 +93,15 @@ async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
     try:
         resp = await client.get(ep.base_url + "/v1/models", headers=ep.headers(), timeout=10.0)
     except httpx.HTTPError as exc:
-        raise EndpointError(transport_message(exc, ep.base_url)) from None
+        raise EndpointError("serving.failed", why=transport_message(exc, ep.base_url)) from None
     if resp.status_code in (401, 403):
-        raise EndpointError(server_message(resp.status_code, resp.content[:2000]))
+        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000]))
     try:
         served = [m["id"] for m in resp.json()["data"]] if resp.status_code == 200 else None
     except (ValueError, KeyError, TypeError):
         served = None
     if served is not None and ep.model not in served:
-        raise EndpointError(f"the server does not serve model {ep.model!r}; it serves: {', '.join(served)}")
+        raise EndpointError("endpoint.not_served", model=ep.model, served=", ".join(served))
 
 
 class _Run:
@@ -146,7 +147,7 @@ class _Run:
                                    self.load.timeout_s)
         except asyncio.TimeoutError:
             record = RequestRecord(index, sent, prompt.tokens, 0,
-                                   error=f"no complete answer within the request timeout ({self.load.timeout_s:g} s)")
+                                   error=said("serving.timeout", s=self.load.timeout_s))
         except asyncio.CancelledError:
             self.records.append(RequestRecord(index, sent, prompt.tokens, 0, error="cancelled"))
             raise
@@ -205,7 +206,7 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
     on another thread follows the run (begun afresh here). EndpointError when the
     server cannot be used at all (unreachable, refused key, model not served) or when no request succeeded."""
     if not prompts:
-        raise ValueError("no prompts to send")
+        raise InputError("serving.no_prompts")
     # verify=False for plain http: no TLS, so the system's CA bundle is not read (tens of ms per run)
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0), verify=not ep.base_url.startswith("http://")) as client:
         await check_endpoint(client, ep)
@@ -238,7 +239,8 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
     records = tuple(sorted(run.records, key=lambda r: r.index))
     stats = run_stats(list(records), duration, slo, rate=load.rate, concurrency=load.concurrency)
     if stats.completed == 0 and not cancelled:
-        raise EndpointError(stats.first_error or "no request completed")
+        raise (EndpointError("serving.failed", why=stats.first_error) if stats.first_error else
+               EndpointError("serving.none_completed"))
     overhead = client_overhead(stats, records, cpu, pool.waits)
     return RunResult(ep.describe(), load, records, stats, cancelled,
                      tuple(watcher.samples) if watcher else (), watcher.error if watcher else None, overhead)
@@ -271,7 +273,7 @@ async def _warm(pool: Pool, connections: int) -> None:
     try:
         await pool.warm(connections)
     except HttpError as exc:
-        raise EndpointError(first_line(exc)) from None
+        raise exc.recast(EndpointError) from None
 
 
 async def _until_done_or_cancelled(driver, cancel: asyncio.Event | None) -> bool:

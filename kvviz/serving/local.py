@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvviz.base.errors import first_line
+from kvviz.i18n import Said, said
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.vllm import (
     STOP_SIGNALS,
@@ -51,16 +52,16 @@ class EngineStatus:
     kv_space_gib: int | None = None
     message: str | None = None
 
-    def line(self) -> str:
-        """One line a person reads."""
+    def line(self) -> Said:
+        """One line a person reads (its English; kvviz.i18n.errors.translate renders it in their language)."""
         if self.state == READY:
-            return (f"vLLM serves {self.model} at {self.url} (ready in {self.ready_s:.0f} s; KV cache "
-                    f"{self.kv_capacity_tokens or 0:,} tokens in {self.kv_space_gib} GiB)")
+            return said("vllm.status.ready", model=self.model, url=self.url, s=self.ready_s,
+                        tokens=self.kv_capacity_tokens or 0, gib=self.kv_space_gib)
         if self.state == STARTING:
-            return f"vLLM is starting for {self.model} (about a minute on a small CPU)..."
+            return said("vllm.status.starting", model=self.model)
         if self.state == FAILED:
-            return f"vLLM failed to start for {self.model}: {self.message}"
-        return "vLLM is not running: start it here, or point the tab at an endpoint"
+            return said("vllm.status.failed", model=self.model, why=self.message)
+        return said("vllm.status.stopped")
 
 
 def exit_on_stop_signals() -> None:
@@ -134,7 +135,7 @@ class LocalEngine:
         with self._lock:
             server, status = self._server, self._status
         if server is None or status.state != READY:
-            raise EndpointError(status.line())
+            raise EndpointError("serving.failed", why=status.line())
         return server.endpoint(api)
 
     def stop(self) -> None:

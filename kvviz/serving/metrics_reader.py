@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError, first_line
 from kvviz.calc.arch import Architecture
 from kvviz.calc.dtypes import DType, kv_dtype
 from kvviz.serving.endpoint import Endpoint, EndpointError
@@ -97,7 +97,7 @@ def parse(text: str) -> list:
     try:
         return [s for family in text_string_to_metric_families(text) for s in family.samples]
     except (ValueError, TypeError, IndexError) as exc:
-        raise ValueError(f"/metrics is not Prometheus text ({first_line(exc, 120)})") from None
+        raise InputError("metrics.not_prometheus", why=first_line(exc, 120)) from None
 
 
 def sample_from(samples: list, t_s: float) -> Sample:
@@ -138,13 +138,13 @@ async def fetch(client: httpx.AsyncClient, ep: Endpoint) -> list:
     try:
         resp = await client.get(ep.metrics_url, headers=ep.headers(), timeout=5.0)
     except httpx.HTTPError as exc:
-        raise EndpointError(transport_message(exc, ep.metrics_url)) from None
+        raise EndpointError("serving.failed", why=transport_message(exc, ep.metrics_url)) from None
     if resp.status_code != 200:
-        raise EndpointError(f"{ep.metrics_url} answered HTTP {resp.status_code}")
+        raise EndpointError("http.status", url=ep.metrics_url, status=resp.status_code)
     try:
         return parse(read_lines(resp.text)) or parse(resp.text)
     except ValueError as exc:
-        raise EndpointError(f"{ep.metrics_url}: {first_line(exc)}") from None
+        raise EndpointError("metrics.read_failed", url=ep.metrics_url, why=first_line(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError
 from kvviz.base.inputs import clip
 from kvviz.calc.arch import architecture_from_source, load_config_dict
 from kvviz.calc.presets import PRESET_DIR, preset_names
@@ -44,7 +44,7 @@ def twin_folder(preset: str, layers: int | None = None, root: Path = TWINS) -> P
     """root/<preset>[-<layers>l]/ with the preset's config (first `layers` layers; a multimodal config's text
     part) and a twin tokenizer."""
     if preset not in preset_names():
-        raise ValueError(f"unknown preset {preset!r}; run 'python -m kvviz presets' to list them")
+        raise InputError("config.unknown_preset", preset=repr(preset))
     raw, _ = load_config_dict(PRESET_DIR / f"{preset}.json")
     raw = json.loads(json.dumps(raw))  # a deep copy: a multimodal config's layers are in its text_config
     text = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
@@ -69,7 +69,7 @@ def _keep_layers(text: dict, layers: int, preset: str) -> None:
     """Cut the (text) config `text` to its first `layers` layers, with their per-layer lists."""
     key = next(k for k in ("num_hidden_layers", "n_layer", "num_layers") if k in text)
     if not 1 <= layers <= text[key]:
-        raise ValueError(f"{preset} has {text[key]} layers; cannot keep {layers}")
+        raise InputError("load.twin_layers", preset=preset, n=text[key], layers=layers)
     text[key] = layers
     for listed in ("layer_types", "no_rope_layers"):
         if isinstance(text.get(listed), list):
@@ -92,8 +92,7 @@ def dummy_folder(path: Path, root: Path = TWINS) -> Path:
         return path
     raw, _ = load_config_dict(path)
     if raw.get("vocab_size") is None:
-        raise ValueError(f"{clip(str(path))} has no tokenizer, and its config.json names no vocab_size for a "
-                         "twin tokenizer: add a tokenizer to serve it with dummy weights")
+        raise InputError("models.no_vocab", folder=clip(str(path)))
     where = hashlib.sha256(str(path).encode()).hexdigest()[:8]
     return write_twin(Path(root) / f"folder-{path.name}-{where}", raw)
 
@@ -108,13 +107,13 @@ def model_folder(spec: str, root: Path = TWINS, dummy_weights: bool = False) -> 
     try:
         named = named_folder(spec)
     except LoadError as exc:
-        raise ValueError(first_line(exc)) from None
+        raise exc.recast(InputError) from None
     if named is not None:
         return ModelFolder(Path(named), spec, dummy=dummy_weights)
     if spec.startswith("random:"):
         preset, _, layers = spec[len("random:"):].partition("@")
         if layers and not layers.isdigit():
-            raise ValueError(f"in {spec!r}, the layers after @ must be a whole number")
+            raise InputError("models.layers_not_whole", spec=spec)
         path = twin_folder(preset, int(layers) if layers else None, root)
         return ModelFolder(path, f"random-{preset}" + (f"-{layers}l" if layers else ""), dummy=True)
     path = Path(spec).expanduser()
@@ -123,11 +122,10 @@ def model_folder(spec: str, root: Path = TWINS, dummy_weights: bool = False) -> 
     except OSError:  # a name longer than a file name may be, or one the system cannot look up
         folder = False
     if not folder:
-        raise ValueError(f"{clip(spec)!r} is neither tiny, random:<preset> nor a model folder with a config.json")
+        raise InputError("models.unknown_spec", spec=clip(spec))
     path = path.resolve()
     if dummy_weights:
         return ModelFolder(dummy_folder(path, root), path.name, dummy=True)
     if not has_weights(path):
-        raise ValueError(f"{clip(spec, 200)!r} has no weights (no *.safetensors, *.bin or *.pt file); ask for dummy "
-                         "weights to serve its config with random ones (--dummy-weights)")
+        raise InputError("models.no_weights", spec=clip(spec, 200))
     return ModelFolder(path, path.name, dummy=False)

@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvviz.base.errors import InputError
 from kvviz.base.inputs import clip, whole_number
 
 WORDS = ("the time people year way day thing world life hand part child eye place work week case point "
@@ -81,11 +82,11 @@ def from_file(path: str | Path, tokenizer=None) -> list[Prompt]:
     line for a file that is missing, empty, or not what its name says."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"no prompt file at {clip(str(path), 200)}")
+        raise InputError("prompts.no_file", path=clip(str(path), 200))
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:MAX_PROMPTS]
     texts = [_jsonl_text(line, n) for n, line in enumerate(lines, 1)] if path.suffix == ".jsonl" else lines
     if not texts:
-        raise ValueError(f"{path.name} holds no prompts")
+        raise InputError("prompts.empty", name=path.name)
     if tokenizer is None:
         return [Prompt(t, len(t.split()), counted=False) for t in texts]
     return [Prompt(t, len(tokenizer(t).input_ids), counted=True) for t in texts]
@@ -95,10 +96,10 @@ def _jsonl_text(line: str, n: int) -> str:
     try:
         obj = json.loads(line)
     except ValueError:
-        raise ValueError(f"line {n} of the prompt file is not JSON: {clip(line)!r}") from None
+        raise InputError("prompts.not_json", n=n, line=clip(line)) from None
     text = obj.get("prompt", obj.get("text")) if isinstance(obj, dict) else None
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"line {n} of the prompt file has no \"prompt\" or \"text\" string")
+        raise InputError("prompts.no_text", n=n)
     return text
 
 

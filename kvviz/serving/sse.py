@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kvviz.base.errors import first_line
+from kvviz.base.errors import InputError, first_line
 from kvviz.base.inputs import clip
+from kvviz.i18n import Said, said
 from kvviz.serving.endpoint import APIS, CHAT, Endpoint
 from kvviz.serving.http1 import HttpError, Pool, Reply, request_bytes
 from kvviz.serving.prompts import Prompt
@@ -46,7 +47,7 @@ def payload(ep: Endpoint, prompt: Prompt, output_tokens: int, ignore_eos: bool) 
     return body
 
 
-def server_message(status: int, body: bytes) -> str:
+def server_message(status: int, body: bytes) -> Said:
     """One line for an error reply: its status and the message of an OpenAI-style error body, if any."""
     text = body.decode("utf-8", "replace").strip()
     try:
@@ -55,8 +56,10 @@ def server_message(status: int, body: bytes) -> str:
         text = str(err.get("message") or err.get("detail") or err) if isinstance(err, dict) else str(err)
     except ValueError:
         pass
-    hint = " (set KVVIZ_API_KEY or pass --api-key)" if status in (401, 403) else ""
-    return f"HTTP {status}{hint}: {first_line(RuntimeError(text)) if text else 'no message'}"
+    why = first_line(RuntimeError(text)) if text else "no message"
+    if status in (401, 403):
+        return said("http.refused_key", status=status, why=why)
+    return said("http.refused", status=status, why=why)
 
 
 class _Stream(Reply):
@@ -85,8 +88,7 @@ class _Stream(Reply):
             return False
         kind = headers.get("content-type", "").split(";")[0].strip()
         if kind != "text/event-stream":
-            raise ValueError(f"the server answered with {kind or 'no content type'}, not a stream "
-                             "(text/event-stream): it does not stream this request")
+            raise InputError("sse.not_a_stream", kind=kind or "no content type")
         return False
 
     def body(self, data: bytes, now: float, waited: float = 0.0) -> bool:
@@ -110,12 +112,11 @@ class _Stream(Reply):
     def end(self) -> None:
         """The reply ended: what it said, or why it is not a complete stream."""
         if self.status is not None:
-            raise ValueError(server_message(self.status, self.error_body[:ERROR_BODY_BYTES]))
+            raise InputError("serving.failed", why=server_message(self.status, self.error_body[:ERROR_BODY_BYTES]))
         if self.pending and not self.done:
             self.line(self.pending.rstrip(b"\r"), self.last_now)
         if not self.done:
-            raise ValueError("malformed SSE: the stream ended before data: [DONE]"
-                             if self.arrivals else "the server closed the stream without sending any data")
+            raise InputError("sse.no_done") if self.arrivals else InputError("sse.no_data")
 
     def line(self, raw: bytes, now: float) -> None:
         """One line of the stream: a data line is a chunk or the end; anything else (comments, blank lines,
@@ -130,13 +131,13 @@ class _Stream(Reply):
             chunk = json.loads(data)
         except ValueError:
             shown = clip(data.decode("utf-8", "replace"))
-            raise ValueError(f"malformed SSE: a data line that is not JSON: {shown!r}") from None
+            raise InputError("sse.not_json", line=shown) from None
         if not isinstance(chunk, dict):
-            raise ValueError(f"malformed SSE: a data line that is not a JSON object: {clip(repr(chunk))}")
+            raise InputError("sse.not_object", line=clip(repr(chunk)))
         if "error" in chunk:
             err = chunk["error"]
             said = err.get("message", err) if isinstance(err, dict) else err
-            raise ValueError(f"the server sent an error: {first_line(RuntimeError(str(said)))}")
+            raise InputError("sse.server_error", why=first_line(RuntimeError(str(said))))
         choices = chunk.get("choices")
         if choices and (not self.chat or "role" not in (choices[0].get("delta") or {})):
             self.arrivals.append(now - self.t0)
@@ -176,15 +177,15 @@ async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, s
     return _record(stream, prompt, index, stream.t0 - start, stream.accepted, error)
 
 
-def transport_message(exc: httpx.HTTPError, url: str) -> str:
+def transport_message(exc: httpx.HTTPError, url: str) -> Said:
     """One line for a failure of an httpx request below HTTP: refused, unresolvable, timed out, cut off."""
     import httpx
 
     if isinstance(exc, httpx.ConnectError):
-        return f"cannot reach {url}: {first_line(exc)}"
+        return said("http.unreachable", url=url, why=first_line(exc))
     if isinstance(exc, httpx.TimeoutException):
-        return f"{url} did not answer in time ({type(exc).__name__})"
-    return f"{url}: {type(exc).__name__}: {first_line(exc)}"
+        return said("http.timeout", url=url, kind=type(exc).__name__)
+    return said("http.transport", url=url, kind=type(exc).__name__, why=first_line(exc))
 
 
 def _record(stream: _Stream, prompt: Prompt, index: int, sent_s: float, accepted: float | None,

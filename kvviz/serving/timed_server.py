@@ -347,7 +347,7 @@ def timed_server(ttft_s: float = 0.3, itl_s: float = 0.025, tokens: int = 32, mo
     try:
         line = _first_line(proc)
         if not line.startswith("listening "):
-            raise RuntimeError(f"the timed server did not start: {line or 'no output'}")
+            raise RuntimeError(f"the timed server did not start: {line or 'no output'}")  # internal: a test server
         scheme = "https" if tls else "http"
         yield TimedServer(f"{scheme}://127.0.0.1:{int(line.split()[1])}", model, ttft_s, itl_s, tokens)
     finally:

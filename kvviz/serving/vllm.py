@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import clip, whole_number
 from kvviz.serving.endpoint import Endpoint, endpoint
 from kvviz.serving.guardian import GUARDIAN_NOTE, KILL_WAIT_S, READY_BYTE, stop_group
@@ -54,7 +55,7 @@ CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 DTYPE_LINE = re.compile(r"\bdtype=torch\.(\w+)")
 
 
-class VllmError(RuntimeError):
+class VllmError(KvvizError, RuntimeError):
     """vLLM could not be set up, started or reached: one line, with where to look (its log) when it helps."""
 
 
@@ -95,7 +96,7 @@ def setup(venv: Path = VENV, gpu: bool | None = None) -> float:
     for step in setup_commands(Path(venv), gpu):
         print("setup:", " ".join(step), file=sys.stderr, flush=True)
         if subprocess.run(step, check=False).returncode != 0:  # noqa: S603
-            raise VllmError(f"setting up vLLM failed at: {' '.join(step[1:])}")
+            raise VllmError("vllm.setup_failed", step=" ".join(step[1:]))
     return time.perf_counter() - start
 
 
@@ -103,7 +104,7 @@ def vllm_python(venv: Path = VENV) -> Path:
     """The Python of vLLM's environment; VllmError saying how to build it when there is none."""
     python = Path(venv) / "bin" / "python"
     if not python.exists():
-        raise VllmError(f"no vLLM environment at {venv}: build it with `python -m kvviz.serving setup`")
+        raise VllmError("vllm.no_venv", venv=venv)
     return python
 
 
@@ -130,7 +131,7 @@ class ServerSpec:
         whole_number(self.tensor_parallel, "tensor parallel size", 1, 1_024)
         whole_number(self.pipeline_parallel, "pipeline parallel size", 1, 1_024)
         if not (Path(self.model_dir) / "config.json").is_file():
-            raise ValueError(f"no config.json in {clip(str(self.model_dir), 200)}: not a model folder")
+            raise InputError("vllm.not_model_folder", folder=clip(str(self.model_dir), 200))
 
     @property
     def base_url(self) -> str:
@@ -284,8 +285,8 @@ def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> 
         raise
     if not reported.isdigit():  # the guardian could not start vLLM: it said why in the log
         stop(server)
-        raise VllmError(f"vLLM exited ({guardian.returncode}) while starting: "
-                        f"{last_error_line(server.log())} (log: {log_path})")
+        raise VllmError("vllm.exited_starting", code=guardian.returncode, why=last_error_line(server.log()),
+                        log=log_path)
     server.pid = int(reported)
     return server
 
@@ -299,8 +300,8 @@ def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None
     with httpx.Client(timeout=2.0) as client:
         while time.perf_counter() < deadline:
             if server.process.poll() is not None:  # the guardian exits once vLLM's server has and its group is gone
-                raise VllmError(f"vLLM exited ({server.process.returncode}) while starting: "
-                                f"{last_error_line(server.log())} (log: {server.log_path})")
+                raise VllmError("vllm.exited_starting", code=server.process.returncode,
+                                why=last_error_line(server.log()), log=server.log_path)
             try:
                 if client.get(server.spec.base_url + "/health").status_code == 200:
                     server.ready_s = time.perf_counter() - server.started_at
@@ -312,7 +313,7 @@ def wait_ready(server: VllmServer, timeout_s: float = STARTUP_TIMEOUT_S) -> None
             check_stopped()
             time.sleep(0.5)
     stop(server)
-    raise VllmError(f"vLLM did not become ready within {timeout_s:g} s (log: {server.log_path})")
+    raise VllmError("vllm.not_ready", s=timeout_s, log=server.log_path)
 
 
 def stop(server: VllmServer) -> None:

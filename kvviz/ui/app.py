@@ -110,6 +110,20 @@ def wire_language(demo: gr.Blocks, lang: gr.Radio, tabs: list[gr.Tab], note: gr.
     lang.input(None, lang, lang, js=SWITCH_JS, api_visibility="private").then(**relabelled).then(**answer)
 
 
+def page_header() -> tuple[gr.Radio, gr.Button]:
+    """The title and intro, where to start for each kind of visitor (its button opens the Lesson), and the
+    language switch."""
+    with gr.Row():
+        with gr.Column(scale=4):
+            gr.Markdown(L("app.intro"))
+            with gr.Row(equal_height=True):
+                gr.Markdown(L("app.start"), elem_id="start-here")
+                start_lesson = gr.Button(L("app.start_lesson"), size="sm", scale=0, min_width=180,
+                                         elem_id="start-lesson")
+        lang = language_switch()
+    return lang, start_lesson
+
+
 def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
               engine: LocalEngine | None = None) -> gr.Blocks:
     """The whole app. Nothing heavy happens at build time: models load on first use.
@@ -123,14 +137,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
     sessions = SessionStore()
     engine = engine or LocalEngine()
     with CountedBlocks(title="kvviz: how LLM inference really behaves") as demo:
-        with gr.Row():
-            with gr.Column(scale=4):
-                gr.Markdown(L("app.intro"))
-                with gr.Row(equal_height=True):  # where to start, for each kind of visitor
-                    gr.Markdown(L("app.start"), elem_id="start-here")
-                    start_lesson = gr.Button(L("app.start_lesson"), size="sm", scale=0, min_width=180,
-                                             elem_id="start-lesson")
-            lang = language_switch()
+        lang, start_lesson = page_header()
         note = gr.Markdown(policy.note(), elem_id="hosted-note") if policy.hosted else None
         runs = gr.State(RunHistory())
         tabs = []

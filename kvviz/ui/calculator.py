@@ -3,17 +3,17 @@
 `calculate` answers one slider position: it resolves the architecture (a preset, a config path or
 hub id, and the layers / KV heads / head_dim sliders applied on top), runs kvviz's memory report and
 sweeps, and returns the text and figure specs the tab shows, in English or Chinese (lang; the JSON details stay
-English). It raises ValueError with an English sentence for bad input; the tab turns that into a message in the
-page's language.
+English). It raises a kvviz.base.errors.InputError (a ValueError) for bad input, whose key the tab renders in the
+page's language. What the sliders change is recorded on the architecture (Architecture.modified), not in its name.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from kvviz.base.errors import InputError
 from kvviz.base.inputs import choice, text, whole_number
 from kvviz.base.units import GIB, fmt_bytes, fmt_int
 from kvviz.calc.arch import (
@@ -91,24 +91,15 @@ def customise(arch: Architecture, layers: int, kv_heads: int, head_dim: int) -> 
         changes["layer_types"] = tuple(arch.layer_types[i % arch.num_layers] for i in range(layers))
     if arch.mla is None and kv_heads != arch.num_kv_heads:
         if arch.num_heads % kv_heads:
-            raise ValueError(f"kv_heads must divide the model's {arch.num_heads} query heads; {kv_heads} does not")
+            raise InputError("calc.error.kv_heads", heads=arch.num_heads, kv_heads=kv_heads)
         changes["num_kv_heads"] = kv_heads
     if arch.mla is None and head_dim != arch.head_dim:
         changes["head_dim"] = changes["v_head_dim"] = head_dim
     if not changes:
         return arch
-    what = ", ".join(f"{k.replace('num_', '')}={v}" for k, v in changes.items() if k in
-                     ("num_layers", "num_kv_heads", "head_dim"))
-    return replace(arch, name=t("calc.sum.modified", name=arch.name, what=what), **changes)
-
-
-_MODIFIED = re.compile(r"(?P<name>.+) \(modified: (?P<what>[^()]*)\)$")
-
-
-def shown_name(arch: Architecture, lang: str = "en") -> str:
-    """The architecture's name as the summary shows it: what customise noted of the sliders, in `lang`."""
-    found = _MODIFIED.match(arch.name)
-    return t("calc.sum.modified", lang, **found.groupdict()) if found else arch.name
+    what = tuple(f"{k.replace('num_', '')}={v}" for k, v in changes.items() if k in
+                 ("num_layers", "num_kv_heads", "head_dim"))
+    return replace(arch, modified=arch.modified + what, **changes)
 
 
 def resolve(preset: str, config: str, layers: int, kv_heads: int, head_dim: int) -> Architecture:
@@ -117,7 +108,7 @@ def resolve(preset: str, config: str, layers: int, kv_heads: int, head_dim: int)
     try:
         arch = _from_source(config) if config else load_preset(choice(preset, "preset", preset_names()))
     except ConfigError as exc:
-        raise ValueError(str(exc)) from exc
+        raise exc.recast(InputError) from exc
     return customise(arch, layers, kv_heads, head_dim)
 
 
@@ -164,7 +155,7 @@ def calculate(preset: str, config: str, batch: float, seq_len: float, layers: fl
 def _summary(r, lang: str = "en") -> str:
     kv, cap, q = r.kv, r.capacity, r.query
     lines = [
-        t("calc.sum.model", lang, name=shown_name(r.arch, lang), describe=describe(r.arch, lang)),
+        t("calc.sum.model", lang, name=r.arch.shown_name(lang), describe=describe(r.arch, lang)),
         "",
         t("calc.sum.kv", lang, gib=f"{kv.bytes / GIB:,.3f}", gb=f"{kv.bytes / 1e9:,.3f}"),
         t("calc.sum.query", lang, batch=f"{q.batch:,}", seq_len=f"{q.seq_len:,}", dtype=r.kv_dtype.name,

@@ -19,6 +19,7 @@ from kvviz.engine.batch import BatchResult
 from kvviz.engine.compare import Comparison
 from kvviz.engine.request import mode_label
 from kvviz.i18n import CATALOG, t
+from kvviz.i18n.calculator import memory_text
 from kvviz.i18n.errors import translate
 from kvviz.ui.live import RunRecord
 from kvviz.ui.worker import Loaded
@@ -39,7 +40,7 @@ def metrics_markdown(record: RunRecord, lang: str = "en") -> str:
     if s is None:
         if record.finish is None:
             return t("metrics.running", lang)
-        return t("metrics.failed", lang, reason=record.finish.reason, error=translate(str(record.finish.error), lang))
+        return t("metrics.failed", lang, reason=record.finish.reason, error=translate(record.finish.error, lang))
     bw = (t("metrics.bandwidth", lang, achieved=s.bandwidth_achieved / 1e9, share=s.bandwidth_utilisation,
             bound=s.bandwidth_bound / 1e9) if s.bandwidth_achieved else "n/a")
     lines = [
@@ -145,12 +146,12 @@ def static_verdict(result: Comparison, lang: str = "en") -> str:
 
 def source_text(source: str, lang: str = "en") -> str:
     """Where a run's bandwidth limit came from, "<device>: <how it was found>" (kvviz.engine.meter), in `lang`:
-    the device's name and the how, each translated (kvviz.i18n.errors)."""
+    the device's name and the how, each translated (the memory model's texts: kvviz.i18n.calculator.memory_text)."""
     if not source:
         return t("compare.its_bandwidth", lang)
     name, _, how = source.partition(": ")
-    return t("compare.source", lang, name=translate(name, lang), how=translate(how, lang)) if how else \
-        translate(source, lang)
+    return t("compare.source", lang, name=memory_text(name, lang), how=memory_text(how, lang)) if how else \
+        memory_text(source, lang)
 
 
 def fast_path_why(result: Comparison, device: str, lang: str = "en") -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from kvviz.base.errors import InputError
 from kvviz.base.inputs import choice, number, text, whole_number
 from kvviz.calc.arch import ConfigError, architecture_from_source
 from kvviz.engine.hosting import HostPolicy
@@ -82,10 +83,10 @@ def _remote(v: PageValues, policy: HostPolicy, api: str) -> tuple:
     if not folder:
         return ep, None, None
     if policy.hosted:
-        raise ValueError("this hosted demo reads no local folders; leave the tokenizer folder empty")
+        raise InputError("policy.no_tokenizer_folder")
     path = Path(folder).expanduser()
     if not (path / "config.json").is_file():
-        raise ValueError(f"{folder!r} is not a model folder (no config.json): it should be the served model's")
+        raise InputError("serving.not_model_folder", folder=folder)
     return ep, path, _architecture(path)
 
 
@@ -103,7 +104,7 @@ def plan_from_page(v: PageValues, policy: HostPolicy, engine: LocalEngine) -> Pl
     prompt_tokens = whole_number(v.prompt_tokens, "prompt tokens", 1, 100_000)
     shared = whole_number(v.shared_prefix, "shared prefix tokens", 0, prompt_tokens - 1)
     if kind == PREFIX and shared == 0:
-        raise ValueError("the prefix-cache experiment needs shared prefix tokens: set how many the prompts share")
+        raise InputError("live.set_shared_prefix")
     load = _load(v, policy, kind)
     top, per_level = _check_size(v, policy, kind, load, prompt_tokens)
     slo = Slo(number(v.slo_ttft_s, "SLO TTFT (s)", 0, 3600, low_open=True),
@@ -111,7 +112,7 @@ def plan_from_page(v: PageValues, policy: HostPolicy, engine: LocalEngine) -> Pl
     if choice(v.target, "target", TARGETS) == LOCAL:
         status = engine.status()
         if status.state != READY:
-            raise EndpointError(status.line())
+            raise EndpointError("serving.failed", why=status.line())
         ep, folder, arch = engine.endpoint(api), status.folder, _architecture(status.folder)
     else:
         ep, folder, arch = _remote(v, policy, api)

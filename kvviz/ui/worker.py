@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from kvviz.base.errors import KvvizError
 from kvviz.base.inputs import whole_number
 from kvviz.engine.batch import BatchRequest, BatchResult
 from kvviz.engine.compare import Comparison
@@ -40,6 +41,7 @@ from kvviz.engine.events import Event, Finished
 from kvviz.engine.lesson_script import LessonRun
 from kvviz.engine.request import MAX_NEW_TOKENS, GenerationRequest
 from kvviz.engine.threads import choose_cpu_threads
+from kvviz.i18n import said
 from kvviz.serving.engine_load import engine_requests
 from kvviz.serving.load import Load
 from kvviz.serving.loadgen import RunResult
@@ -317,7 +319,7 @@ def _load(job: Job, out: Outbox, threads: dict[tuple, int], cores: int):
     if lm.device.type == "cpu":
         key = (lm.spec, lm.dtype_name)
         if key not in threads:
-            out.progress(0.95, "choosing the number of CPU threads")
+            out.progress(0.95, said("progress.threads"))
             threads[key] = choose_cpu_threads(lm, cores)
         n = threads[key]
         torch.set_num_threads(n)
@@ -400,7 +402,7 @@ KINDS: dict[type, Kind] = {  # the dispatch table: a payload's type -> its kind
 }
 
 
-class WorkerGone(RuntimeError):
+class WorkerGone(KvvizError, RuntimeError):
     """The worker process ended (killed to free the device) while a job waited for it; start on a fresh one."""
 
 
@@ -429,7 +431,7 @@ class DeviceWorker:
         self._busy.acquire()
         if not self.alive():  # ended while this job waited for the one before it
             self._busy.release()
-            raise WorkerGone("the device worker process ended")
+            raise WorkerGone("job.worker_gone")
         self._cancel.clear()
         self._jobs.put(job)
         return WorkerJob(self, job.job_id, KINDS[type(payload)].answer, time_limit_s)
@@ -553,9 +555,8 @@ class WorkerJob:
             self.stop()
         elif self._stopped_at is not None and now >= self._stopped_at + KILL_GRACE_S:
             self._worker.kill()
-            why = (f"stopped by the time limit of {self.time_limit_s:g} s" if self.timed_out else
-                   f"stopped, but the job did not end within {KILL_GRACE_S:g} s")
-            self._end(f"{why} (the device worker was restarted to free the device)")
+            self._end(said("job.time_limit_restart", s=self.time_limit_s) if self.timed_out else
+                      said("job.stuck_restart", s=KILL_GRACE_S))
 
     def _end(self, why: str) -> None:
         """The job's process is gone: report it as the worker would have, and free the device."""

@@ -14,6 +14,7 @@ from kvviz.calc.roofline import decode_estimate
 from kvviz.engine import batch_sweep as bs
 from kvviz.engine.batch import BatchError
 from kvviz.engine.loading import load_model
+from kvviz.i18n import said
 from kvviz.serving.prompts import synthetic
 from tests.batch_frames import BYTES_PER_TOKEN, DEVICE, NEW, PROMPT, STEPS, TINY, hand_frame
 
@@ -152,7 +153,9 @@ def test_sweep_stops_at_the_first_batch_out_of_memory(tiny, monkeypatch):
 
     def failing(lm, req, cancel=None):
         if req.batch_size == 4:
-            raise BatchError("out of memory on cpu with a batch of 4: (simulated)")
+            # as run_batch raises a batch that ran out of memory (kvviz.engine.loop.metered_run's failure)
+            oom = said("run.oom", device="cpu", where=said("run.batch_of", n=4), why="(simulated)")
+            raise BatchError("run.failed", why=oom)
         return real(lm, req, cancel)
 
     monkeypatch.setattr(bs, "run_batch", failing)

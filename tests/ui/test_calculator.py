@@ -89,6 +89,16 @@ def test_sliders_modify_the_preset():
     assert "modified" in mqa.details["model"]["name"]
 
 
+def test_what_the_sliders_change_is_a_field_beside_the_name():
+    """customise keeps the model's name and records the change as data; the summary shows both, in either
+    language, as the page always has ("(modified: ...)", "（已修改：...）")."""
+    arch = customise(load_preset("llama-3-8b"), 32, 1, 128)
+    assert (arch.name, arch.modified) == ("llama-3-8b", ("kv_heads=1",))
+    assert arch.shown_name() == "llama-3-8b (modified: kv_heads=1)"
+    assert arch.shown_name("zh") == "llama-3-8b（已修改：kv_heads=1）"
+    assert load_preset("llama-3-8b").shown_name("zh") == "llama-3-8b"
+
+
 def test_more_layers_repeat_the_pattern():
     """Gemma-2-2B stretched to 30 layers keeps alternating sliding and full layers."""
     arch = customise(load_preset("gemma-2-2b"), 30, 4, 256)

@@ -23,6 +23,7 @@ from kvviz.base.errors import first_line
 from kvviz.engine.events import Event
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
+from kvviz.i18n import Said, said
 from kvviz.i18n.errors import translate
 from kvviz.ui.lang import L
 from kvviz.ui.present import time_limit_message
@@ -49,7 +50,7 @@ def plot(fig: dict) -> PlotData:
 def refusal(exc: Exception | str, lang: object = "en") -> gr.Error:
     """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge; in the
     page's language (kvviz.i18n.errors.translate; English where no translation is known)."""
-    line = first_line(exc if isinstance(exc, Exception) else ValueError(exc))
+    line = exc if isinstance(exc, Said) else first_line(exc if isinstance(exc, Exception) else ValueError(exc))
     return gr.Error(translate(line, lang), print_exception=False)
 
 
@@ -57,7 +58,8 @@ def no_answer(job: WorkerJob, failure: Failed | None, what: str, lang: object = 
     """The refusal for a worker job that ended without its answer: its failure, the time limit, or that."""
     if failure is not None:
         return refusal(failure.message, lang)
-    return refusal(time_limit_message(job.time_limit_s) if job.timed_out else f"{what} ended without a result", lang)
+    return refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
+                   said("job.no_result", what=what), lang)
 
 
 def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:
