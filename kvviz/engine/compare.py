@@ -8,12 +8,16 @@ and does work that barely grows; without it every step is a prefill of the whole
 cache a step reads the whole preallocated cache, its unwritten positions masked. The static warm-up is
 sized like the measured run, so it is the one that compiles and the measured run reuses the compiled step.
 Comparison.runs lists every mode that ran, one ModeRun each, for a view that shows them side by side.
-It knows the engine and the estimates; it draws nothing.
+CompareProgress says how far a comparison is (tokens made over tokens planned, and the phase, a compile told with what
+to expect before it starts), for the page's progress bar. It knows the engine and the estimates; it draws
+nothing.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
@@ -24,11 +28,13 @@ from kvviz.calc.hardware import device_accelerator
 from kvviz.calc.params import count_params
 from kvviz.calc.roofline import decode_estimate, prefill_estimate
 from kvviz.engine.admission import static_cache_tokens
+from kvviz.engine.compiled import has_decoder, last_compile_s
 from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.loading import LoadedModel
 from kvviz.engine.loop import run_to_end
 from kvviz.engine.metrics import RunSummary
 from kvviz.engine.request import MODE_LABELS, GenerationRequest
+from kvviz.i18n import Said, said
 
 
 class CompareError(KvvizError, RuntimeError):
@@ -142,8 +148,56 @@ def predict_steps(lm: LoadedModel, prompt_tokens: int, steps: int, static_tokens
     return pd.DataFrame(rows)
 
 
-def _run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None) -> tuple[list[TokenEvent], Finished]:
-    tokens, finished = run_to_end(lm, req, cancel)
+REPORT_S = 0.25  # progress at most this often: each report crosses to the page's process
+
+
+class CompareProgress:
+    """How far a comparison is, for a caller's `report(fraction, Said)`: tokens made over tokens planned across
+    its runs (warm-ups, then the measured ones), with the phase; at most every REPORT_S, and at once when the
+    phase changes (a compile, which makes no token for seconds to minutes, is told before it starts)."""
+
+    def __init__(self, report: Callable[[float, Said], None] | None, planned: int) -> None:
+        self.report, self.planned, self.done = report, max(planned, 1), 0
+        self._sent = 0.0
+
+    def phase(self, message: Said) -> None:
+        self._send(message, force=True)
+
+    def tokens(self, mode: str, n: int) -> Callable[[TokenEvent], None]:
+        """The on_token of one measured run of `n` tokens in `mode`."""
+        def on_token(event: TokenEvent) -> None:
+            self.done += 1
+            self._send(said("progress.compare_tokens", mode=MODE_SAID[mode], k=event.index + 1, n=n))
+        return on_token
+
+    def warm(self, event: TokenEvent) -> None:
+        self.done += 1
+
+    def _send(self, message: Said, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.report is not None and (force or now - self._sent >= REPORT_S):
+            self._sent = now
+            self.report(min(self.done / self.planned, 1.0), message)
+
+
+MODE_SAID = {"cached": said("progress.mode_cached"), "uncached": said("progress.mode_uncached"),
+             "static": said("progress.mode_static")}
+
+
+def _compile_note(lm: LoadedModel, length: int) -> Said:
+    """What to expect before the static mode's step compiles: nothing to wait for when this process holds it
+    already, the last compile's time on this machine, or that it is the first one."""
+    if has_decoder(lm.model, length):
+        return said("progress.static_warmup")
+    last = last_compile_s(lm.model, length)
+    if last is None:
+        return said("progress.compiling_first", length=f"{length:,}")
+    return said("progress.compiling_again", length=f"{length:,}", s=f"{last:,.0f}")
+
+
+def _run(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None,
+         on_token: Callable[[TokenEvent], None] | None = None) -> tuple[list[TokenEvent], Finished]:
+    tokens, finished = run_to_end(lm, req, cancel, on_token)
     if finished is not None and finished.bad_input:
         raise InputError("run.failed", why=finished.error)  # what was asked cannot run (a prompt too long)
     if cancel is not None and cancel.is_set():
@@ -164,29 +218,36 @@ def _tpot_ratio(slow: RunSummary, fast: RunSummary, tokens: int) -> float | None
 
 
 def compare(lm: LoadedModel, req: GenerationRequest, warmup_tokens: int = 4,
-            cancel: threading.Event | None = None, static: bool = False) -> Comparison:
+            cancel: threading.Event | None = None, static: bool = False,
+            report: Callable[[float, Said], None] | None = None) -> Comparison:
     """Run `req` with and without the cache (after warming both up) and put the two side by side; with
     static, also on a static cache with a compiled decode step (kvviz.engine.compiled), the third run.
 
     Setting `cancel` stops the run in progress within a token and ends the comparison with CompareError.
+    report(fraction, phase) is told how far it is (CompareProgress).
     """
     warm = replace(req, max_new_tokens=min(warmup_tokens, req.max_new_tokens))
-    _, warm_fin = _run(lm, warm.with_mode("cached"), cancel)
-    _run(lm, warm.with_mode("uncached"), cancel)
+    modes = 3 if static else 2
+    progress = CompareProgress(report, modes * (warm.max_new_tokens + req.max_new_tokens))
+    progress.phase(said("progress.warmup"))
+    _, warm_fin = _run(lm, warm.with_mode("cached"), cancel, progress.warm)
+    _run(lm, warm.with_mode("uncached"), cancel, progress.warm)
     length = static_warm_fin = None
     if static:
         # The warm-up gets the measured run's cache length, so that it compiles the step the measured run uses.
         length = static_cache_tokens(lm, req.with_mode("static", req.static_tokens), warm_fin.summary.prompt_tokens)
-        _, static_warm_fin = _run(lm, warm.with_mode("static", length), cancel)
-    c_tokens, c_fin = _run(lm, req.with_mode("cached"), cancel)
-    u_tokens, u_fin = _run(lm, req.with_mode("uncached"), cancel)
+        progress.phase(_compile_note(lm, length))
+        _, static_warm_fin = _run(lm, warm.with_mode("static", length), cancel, progress.warm)
+    n = req.max_new_tokens
+    c_tokens, c_fin = _run(lm, req.with_mode("cached"), cancel, progress.tokens("cached", n))
+    u_tokens, u_fin = _run(lm, req.with_mode("uncached"), cancel, progress.tokens("uncached", n))
     c_ids, u_ids = [t.token_id for t in c_tokens], [t.token_id for t in u_tokens]
     split = first_divergence(c_ids, u_ids)
     cs, us = c_fin.summary, u_fin.summary
     frames = [token_frame(c_tokens, "cached"), token_frame(u_tokens, "uncached")]
     static_run = None
     if static:
-        s_tokens, s_fin = _run(lm, req.with_mode("static", length), cancel)
+        s_tokens, s_fin = _run(lm, req.with_mode("static", length), cancel, progress.tokens("static", n))
         s_ids, ss = [t.token_id for t in s_tokens], s_fin.summary
         frames.append(token_frame(s_tokens, "static"))
         static_run = ModeRun("static", ss, s_fin.text, _work_s(us) / _work_s(ss), _tpot_ratio(us, ss, len(s_ids)),

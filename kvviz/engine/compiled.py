@@ -19,8 +19,10 @@ time runs, build events or decide when to stop (kvviz.engine.loop and kvviz.engi
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,49 @@ def persist_compile_cache() -> None:
     only the tracing: on tiny, 59 s for the first compile of a shape against 16 s in a new process afterwards
     (2 busy cores)."""
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))
+
+
+def _compile_key(model: torch.nn.Module, length: int) -> str:
+    """What a compile is told apart by on this machine: the model, device, dtype, cache length and (on a CPU)
+    the thread count, as static_decoder keys its decoders."""
+    param = next(model.parameters())
+    threads = torch.get_num_threads() if param.device.type == "cpu" else 0
+    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+    return f"{name}|{param.device}|{param.dtype}|{length}|{threads}"
+
+
+def _times_file() -> Path:
+    return compile_cache_dir().parent / "compile_times.json"
+
+
+def last_compile_s(model: torch.nn.Module, length: int) -> float | None:
+    """Seconds the last compile of this step took on this machine (compile_times.json beside the compile cache),
+    None when none is recorded: what the page says to expect before it compiles again."""
+    try:
+        return float(json.loads(_times_file().read_text())[_compile_key(model, length)])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _record_compile_s(model: torch.nn.Module, length: int, seconds: float) -> None:
+    """Keep how long this compile took; a record that cannot be written costs only the next estimate."""
+    path = _times_file()
+    try:
+        times = json.loads(path.read_text()) if path.exists() else {}
+        times = times if isinstance(times, dict) else {}
+        times[_compile_key(model, length)] = round(seconds, 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(times, indent=1, sort_keys=True))
+    except (OSError, ValueError):
+        pass
+
+
+def has_decoder(model: torch.nn.Module, length: int) -> bool:
+    """Whether this process holds a compiled step for `model` at `length` already (no compile to wait for)."""
+    param = next(model.parameters())
+    threads = torch.get_num_threads() if param.device.type == "cpu" else 0
+    with _DECODERS_LOCK:
+        return (str(param.device), param.dtype, length, threads) in _DECODERS.get(model, {})
 
 
 class StaticCacheFull(KvvizError, RuntimeError):
@@ -214,7 +259,9 @@ def static_decoder(model: torch.nn.Module, length: int) -> tuple[StaticDecoder, 
         if key in decoders:
             return decoders[key], True
         persist_compile_cache()
+        started = time.perf_counter()
         decoder = StaticDecoder(model, length)
+        _record_compile_s(model, length, time.perf_counter() - started)
         decoders[key] = decoder
         return decoder, False
 

@@ -138,13 +138,16 @@ def _forward_passes(lm: LoadedModel, req: GenerationRequest, plan: Plan, cancel:
     return "eos" if event.token_id in plan.stop_ids else plan.limit_reason
 
 
-def run_to_end(lm: LoadedModel, req: GenerationRequest,
-               cancel: threading.Event | None = None) -> tuple[list[TokenEvent], Finished]:
-    """Consume a whole generation; returns its token events and its Finished event."""
+def run_to_end(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None = None,
+               on_token: Callable[[TokenEvent], None] | None = None) -> tuple[list[TokenEvent], Finished]:
+    """Consume a whole generation; returns its token events and its Finished event. on_token: told each token as
+    it comes (a caller's progress)."""
     tokens, finished = [], None
     for event in generate(lm, req, cancel):
         if isinstance(event, TokenEvent):
             tokens.append(event)
+            if on_token is not None:
+                on_token(event)
         elif isinstance(event, Finished):
             finished = event
     return tokens, finished

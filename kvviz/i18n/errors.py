@@ -286,6 +286,18 @@ EN: dict[str, str] = {
     "job.worker_gone": "the device worker process ended",
     "job.no_result": "{what} ended without a result",
     "progress.threads": "choosing the number of CPU threads",
+    "progress.warmup": "warming up both modes (a few tokens each, not measured)",
+    "progress.mode_cached": "with the cache",
+    "progress.mode_uncached": "without the cache",
+    "progress.mode_static": "static + compiled",
+    "progress.compare_tokens": "{mode}: token {k} of {n}",
+    "progress.static_warmup": "warming up the static mode (its compiled step is already built)",
+    "progress.compiling_first": "compiling the decode step for a {length}-token static cache: the first time on this "
+                                "machine, tens of seconds to minutes on a CPU, once (kept in the compile cache)",
+    "progress.compiling_again": "compiling the decode step for a {length}-token static cache: about {s} s, as the "
+                                "last time on this machine",
+    "progress.batch_prefill": "prefill: {b} prompts in one forward pass",
+    "progress.batch_step": "decode step {k} of at most {n}, {rows} row(s) still running",
     "serving.timeout": "no complete answer within the request timeout ({s:g} s)",
     "kv_groups.state":
         "its {kind} layers keep a fixed-size state, whose page vLLM pads to the attention page or matches by "
@@ -540,6 +552,17 @@ ZH: dict[str, str] = {
     "job.worker_gone": "设备工作进程已退出",
     "job.no_result": "{what} 结束了，但没有结果",
     "progress.threads": "正在选择 CPU 线程数",
+    "progress.warmup": "两种模式先各预热几个 token（不计入测量）",
+    "progress.mode_cached": "有缓存",
+    "progress.mode_uncached": "无缓存",
+    "progress.mode_static": "静态 + 编译",
+    "progress.compare_tokens": "{mode}：第 {k} 个 token，共 {n} 个",
+    "progress.static_warmup": "预热静态模式（编译好的解码步已经存在）",
+    "progress.compiling_first": "正在为 {length} 个 token 的静态缓存编译解码步：本机第一次编译，"
+                                "CPU 上要几十秒到几分钟，只需一次（保存在编译缓存里）",
+    "progress.compiling_again": "正在为 {length} 个 token 的静态缓存编译解码步：约 {s} 秒，与本机上次相同",
+    "progress.batch_prefill": "预填充：{b} 条提示词一次前向计算",
+    "progress.batch_step": "第 {k} 个解码步，最多 {n} 步，仍有 {rows} 行在运行",
     "serving.timeout": "在请求超时（{s:g} 秒）内没有收到完整回答",
     "kv_groups.state":
         "其 {kind} 层保存固定大小的状态，vLLM 会把它的页填充到注意力层的页大小，或用更大的注意力块去对齐；"

@@ -351,7 +351,8 @@ def _compare(payload: Compare, lm, out: Outbox, cancel) -> None:
     from kvviz.engine.compare import compare
 
     request = payload.request
-    out.send(Compared, comparison=compare(lm, request, cancel=cancel, static=request.static))  # static: a third mode
+    out.send(Compared, comparison=compare(lm, request, cancel=cancel, static=request.static,  # static: a third mode
+                                          report=out.progress))
 
 
 def _lesson(payload: Lesson, lm, out: Outbox, cancel) -> None:

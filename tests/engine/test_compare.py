@@ -175,3 +175,49 @@ def test_compare_refuses_a_prompt_over_the_limit_as_bad_input(tiny_models):
     lm = load_model(str(tiny_models["qwen2"]))
     with pytest.raises(ValueError, match=r"the prompt has \d+ tokens; this demo allows 4"):
         compare(lm, GenerationRequest(PROMPT, max_new_tokens=4, max_prompt_tokens=4))
+
+
+def test_compare_tells_its_progress(tiny_models, monkeypatch):
+    """Each phase is told as it starts and each measured token counted: the warm-up first, then the runs with and
+    without the cache, token k of 12 (k only growing within a run), the fraction never falling and never past 1,
+    and the last report's fraction the tokens made over the 2 x (4 + 12) planned. Reports are made at most every
+    REPORT_S: here every one, to count them."""
+    monkeypatch.setattr("kvviz.engine.compare.REPORT_S", 0.0)
+    lm = load_model(str(tiny_models["llama"]))
+    seen = []
+    compare(lm, GenerationRequest(PROMPT, max_new_tokens=12, ignore_eos=True),
+            report=lambda fraction, phase: seen.append((fraction, phase.render("en"), phase.render("zh"))))
+    assert seen[0][1] == "warming up both modes (a few tokens each, not measured)"
+    texts = [text for _, text, _ in seen[1:]]
+    assert texts == [f"with the cache: token {k} of 12" for k in range(1, 13)] + \
+        [f"without the cache: token {k} of 12" for k in range(1, 13)]
+    fractions = [f for f, _, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert seen[1][0] == pytest.approx(9 / 32)  # 8 warm-up tokens and the first measured one, of 32
+    assert seen[-1][2] == "无缓存：第 12 个 token，共 12 个"
+
+
+def test_the_static_compile_is_told_with_what_to_expect(tiny_models, monkeypatch, tmp_path):
+    """With nothing recorded, the first static compile is announced as the first on this machine; it records its
+    time (compile_times.json beside the compile cache), so a process without the compiled step announces that
+    time; this process, which holds the step, says there is nothing to compile."""
+    from kvviz.engine import compiled
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr("kvviz.engine.compare.REPORT_S", 0.0)
+    compiled.forget_decoders()
+    lm = load_model(str(tiny_models["llama"]))
+    phases = []
+    req = GenerationRequest(PROMPT, max_new_tokens=4)
+    compare(lm, req, static=True, report=lambda f, phase: phases.append(phase.key))
+    assert "progress.compiling_first" in phases
+    recorded = compiled.last_compile_s(lm.model, 64)
+    assert recorded is not None and recorded > 0
+    phases.clear()
+    compare(lm, req, static=True, report=lambda f, phase: phases.append(phase.key))
+    assert "progress.static_warmup" in phases and "progress.compiling_first" not in phases
+    compiled.forget_decoders()  # as a new process: the step is gone, the record stays
+    phases.clear()
+    compare(lm, req, static=True, report=lambda f, phase: phases.append(phase))
+    again = next(p for p in phases if p.key == "progress.compiling_again")
+    assert again.values["s"] == f"{recorded:,.0f}"

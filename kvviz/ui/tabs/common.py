@@ -123,8 +123,9 @@ def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], t
            on_event: Callable[[Event], None] | None = None) -> Generator[tuple, None, Outcome]:
     """Read the job's messages to its Done; returns what came back.
 
-    Loading progress goes to `progress` in `lang`, scaled to the first `loading` of the bar; on_loaded is told the
-    model once it is ready, on_event every event of a generation's stream. On every Tick (every period_s) the
+    Loading progress goes to `progress` in `lang`, scaled to the first `loading` of the bar, and the job's own
+    progress after the load to the rest (to the whole bar when loading is 1); on_loaded is told the model once
+    it is ready, on_event every event of a generation's stream. On every Tick (every period_s) the
     handler yields redraw(), so that Gradio can close it when the tab goes away, until a failure came (the refusal
     follows). A message that is not this job's kind's is an error, never ignored.
     """
@@ -134,8 +135,9 @@ def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], t
     outcome = Outcome()
     for message in job.follow(period_s):
         match message:
-            case Progress():
-                progress(message.fraction * loading, desc=translate(message.message, lang))
+            case Progress():  # the load fills the first `loading` of the bar, the job's own progress the rest
+                start, span = (0.0, loading) if outcome.loaded is None or loading >= 1 else (loading, 1 - loading)
+                progress(start + message.fraction * span, desc=translate(message.message, lang))
             case Loaded():
                 outcome.loaded = message
                 if on_loaded is not None:

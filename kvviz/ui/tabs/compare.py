@@ -66,7 +66,7 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
         against the prediction, the work per step and the decode bandwidth against the device's limit; all in `lang`."""
         req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
         job, _ = start(model, Compare(req), policy, lang)
-        # Stop reaches the job; loading fills the first half of the bar, the runs the second
+        # Stop reaches the job; loading fills the first half of the bar, the runs (their phase and tokens) the second
         with held(job, sessions, request):
             outcome = yield from follow(job, progress, lang, unchanged(OUTPUTS), loading=0.5,
                                         on_loaded=lambda _: progress(0.5, desc=t("compare.progress", lang)))
