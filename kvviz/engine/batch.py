@@ -54,7 +54,8 @@ the memory model; it draws nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -63,7 +64,7 @@ import torch
 from kvviz.base.device import Stopwatch
 from kvviz.base.errors import InputError, KvvizError
 from kvviz.engine.admission import BatchPlan, admit_batch, encode_prompt
-from kvviz.engine.compare import first_divergence
+from kvviz.engine.compare import REPORT_S, first_divergence
 from kvviz.engine.events import (
     BatchEvent,
     BatchFinished,
@@ -79,6 +80,7 @@ from kvviz.engine.metrics import BatchSummary
 from kvviz.engine.queueing import on_device
 from kvviz.engine.request import BatchRequest, GenerationRequest
 from kvviz.engine.steps import batch_step, new_cache, uncached_step
+from kvviz.i18n import Said, said
 
 # ---- padding -------------------------------------------------------------------------------------------------
 
@@ -238,18 +240,27 @@ class BatchResult:
         return self.summary.tokens_per_s_per_sequence
 
 
-def run_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event | None = None) -> BatchResult:
+def run_batch(lm: LoadedModel, req: BatchRequest, cancel: threading.Event | None = None,
+              report: Callable[[float, Said], None] | None = None) -> BatchResult:
     """Consume a whole batch into a BatchResult. ValueError when what was asked cannot run (a prompt longer than
-    the context, a batch that does not fit); BatchError when it failed on the device or was cancelled."""
+    the context, a batch that does not fit); BatchError when it failed on the device or was cancelled.
+    report(fraction, phase): told the prefill, then each decode step (at most every REPORT_S), steps over the
+    most the batch may take."""
     tokens: list[BatchTokenEvent] = []
     steps: list[BatchStep] = []
     ends: dict[int, RowFinished] = {}
     finished = None
+    sent = 0.0
     for event in generate_batch(lm, req, cancel):
         if isinstance(event, BatchTokenEvent):
             tokens.append(event)
         elif isinstance(event, BatchStep):
             steps.append(event)
+            if report is not None and (event.step == 0 or time.monotonic() - sent >= REPORT_S):
+                sent = time.monotonic()
+                report(event.step / req.max_new_tokens, said("progress.batch_prefill", b=req.batch_size)
+                       if event.step == 0 else said("progress.batch_step", k=event.step, n=req.max_new_tokens,
+                                                     rows=event.active_rows))
         elif isinstance(event, RowFinished):
             ends[event.row] = event
         elif isinstance(event, BatchFinished):

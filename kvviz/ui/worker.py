@@ -370,7 +370,7 @@ def _engine_load(payload: EngineLoad, lm, out: Outbox, cancel) -> None:
 def _batch(payload: Batch, lm, out: Outbox, cancel) -> None:
     from kvviz.engine.batch import run_batch
 
-    out.send(Batched, result=run_batch(lm, payload.request, cancel))
+    out.send(Batched, result=run_batch(lm, payload.request, cancel, report=out.progress))
 
 
 def _sweep(payload: BatchSweep, lm, out: Outbox, cancel) -> None:

@@ -268,3 +268,14 @@ def test_cancel_while_waiting_for_the_device(tiny):
         cancel.set()
         last = list(stream)[-1]
     assert isinstance(last, BatchFinished) and last.reason == "cancelled" and last.summary is None
+
+
+def test_a_batch_tells_its_progress(tiny, monkeypatch):
+    """Two prompts, 5 new tokens each, EOS ignored: the prefill is told first (fraction 0), then decode steps 1 to
+    4 (the fifth token comes from step 4: the prefill made the first) as k/5, with both rows running."""
+    monkeypatch.setattr("kvviz.engine.batch.REPORT_S", 0.0)
+    seen = []
+    run_batch(tiny, BatchRequest(("The kernel", "A package is"), max_new_tokens=5, ignore_eos=True),
+              report=lambda fraction, phase: seen.append((fraction, phase.render("en"))))
+    assert seen == [(0.0, "prefill: 2 prompts in one forward pass")] + [
+        (k / 5, f"decode step {k} of at most 5, 2 row(s) still running") for k in range(1, 5)]
