@@ -9,9 +9,11 @@ core, so the measuring parts run on a GPU machine with nothing else installed.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -24,13 +26,49 @@ LONG_PROMPT = (
 ) * 8  # about 430 tokens of the bundled model: with 512 new ones it stays inside its 1,024 context
 
 
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile",
+             "amx_bf16", "amx_int8")  # what decides which kernels a CPU step can run
+
+
+def cpu_record(cpuinfo: str) -> dict:
+    """The CPU's model and the ISA flags that matter, from /proc/cpuinfo's text (its first processor)."""
+    fields = dict(line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    return {"cpu_model": fields.get("model name"), "isa": [f for f in ISA_FLAGS if f in flags]}
+
+
+@lru_cache(maxsize=1)
+def _bandwidths() -> dict:
+    """Measured once per process: a plain streaming read (the physical ceiling) and torch.mv's fp32 matvec (what
+    the engine's roofline uses), GB/s, on the CPU and on the GPU when there is one."""
+    from kvviz.calc.hardware import measure_device, stream_read_bandwidth
+
+    out = {"cpu_stream_read_gb_s": stream_read_bandwidth("cpu") / 1e9,
+           "cpu_matvec_gb_s": measure_device("cpu", matmul_n=256, repeats=3).bandwidth / 1e9}
+    if torch.cuda.is_available():
+        out["gpu_stream_read_gb_s"] = stream_read_bandwidth("cuda") / 1e9
+        out["gpu_matvec_gb_s"] = measure_device("cuda", matmul_n=256, repeats=3).bandwidth / 1e9
+    return {k: round(v, 2) for k, v in out.items()}
+
+
 def machine() -> dict:
-    """What the figures were measured on."""
+    """What the figures were measured on, and what they depend on: the CPU's model and ISA flags, the cores this
+    process may use and the torch threads it ran with, torch's CPU kernel level, the load averages when the
+    result was written (1, 5 and 15 minutes), the bandwidths measured (a streaming read and torch.mv), the GPU."""
     import transformers
 
+    try:
+        cpu = cpu_record(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        cpu = {"cpu_model": platform.processor() or None, "isa": []}
     info = {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "platform": platform.platform(),
-            "cpu_threads": torch.get_num_threads()}
+            "transformers": transformers.__version__, "platform": platform.platform(), **cpu,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "logical_cpus": os.cpu_count(),
+            "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "cpu_threads": torch.get_num_threads(),
+            "load_average": [round(x, 2) for x in os.getloadavg()], **_bandwidths()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info

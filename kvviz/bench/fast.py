@@ -106,16 +106,21 @@ def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, unc
     return pd.concat(frames, ignore_index=True)
 
 
-def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str) -> dict:
+def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str, stream_bandwidth: float | None = None) -> dict:
     """Per model and dtype: medians of every variant's figures over the timed rounds, the static mode's compile
-    and speedups, and the ceiling the measured bandwidth sets (tokens/s = bandwidth / bytes per step)."""
-    out = {"measured_bandwidth_gb_s": bandwidth / 1e9, "how": how, "models": {}}
+    and speedups, and the ceiling the measured bandwidth sets (tokens/s = bandwidth / bytes per step); with
+    stream_bandwidth (a plain streaming read's, the physical ceiling), each variant's share of it too."""
+    out = {"measured_bandwidth_gb_s": bandwidth / 1e9, "how": how, "models": {},
+           "stream_read_bandwidth_gb_s": stream_bandwidth / 1e9 if stream_bandwidth else None}
     timed = frame[frame["repeat"] >= 0]
     for (model, dtype), group in timed.groupby(["model", "dtype"], sort=False):
         med = group.groupby("variant").median(numeric_only=True)
         pick = {v: {k: _num(med.loc[v, k]) for k in ("tokens_per_s", "decode_tokens_per_s", "ttft_s",
                                                        "bandwidth_utilisation", "bytes_per_decode_step")}
                 for v in med.index}
+        for figures in pick.values():
+            achieved = (figures["bandwidth_utilisation"] or 0) * bandwidth
+            figures["share_of_stream_read"] = achieved / stream_bandwidth if stream_bandwidth and achieved else None
         static, gen, cached = pick["static"], pick["generate"], pick["cached"]
         warm = frame[(frame["model"] == model) & (frame["dtype"] == dtype) & (frame["repeat"] < 0)]
         out["models"][f"{model}@{dtype}"] = {

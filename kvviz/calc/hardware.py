@@ -121,6 +121,17 @@ def measure_device(device: str = "cpu", matvec_mib: int = 256, matmul_n: int = 2
                        note=f"measured now with {how}", measured=True)
 
 
+def stream_read_bandwidth(device: str = "cpu", mib: int = 512, repeats: int = 5) -> float:
+    """Bytes per second of a plain streaming read: the sum of a `mib` MiB fp32 tensor (every byte read once, one
+    add per four bytes), best of `repeats`. The physical ceiling a decode step's weight reads are held to; a
+    matrix-vector product (measure_device) can fall short of it when its kernel does not stream."""
+    import torch
+
+    dev = torch.device(device)
+    a = torch.ones(mib * 2**20 // 4, device=dev, dtype=torch.float32)
+    return a.numel() * 4 / _best_seconds(lambda: a.sum(), repeats, dev)
+
+
 def measure_cpu(matvec_mib: int = 256, matmul_n: int = 2048, repeats: int = 5) -> Accelerator:
     """This machine's CPU, measured now (see measure_device)."""
     return measure_device("cpu", matvec_mib, matmul_n, repeats)

@@ -34,6 +34,9 @@ def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path):
         (timed["bytes_per_decode_step"] * timed["decode_tokens_per_s"] / bw).to_numpy())
     static, cached = (timed[timed["variant"] == m].iloc[0] for m in ("static", "cached"))
     assert static["bytes_per_decode_step"] >= cached["bytes_per_decode_step"], "a static step reads its whole cache"
+    stream = saved["results"]["stream_read_bandwidth_gb_s"] * 1e9  # each mode against the physical ceiling too
+    assert v["static"]["share_of_stream_read"] == pytest.approx(v["static"]["bandwidth_utilisation"] * bw / stream)
+    assert {"cpu_model", "isa", "load_average", "cpu_stream_read_gb_s"} <= set(saved["machine"])
 
 
 def test_fast_figure_draws_the_quick_results(tmp_path):
