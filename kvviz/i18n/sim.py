@@ -27,6 +27,14 @@ EN = {
     "sim.no_fit": "request {i} needs {blocks:,} KV blocks, more than the whole cache holds ({most:,})",
     "sim.step_time": "the step-time model gave {seconds} s for a step of {step}; a step must take a positive time",
     "sim.stalled": "the scheduler scheduled nothing at step {step} while requests waited (a simulator bug)",
+    "sim.no_loop": "give --concurrency (a closed loop), --rate (an open loop) or --workload FILE.csv",
+    "sim.rate_with_file": "--workload sends at the file's arrival_s times: give no --rate with it (or --concurrency "
+                          "for a closed loop of its lengths)",
+    "sim.no_model": "{path} is not a model folder (no config.json in it)",
+    "sim.pool_not_modelled": "kvviz does not model this model's KV cache in vLLM: {why}",
+    "sim.local_layers": "the simulator keeps one group of full-attention layers; this model has {kinds} layers "
+                        "(give --num-blocks instead)",
+    "sim.no_blocks": "{space:g} GiB of KV space holds no whole block for this model",
     # Why a run stopped early, and a request it left.
     "sim.stopped_requests": "simulated the first {sent:,} of {of:,} requests (the limit on requests)",
     "sim.stopped_steps": "stopped at the limit of {steps:,} steps",
@@ -70,6 +78,13 @@ ZH = {
     "sim.no_fit": "请求 {i} 需要 {blocks:,} 个 KV 块，超过整个缓存的容量（{most:,}）",
     "sim.step_time": "步时模型对内容为 {step} 的一步给出 {seconds} 秒；一步的时间必须为正",
     "sim.stalled": "第 {step} 步调度器什么都没调度，而仍有请求在等（模拟器的缺陷）",
+    "sim.no_loop": "请给出 --concurrency（闭环）、--rate（开环）或 --workload FILE.csv",
+    "sim.rate_with_file": "--workload 按文件中的 arrival_s 时刻发送：不要同时给 --rate"
+                          "（或用 --concurrency 以其长度做闭环）",
+    "sim.no_model": "{path} 不是模型文件夹（其中没有 config.json）",
+    "sim.pool_not_modelled": "kvviz 未对此模型在 vLLM 中的 KV Cache 建模：{why}",
+    "sim.local_layers": "模拟器只含一组全注意力层；此模型含 {kinds} 层（请改用 --num-blocks）",
+    "sim.no_blocks": "{space:g} GiB 的 KV 空间放不下此模型的一个完整块",
     "sim.stopped_requests": "只模拟了 {of:,} 个请求中的前 {sent:,} 个（请求数上限）",
     "sim.stopped_steps": "到达 {steps:,} 步的上限而停止",
     "sim.stopped_wall": "实际运行 {seconds:g} 秒后停止（已模拟 {steps:,} 步）",

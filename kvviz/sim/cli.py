@@ -1,7 +1,9 @@
 """`python -m kvviz.sim`: predict a serving run on the simulated vLLM V1 scheduler, and fit a step-time model.
 
   predict   a workload (--concurrency N: closed loop; --rate R: open loop, Poisson unless --constant; --workload
-            FILE.csv: rows of prompt_tokens, output_tokens, arrival_s) on a KV cache of --num-blocks blocks, with a
+            FILE.csv: rows of prompt_tokens, output_tokens, arrival_s, sent at their arrivals or, with
+            --concurrency, in a closed loop) on a KV cache of --num-blocks blocks (or
+            those kvviz's memory model gives --model DIR in --kv-space-gib GiB, as vLLM's CPU build makes them), with a
             step-time model from --calibration FILE or --coefficients a,b,c,d; prints the run's statistics, or
             --json; --trace FILE.csv writes the step trace
   fit       a step-time calibration from a CSV of measured steps (prefill_tokens, decode_seqs, kv_tokens_read,
@@ -26,6 +28,7 @@ from kvviz.i18n import LANGS, asked_lang, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.stats import Distribution, Slo
 from kvviz.sim import step_time
+from kvviz.sim.capacity import kv_blocks
 from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
 from kvviz.sim.simulate import Limits, SimResult, simulate
 from kvviz.sim.step_time import StepContents
@@ -36,13 +39,13 @@ FIT_COLUMNS = ("prefill_tokens", "decode_seqs", "kv_tokens_read", "seconds")
 
 
 def _workload_args(p: argparse.ArgumentParser) -> None:
-    loop = p.add_mutually_exclusive_group(required=True)
+    loop = p.add_mutually_exclusive_group()
     loop.add_argument("--concurrency", type=int, help="closed loop: this many requests in the engine at once")
     loop.add_argument("--rate", type=float, help="open loop: requests per second (Poisson unless --constant)")
     p.add_argument("--constant", action="store_true", help="open loop: evenly spaced arrivals")
     p.add_argument("--seed", type=int, default=0, help="the Poisson arrivals' seed (default 0)")
-    p.add_argument("--workload", type=Path, help="a CSV of prompt_tokens, output_tokens, arrival_s rows (arrival_s "
-                   "only without --concurrency; with --rate, the file's arrivals are used, not the rate)")
+    p.add_argument("--workload", type=Path, help="a CSV of prompt_tokens, output_tokens, arrival_s rows: an open "
+                   "loop at the file's arrivals, or with --concurrency a closed loop of its lengths")
     p.add_argument("--requests", type=int, default=100, help="requests to send (default 100; without --workload)")
     p.add_argument("--prompt-tokens", type=int, default=128)
     p.add_argument("--output-tokens", type=int, default=128)
@@ -50,7 +53,12 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--num-blocks", type=int, required=True, help="KV cache capacity in blocks")
+    kv = p.add_mutually_exclusive_group(required=True)
+    kv.add_argument("--num-blocks", type=int, help="KV cache capacity in blocks")
+    kv.add_argument("--model", type=Path, help="a model folder: the capacity from kvviz's memory model, with "
+                    "--kv-space-gib")
+    p.add_argument("--kv-space-gib", type=float, default=1.0, help="vLLM's KV space with --model "
+                   "(VLLM_CPU_KVCACHE_SPACE; default 1)")
     p.add_argument("--block-size", type=int, default=CPU_BLOCK_SIZE, help=f"default {CPU_BLOCK_SIZE} (vLLM, CPU)")
     p.add_argument("--max-num-seqs", type=int, default=CPU_MAX_NUM_SEQS)
     p.add_argument("--max-num-batched-tokens", type=int, default=CPU_MAX_NUM_BATCHED_TOKENS)
@@ -85,8 +93,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def workload_of(args: argparse.Namespace) -> Workload:
+    if args.workload and args.rate is not None:
+        raise InputError("sim.rate_with_file")
     if args.workload:
         return from_csv(args.workload, args.concurrency, args.prefix_tokens)
+    if args.concurrency is None and args.rate is None:
+        raise InputError("sim.no_loop")
     if args.concurrency is not None:
         return closed_loop(args.requests, args.concurrency, args.prompt_tokens, args.output_tokens,
                            args.prefix_tokens)
@@ -95,7 +107,10 @@ def workload_of(args: argparse.Namespace) -> Workload:
 
 
 def config_of(args: argparse.Namespace) -> SchedulerConfig:
-    return SchedulerConfig(num_blocks=args.num_blocks, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+    blocks = args.num_blocks
+    if args.model is not None:
+        blocks = kv_blocks(args.model, args.kv_space_gib, args.block_size, args.max_model_len)
+    return SchedulerConfig(num_blocks=blocks, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                            max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
                            chunked_prefill=not args.no_chunked_prefill, prefix_caching=not args.no_prefix_caching)
 

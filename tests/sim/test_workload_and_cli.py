@@ -4,9 +4,9 @@ command line end to end."""
 from __future__ import annotations
 
 import json
-from itertools import pairwise
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 
@@ -181,3 +181,23 @@ def test_python_dash_m_runs():
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "100/100 requests" in proc.stdout
+
+
+def test_the_cli_needs_one_loop_and_no_rate_beside_a_file(capsys, tmp_path):
+    assert main(_predict("--lang", "en")) == 2
+    assert capsys.readouterr().err == ("error: give --concurrency (a closed loop), --rate (an open loop) or "
+                                       "--workload FILE.csv\n")
+    path = tmp_path / "w.csv"
+    path.write_text("prompt_tokens,output_tokens,arrival_s\n4,3,0\n4,3,10\n")
+    assert main(_predict("--workload", str(path), "--rate", "2", "--lang", "en")) == 2
+    assert capsys.readouterr().err.startswith("error: --workload sends at the file's arrival_s times")
+    assert main(_predict("--workload", str(path), "--json")) == 0
+    assert json.loads(capsys.readouterr().out)["stats"]["duration_s"] == 13.0  # the second arrives at 10, ends at 13
+
+
+def test_the_cli_takes_the_capacity_from_a_model_folder(capsys):
+    """tiny in 1/64 GiB: 8,192 / 64 = 128 blocks."""
+    args = ["predict", "--model", str(REPO / "assets" / "tiny"), "--kv-space-gib", str(1 / 64), "--concurrency", "2",
+            "--requests", "2", "--coefficients", "0.01,0,0,0", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["kv_blocks"] == 128
