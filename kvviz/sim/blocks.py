@@ -24,7 +24,7 @@ class BlockPool:
         self._free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(capacity))  # head: evicted first
         self._refs = [0] * capacity
         self._hash_of: dict[int, Hashable] = {}
-        self._cached: dict[Hashable, int] = {}
+        self._cached: dict[Hashable, dict[int, None]] = {}  # a hash to every block holding it, first cached first
 
     @property
     def free(self) -> int:
@@ -41,8 +41,10 @@ class BlockPool:
         for _ in range(n):
             block, _ = self._free.popitem(last=False)
             old = self._hash_of.pop(block, None)
-            if old is not None and self._cached.get(old) == block:
-                del self._cached[old]
+            if old is not None:
+                del self._cached[old][block]
+                if not self._cached[old]:
+                    del self._cached[old]
             self._refs[block] = 1
             taken.append(block)
         return taken
@@ -51,10 +53,10 @@ class BlockPool:
         """The cached blocks of the longest run of `hashes` from the first (a prefix-cache hit), not yet touched."""
         found = []
         for key in hashes:
-            block = self._cached.get(key)
-            if block is None:
+            holders = self._cached.get(key)
+            if not holders:
                 break
-            found.append(block)
+            found.append(next(iter(holders)))  # the first cached, as BlockHashToBlockMap.get_one_block
         return found
 
     def evictable(self, blocks: list[int]) -> int:
@@ -75,7 +77,7 @@ class BlockPool:
                 self._free[block] = None
 
     def cache(self, block: int, key: Hashable) -> None:
-        """The full block now holds the tokens `key` names; a second block of the same tokens stays uncached."""
-        if key not in self._cached:
-            self._cached[key] = block
-            self._hash_of[block] = key
+        """The full block now holds the tokens `key` names. Two requests that computed the same tokens at once
+        both cache their block (vLLM's BlockHashToBlockMap keeps duplicates); a hit takes the first."""
+        self._cached.setdefault(key, {})[block] = None
+        self._hash_of[block] = key

@@ -18,9 +18,12 @@ Defaults on a CPU (vllm/engine/arg_utils.py, EngineArgs._set_default_args, `curr
 OpenAI server): max_num_batched_tokens 2048, max_num_seqs 128; vllm/platforms/cpu.py
 (CpuPlatform.check_and_update_config): block_size 128 when not given; chunked prefill and prefix caching on for a
 decoder model (EngineArgs._set_default_chunked_prefill_and_prefix_caching_args; off for MLA on CPU).
-Not modelled: async scheduling's output placeholders, speculative decoding, the long_prefill_token_threshold (0 by
-default), priority scheduling, encoder inputs, KV connectors, sliding-window and Mamba layers (one full-attention
-KV group), a request stopped early by EOS (every request produces its output_tokens, as with ignore_eos).
+Async scheduling is off on a CPU (CpuPlatform.check_and_update_config sets it False), so a step's output is in
+before the next is scheduled, as here. Not modelled: async scheduling (a GPU's default), speculative decoding,
+the long_prefill_token_threshold (0 by default), priority scheduling, encoder inputs, KV connectors,
+sliding-window and Mamba layers (one full-attention KV group), a request stopped early by EOS (every request
+produces its output_tokens, as with ignore_eos), the time between steps (the engine core's own overhead is in
+whatever the step-time model's intercept holds).
 """
 
 from __future__ import annotations

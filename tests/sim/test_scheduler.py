@@ -3,6 +3,7 @@ step time of exactly 1 s (t = a = 1) so that a time is a step's number."""
 
 from __future__ import annotations
 
+from kvviz.sim.blocks import BlockPool
 from kvviz.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
 from kvviz.sim.simulate import contents, simulate
 from kvviz.sim.step_time import LinearStepTime
@@ -122,3 +123,25 @@ def test_an_open_loop_arrival_waits_for_the_next_step_boundary():
     result = simulate(workload, _config(), ONE_SECOND)
     assert [r.ttft_s for r in result.records] == [1.0, 1.5, 1.0]
     assert [s.start_s for s in result.trace] == [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0]
+
+
+def test_the_block_pool_evicts_from_the_head_and_keeps_duplicate_cached_blocks():
+    """Pool of 4: blocks 0 and 1 go to two requests that both computed prefix "p" (both cached, as vLLM's
+    BlockHashToBlockMap keeps duplicates); a third request takes 2 and 3 and caches "x", "y" in them.
+    All three end; each frees its blocks last first, so the free queue is [0, 1, 3, 2]. A hit on "p" finds the
+    first cached copy, block 0. Taking 1 block evicts block 0, yet "p" still hits, in block 1. Taking 2 more
+    evicts 1 (the last "p") and 3 (the third request's tail, "y", before its head "x")."""
+    pool = BlockPool(4)
+    first, second, third = pool.allocate(1), pool.allocate(1), pool.allocate(2)
+    assert (first, second, third) == ([0], [1], [2, 3])
+    pool.cache(0, "p")
+    pool.cache(1, "p")
+    pool.cache(2, "x")
+    pool.cache(3, "y")
+    for blocks in (first, second, third):
+        pool.release(blocks)
+    assert pool.free == 4 and pool.hit(["p"]) == [0]
+    assert pool.allocate(1) == [0]
+    assert pool.hit(["p"]) == [1]
+    assert pool.allocate(2) == [1, 3]
+    assert pool.hit(["p"]) == [] and pool.hit(["x"]) == [2] and pool.hit(["y"]) == []
