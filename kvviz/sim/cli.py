@@ -151,8 +151,8 @@ def write_trace(result: SimResult, path: Path) -> None:
 
 
 def predict(args: argparse.Namespace) -> None:
-    if args.calibration:
-        model = step_time.load(args.calibration).step
+    if args.calibration:  # a calibration that names another model than --model's folder is refused
+        model = step_time.load(args.calibration, model=args.model.name if args.model else None).step
     else:
         model = step_time.parse_coefficients(args.coefficients)
     limits = Limits(max_steps=args.max_steps, max_wall_s=args.max_wall_s)

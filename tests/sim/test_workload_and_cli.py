@@ -201,3 +201,20 @@ def test_the_cli_takes_the_capacity_from_a_model_folder(capsys):
             "--requests", "2", "--coefficients", "0.01,0,0,0", "--json"]
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["kv_blocks"] == 128
+
+
+def test_a_calibration_of_another_model_is_refused_and_zh_results_read_in_chinese(capsys, tmp_path):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n0,1,4,1\n4,0,4,2\n8,2,30,3\n2,5,7,4\n"
+                    "9,3,2,5\n")
+    cal = tmp_path / "cal.json"
+    assert main(["fit", str(rows), "--out", str(cal), "--model", "SmolLM2-135M-Instruct", "--lang", "en"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == f"calibration written to {cal}"
+    args = ["predict", "--model", str(REPO / "assets" / "tiny"), "--kv-space-gib", "0.1", "--concurrency", "1",
+            "--calibration", str(cal)]
+    assert main([*args, "--lang", "en"]) == 2
+    assert capsys.readouterr().err == f"error: {cal} was calibrated for model SmolLM2-135M-Instruct, not tiny\n"
+    assert main([*_predict("--concurrency", "1", "--requests", "2"), "--lang", "zh"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("模拟的 vLLM V1 调度器预测：2 个请求完成 2 个")
+    assert out[2].startswith("TTFT 均值 1000.0 ms")
