@@ -3,9 +3,9 @@ reference counts, and the prefix cache (a block's hash to the block that holds i
 
 Followed: vllm/v1/core/block_pool.py (BlockPool.get_new_blocks takes blocks from the head of the free queue and
 evicts a cached block it takes; touch takes a cached block with no reference off the free queue; free_blocks puts
-a block whose count falls to zero at the queue's tail; cache_full_blocks hashes the full blocks) and
-kv_cache_manager.py (KVCacheManager.free frees a request's blocks in reverse order, so that its tail blocks are
-evicted first; get_num_free_blocks counts the cached blocks nobody references as free).
+a block whose count falls to zero at the queue's tail if it is cached, at its head if not; cache_full_blocks
+hashes the full blocks) and kv_cache_manager.py (KVCacheManager.free frees a request's blocks in reverse order, so
+that its tail blocks are evicted first; get_num_free_blocks counts the cached blocks nobody references as free).
 What a block holds is not modelled, only which tokens it stands for: a hash is any hashable value the scheduler
 gives (a shared prefix's block, or one request's own block). No null block: `capacity` is the usable blocks.
 """
@@ -70,11 +70,19 @@ class BlockPool:
             self._refs[block] += 1
 
     def release(self, blocks: list[int]) -> None:
-        """A request lets its blocks go, last first, so its tail is evicted before its head (and a shared prefix)."""
+        """A request lets its blocks go, last first (its tail is evicted before its head and a shared prefix). A
+        freed block that holds no cached tokens goes to the queue's front, to be reused first; a cached one to its
+        tail, to stay a hit as long as can be (BlockPool.free_blocks: prepend_n, then append_n)."""
+        first, last = [], []
         for block in reversed(blocks):
             self._refs[block] -= 1
             if self._refs[block] == 0:
-                self._free[block] = None
+                (last if block in self._hash_of else first).append(block)
+        for block in reversed(first):
+            self._free[block] = None
+            self._free.move_to_end(block, last=False)
+        for block in last:
+            self._free[block] = None
 
     def cache(self, block: int, key: Hashable) -> None:
         """The full block now holds the tokens `key` names. Two requests that computed the same tokens at once

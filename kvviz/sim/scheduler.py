@@ -11,9 +11,11 @@ the WAITING requests in order while the budget lasts and fewer than max_num_seqs
 (KVCacheManager.get_computed_blocks: whole blocks, at most num_tokens - 1 tokens, so the last token is computed),
 the rest as a chunk cut to the budget (or the whole prompt, or stop, without chunked prefill), blocks for it
 (allocate_slots: the new blocks plus the cached blocks nobody references, which it takes off the free queue, and
-the watermark, 0 by default, for a waiting request while others run) or stop. After the step
-(Scheduler.update_from_output) a request whose computed tokens reach its num_tokens samples one token; one that
-has all its output tokens finishes and frees its blocks (Scheduler._free_request).
+the watermark, 0 by default, for a waiting request while others run; for a waiting request, with
+scheduler_reserve_full_isl on by default, first the same check for all its tokens, not only the chunk) or stop.
+After the step (Scheduler.update_from_output) a request whose computed tokens reach its num_tokens samples one
+token; one that has all its output tokens finishes and frees its blocks (Scheduler._free_request).
+Checked against vLLM's own Scheduler class, step by step, in tests/sim/test_against_vllm.py.
 Defaults on a CPU (vllm/engine/arg_utils.py, EngineArgs._set_default_args, `current_platform.is_cpu()`, for the
 OpenAI server): max_num_batched_tokens 2048, max_num_seqs 128; vllm/platforms/cpu.py
 (CpuPlatform.check_and_update_config): block_size 128 when not given; chunked prefill and prefix caching on for a
@@ -51,6 +53,7 @@ class SchedulerConfig:
     chunked_prefill: bool = True
     prefix_caching: bool = True
     watermark_blocks: int = 0
+    reserve_full_prompt: bool = True  # vLLM's scheduler_reserve_full_isl (on by default)
 
 
 @dataclass(eq=False)
@@ -156,6 +159,8 @@ class Scheduler:
                 return
             tokens = min(tokens, budget)
             watermark = config.watermark_blocks if self.running else 0
+            if config.reserve_full_prompt and not self._fits_whole(request, hit, watermark):
+                return
             if not self._allocate(request, tokens, hit, watermark):
                 return
             self.waiting.popleft()
@@ -172,6 +177,14 @@ class Scheduler:
         size = self.config.block_size
         most = (request.num_tokens - 1) // size
         return self.pool.hit([request.block_key(i, size) for i in range(most)])
+
+    def _fits_whole(self, request: SimRequest, hit: list[int], watermark: int) -> bool:
+        """allocate_slots' full_sequence_must_fit: a waiting request is admitted only if blocks for all its tokens
+        so far (its prompt, and the output a preempted one recomputes) are free, not just for its first chunk."""
+        size = self.config.block_size
+        whole = min(request.num_tokens, self.config.max_model_len)
+        new = max(_blocks_for(whole, size) - len(hit), 0)
+        return new + self.pool.evictable(hit) + watermark <= self.pool.free
 
     def _allocate(self, request: SimRequest, tokens: int, hit: list[int], watermark: int = 0) -> bool:
         """allocate_slots: blocks for `tokens` more tokens past the hit and the request's computed tokens, if the
