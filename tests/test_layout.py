@@ -3,10 +3,11 @@
 kvviz/ is layered: i18n (the catalogues of both languages, and the keyed text errors carry) < base (value
 checks, units, errors with their keys, the hub) < calc (the memory model and the calculator's arithmetic) <
 engine (loading, the generation loop, metrics, hosting policy) < serving (measuring a serving engine from
-outside) < lesson (the lesson's answers) < ui (the web app) < bench (benchmarks, which drive everything). Every
-package and module directly under kvviz/ is a layer or one of the entry points at the top (the command lines),
-which may import any layer and which no layer imports. No module imports itself back through others (no import
-cycle). These tests read the source with ast, so they see every import, lazy ones inside functions too.
+outside) < sim (predicting one: the simulated scheduler, its figures by serving's statistics) < lesson (the
+lesson's answers) < ui (the web app) < bench (benchmarks, which drive everything). Every package and module
+directly under kvviz/ is a layer or one of the entry points at the top (the command lines), which may import any
+layer and which no layer imports. No module imports itself back through others (no import cycle). These tests
+read the source with ast, so they see every import, lazy ones inside functions too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tests.helpers import REPO
 
 # Lowest first: a layer imports only the layers before it. A layer is a package under kvviz/ or, for lesson, one
 # module directly under it.
-LAYERS = ["i18n", "base", "calc", "engine", "serving", "lesson", "ui", "bench"]
+LAYERS = ["i18n", "base", "calc", "engine", "serving", "sim", "lesson", "ui", "bench"]
 ENTRY_POINTS = ["__init__", "__main__", "cli", "train_tiny"]  # kvviz's own package file and its command lines
 PACKAGE = REPO / "kvviz"
 MAX_FUNCTION_LINES = 60

@@ -1,0 +1,108 @@
+"""The simulator's texts (kvviz/sim, python -m kvviz.sim): its errors, why a run stopped early, and the command
+line's result lines. JSON output stays English: its keys are what a script reads."""
+
+from __future__ import annotations
+
+from kvviz.i18n import register
+
+EN = {
+    # Errors (kvviz/sim/step_time.py, workload.py, simulate.py).
+    "sim.coefficients": "--coefficients must be four numbers a,b,c,d in seconds, none negative; got {value!r}",
+    "sim.fit_rows": "a fit of the four coefficients needs at least 4 rows whose prefill tokens, decode sequences "
+                    "and KV tokens read vary independently; got {rows} rows",
+    "sim.calibration_missing": "no calibration file {path}",
+    "sim.calibration_bad": "{path} is not a kvviz step-time calibration (its {why} is wrong)",
+    "sim.calibration_other": "{path} was calibrated for {what} {theirs}, not {asked}",
+    "sim.csv_missing": "no such file {path}",
+    "sim.csv_unreadable": "cannot read {path} as CSV ({why})",
+    "sim.csv_empty": "{path} has no rows",
+    "sim.csv_too_many": "{path} has {n:,} rows; at most {most:,}",
+    "sim.csv_columns": "{path} lacks the column(s) {missing} in its header",
+    "sim.csv_count": "{path}, line {line}: {column} must be a whole number from {low}, got {value!r}",
+    "sim.csv_seconds": "{path}, line {line}: {column} must be seconds, a number from 0, got {value!r}",
+    "sim.prefix_longer": "line {line}: the shared prefix ({prefix:,} tokens) is longer than the prompt ({prompt:,})",
+    "sim.budget_below_len": "without chunked prefill, max_num_batched_tokens ({budget:,}) must be at least "
+                            "max_model_len ({most:,}), as vLLM requires",
+    "sim.too_long": "request {i}: {tokens:,} tokens of prompt and output are past max_model_len {most:,}",
+    "sim.no_fit": "request {i} needs {blocks:,} KV blocks, more than the whole cache holds ({most:,})",
+    "sim.step_time": "the step-time model gave {seconds} s for a step of {step}; a step must take a positive time",
+    "sim.stalled": "the scheduler scheduled nothing at step {step} while requests waited (a simulator bug)",
+    "sim.no_loop": "give --concurrency (a closed loop), --rate (an open loop) or --workload FILE.csv",
+    "sim.rate_with_file": "--workload sends at the file's arrival_s times: give no --rate with it (or --concurrency "
+                          "for a closed loop of its lengths)",
+    "sim.no_model": "{path} is not a model folder (no config.json in it)",
+    "sim.pool_not_modelled": "kvviz does not model this model's KV cache in vLLM: {why}",
+    "sim.local_layers": "the simulator keeps one group of full-attention layers; this model has {kinds} layers "
+                        "(give --num-blocks instead)",
+    "sim.no_blocks": "{space:g} GiB of KV space holds no whole block for this model",
+    # Why a run stopped early, and a request it left.
+    "sim.stopped_requests": "simulated the first {sent:,} of {of:,} requests (the limit on requests)",
+    "sim.stopped_steps": "stopped at the limit of {steps:,} steps",
+    "sim.stopped_wall": "stopped after {seconds:g} s of real time ({steps:,} steps simulated)",
+    "sim.unfinished": "not finished: the simulation stopped before this request ended",
+    # The command line (kvviz/sim/cli.py).
+    "sim_cli.error": "error: {message}",
+    "sim_cli.header": "predicted by the simulated vLLM V1 scheduler: {completed}/{requests} requests in {duration:.3f} "
+                      "s simulated, {steps:,} steps; step time t = {a:.4g} + {b:.4g} × prefill_tokens + "
+                      "{c:.4g} × decode_seqs + {d:.4g} × kv_tokens_read s",
+    "sim_cli.throughput": "output {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} req/s  goodput {goodput:.2f} req/s "
+                          "(TTFT <= {slo_ttft:g} s, TPOT <= {slo_tpot:g} s)",
+    "sim_cli.latency": "{name:<4} mean {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",
+    "sim_cli.kv": "KV blocks in use at most {peak:,} of {capacity:,}; preemptions {preemptions:,}; prefix-cache hits "
+                  "{cached:,} tokens; at most {running} running and {waiting} waiting",
+    "sim_cli.stopped": "stopped early: {why}",
+    "sim_cli.fit": "fitted on {rows} rows: a = {a:.6g} s, b = {b:.6g} s per prefill token, c = {c:.6g} s per decode "
+                   "sequence, d = {d:.6g} s per KV token read; residuals rms {rms:.3g} s, max {max:.3g} s",
+    "sim_cli.saved": "calibration written to {path}",
+    "sim_cli.trace": "per-step trace written to {path}",
+}
+
+ZH = {
+    "sim.coefficients": "--coefficients 须为四个数 a,b,c,d（单位秒，不得为负），收到 {value!r}",
+    "sim.fit_rows": "拟合四个系数至少需要 4 行，且预填充 token 数、解码序列数、读取的 KV token 数须各自独立变化；"
+                    "收到 {rows} 行",
+    "sim.calibration_missing": "没有校准文件 {path}",
+    "sim.calibration_bad": "{path} 不是 kvviz 的步时校准文件（其 {why} 不对）",
+    "sim.calibration_other": "{path} 是为 {what} {theirs} 校准的，不是 {asked}",
+    "sim.csv_missing": "没有文件 {path}",
+    "sim.csv_unreadable": "无法把 {path} 读作 CSV（{why}）",
+    "sim.csv_empty": "{path} 没有数据行",
+    "sim.csv_too_many": "{path} 有 {n:,} 行；至多 {most:,} 行",
+    "sim.csv_columns": "{path} 的表头缺少列 {missing}",
+    "sim.csv_count": "{path} 第 {line} 行：{column} 须为从 {low} 起的整数，收到 {value!r}",
+    "sim.csv_seconds": "{path} 第 {line} 行：{column} 须为秒数（从 0 起的数），收到 {value!r}",
+    "sim.prefix_longer": "第 {line} 行：共享前缀（{prefix:,} 个 token）比提示词（{prompt:,} 个）还长",
+    "sim.budget_below_len": "不开分块预填充（chunked prefill）时，max_num_batched_tokens（{budget:,}）须不小于 "
+                            "max_model_len（{most:,}），vLLM 如此要求",
+    "sim.too_long": "请求 {i}：提示词与输出共 {tokens:,} 个 token，超过 max_model_len {most:,}",
+    "sim.no_fit": "请求 {i} 需要 {blocks:,} 个 KV 块，超过整个缓存的容量（{most:,}）",
+    "sim.step_time": "步时模型对内容为 {step} 的一步给出 {seconds} 秒；一步的时间必须为正",
+    "sim.stalled": "第 {step} 步调度器什么都没调度，而仍有请求在等（模拟器的缺陷）",
+    "sim.no_loop": "请给出 --concurrency（闭环）、--rate（开环）或 --workload FILE.csv",
+    "sim.rate_with_file": "--workload 按文件中的 arrival_s 时刻发送：不要同时给 --rate"
+                          "（或用 --concurrency 以其长度做闭环）",
+    "sim.no_model": "{path} 不是模型文件夹（其中没有 config.json）",
+    "sim.pool_not_modelled": "kvviz 未对此模型在 vLLM 中的 KV Cache 建模：{why}",
+    "sim.local_layers": "模拟器只含一组全注意力层；此模型含 {kinds} 层（请改用 --num-blocks）",
+    "sim.no_blocks": "{space:g} GiB 的 KV 空间放不下此模型的一个完整块",
+    "sim.stopped_requests": "只模拟了 {of:,} 个请求中的前 {sent:,} 个（请求数上限）",
+    "sim.stopped_steps": "到达 {steps:,} 步的上限而停止",
+    "sim.stopped_wall": "实际运行 {seconds:g} 秒后停止（已模拟 {steps:,} 步）",
+    "sim.unfinished": "未完成：模拟在此请求结束前停止",
+    "sim_cli.error": "错误：{message}",
+    "sim_cli.header": "模拟的 vLLM V1 调度器预测：{requests} 个请求完成 {completed} 个，模拟时长 {duration:.3f} 秒，"
+                      "共 {steps:,} 步；步时 t = {a:.4g} + {b:.4g} × 预填充token + {c:.4g} × 解码序列 + "
+                      "{d:.4g} × 读取KV token 秒",
+    "sim_cli.throughput": "输出吞吐 {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} 请求/秒  有效吞吐（goodput）"
+                          "{goodput:.2f} 请求/秒（首 token 延迟 <= {slo_ttft:g} 秒，每 token 延迟 <= {slo_tpot:g} 秒）",
+    "sim_cli.latency": "{name:<4} 均值 {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",
+    "sim_cli.kv": "KV 块最多占用 {peak:,} / {capacity:,}；抢占 {preemptions:,} 次；前缀缓存命中 {cached:,} 个 token；"
+                  "最多 {running} 个运行、{waiting} 个等待",
+    "sim_cli.stopped": "提前停止：{why}",
+    "sim_cli.fit": "用 {rows} 行拟合：a = {a:.6g} 秒，b = 每个预填充 token {b:.6g} 秒，c = 每个解码序列 {c:.6g} 秒，"
+                   "d = 每读取一个 KV token {d:.6g} 秒；残差均方根 {rms:.3g} 秒，最大 {max:.3g} 秒",
+    "sim_cli.saved": "校准已写入 {path}",
+    "sim_cli.trace": "逐步轨迹已写入 {path}",
+}
+
+register(EN, ZH)

@@ -1,0 +1,10 @@
+"""Predicting a serving engine before running it: a discrete-event simulator of vLLM V1's scheduler.
+
+scheduler (one engine step as vLLM schedules it: running first, a shared token budget, chunked prefill,
+preemption by recompute), blocks (the paged KV block pool and its prefix cache), step_time (a step's duration from
+what it holds: the linear model, its calibration file and its least-squares fit), workload (closed and open loops,
+fixed lengths or a CSV file, a shared prefix), capacity (the blocks from kvviz's memory model), simulate (the event
+loop: records, statistics and the step trace, as kvviz.serving's load generator gives them), cli
+(`python -m kvviz.sim`). What is modelled and what is not is in scheduler's docstring. No gradio or plotly; torch
+only through the memory model, when the capacity comes from a model folder.
+"""

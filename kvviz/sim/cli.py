@@ -1,0 +1,205 @@
+"""`python -m kvviz.sim`: predict a serving run on the simulated vLLM V1 scheduler, and fit a step-time model.
+
+  predict   a workload (--concurrency N: closed loop; --rate R: open loop, Poisson unless --constant; --workload
+            FILE.csv: rows of prompt_tokens, output_tokens, arrival_s, sent at their arrivals or, with
+            --concurrency, in a closed loop) on a KV cache of --num-blocks blocks (or
+            those kvviz's memory model gives --model DIR in --kv-space-gib GiB, as vLLM's CPU build makes them), with a
+            step-time model from --calibration FILE or --coefficients a,b,c,d; prints the run's statistics, or
+            --json; --trace FILE.csv writes the step trace
+  fit       a step-time calibration from a CSV of measured steps (prefill_tokens, decode_seqs, kv_tokens_read,
+            seconds), written as JSON, with its residuals
+Every subcommand takes --lang en|zh (default: the locale's); its result lines and errors in that language
+(kvviz/i18n/sim.py). JSON output stays English. A calibration against the real vLLM (`calibrate`) is the next part
+of issue 27: kvviz ships no coefficients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from kvviz.base.errors import InputError
+from kvviz.i18n import LANGS, asked_lang, t
+from kvviz.i18n.errors import translate
+from kvviz.serving.stats import Distribution, Slo
+from kvviz.sim import step_time
+from kvviz.sim.capacity import kv_blocks
+from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
+from kvviz.sim.simulate import Limits, SimResult, simulate
+from kvviz.sim.step_time import StepContents
+from kvviz.sim.workload import Workload, cell, closed_loop, from_csv, open_loop, read_csv
+
+USAGE_ERROR = 2
+FIT_COLUMNS = ("prefill_tokens", "decode_seqs", "kv_tokens_read", "seconds")
+
+
+def _workload_args(p: argparse.ArgumentParser) -> None:
+    loop = p.add_mutually_exclusive_group()
+    loop.add_argument("--concurrency", type=int, help="closed loop: this many requests in the engine at once")
+    loop.add_argument("--rate", type=float, help="open loop: requests per second (Poisson unless --constant)")
+    p.add_argument("--constant", action="store_true", help="open loop: evenly spaced arrivals")
+    p.add_argument("--seed", type=int, default=0, help="the Poisson arrivals' seed (default 0)")
+    p.add_argument("--workload", type=Path, help="a CSV of prompt_tokens, output_tokens, arrival_s rows: an open "
+                   "loop at the file's arrivals, or with --concurrency a closed loop of its lengths")
+    p.add_argument("--requests", type=int, default=100, help="requests to send (default 100; without --workload)")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--prefix-tokens", type=int, default=0, help="tokens every prompt starts with, the same in all")
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    kv = p.add_mutually_exclusive_group(required=True)
+    kv.add_argument("--num-blocks", type=int, help="KV cache capacity in blocks")
+    kv.add_argument("--model", type=Path, help="a model folder: the capacity from kvviz's memory model, with "
+                    "--kv-space-gib")
+    p.add_argument("--kv-space-gib", type=float, default=1.0, help="vLLM's KV space with --model "
+                   "(VLLM_CPU_KVCACHE_SPACE; default 1)")
+    p.add_argument("--block-size", type=int, default=CPU_BLOCK_SIZE, help=f"default {CPU_BLOCK_SIZE} (vLLM, CPU)")
+    p.add_argument("--max-num-seqs", type=int, default=CPU_MAX_NUM_SEQS)
+    p.add_argument("--max-num-batched-tokens", type=int, default=CPU_MAX_NUM_BATCHED_TOKENS)
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--no-chunked-prefill", action="store_true")
+    p.add_argument("--no-prefix-caching", action="store_true")
+    model = p.add_mutually_exclusive_group(required=True)
+    model.add_argument("--calibration", type=Path, help="a step-time calibration (JSON, from `fit`)")
+    model.add_argument("--coefficients", help="a,b,c,d: t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read s")
+    p.add_argument("--slo-ttft", type=float, default=Slo().ttft_s, help="goodput's TTFT limit, seconds")
+    p.add_argument("--slo-tpot", type=float, default=Slo().tpot_s, help="goodput's TPOT limit, seconds")
+    p.add_argument("--max-wall-s", type=float, default=Limits().max_wall_s, help="real seconds at most")
+    p.add_argument("--max-steps", type=int, default=Limits().max_steps)
+    p.add_argument("--trace", type=Path, help="write the per-step trace to this CSV")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kvviz.sim", description=__doc__.split("\n\n")[0])
+    commands = p.add_subparsers(dest="command", required=True)
+    predict = commands.add_parser("predict", help="simulate a workload and print its statistics")
+    _workload_args(predict)
+    _engine_args(predict)
+    fit = commands.add_parser("fit", help="fit a step-time calibration from measured steps")
+    fit.add_argument("rows", type=Path, help="CSV: " + ", ".join(FIT_COLUMNS))
+    fit.add_argument("--out", type=Path, required=True, help="the calibration JSON to write")
+    fit.add_argument("--model", help="the model the steps were measured on (kept in the file)")
+    fit.add_argument("--device", help="the device they were measured on (kept in the file)")
+    for command in (predict, fit):
+        command.add_argument("--json", action="store_true", help="print JSON (English keys)")
+        command.add_argument("--lang", choices=LANGS, default=None, help="language of messages: en or zh")
+    return p
+
+
+def workload_of(args: argparse.Namespace) -> Workload:
+    if args.workload and args.rate is not None:
+        raise InputError("sim.rate_with_file")
+    if args.workload:
+        return from_csv(args.workload, args.concurrency, args.prefix_tokens)
+    if args.concurrency is None and args.rate is None:
+        raise InputError("sim.no_loop")
+    if args.concurrency is not None:
+        return closed_loop(args.requests, args.concurrency, args.prompt_tokens, args.output_tokens,
+                           args.prefix_tokens)
+    return open_loop(args.requests, args.rate, args.prompt_tokens, args.output_tokens, args.prefix_tokens,
+                     poisson=not args.constant, seed=args.seed)
+
+
+def config_of(args: argparse.Namespace) -> SchedulerConfig:
+    blocks = args.num_blocks
+    if args.model is not None:
+        blocks = kv_blocks(args.model, args.kv_space_gib, args.block_size, args.max_model_len)
+    return SchedulerConfig(num_blocks=blocks, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+                           max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
+                           chunked_prefill=not args.no_chunked_prefill, prefix_caching=not args.no_prefix_caching)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+
+def report_lines(result: SimResult, coefficients: tuple[float, ...], lang: str = "en") -> list[str]:
+    s, trace = result.stats, result.trace
+    a, b, c, d = coefficients
+    lines = [t("sim_cli.header", lang, completed=s.completed, requests=s.requests, duration=s.duration_s,
+               steps=len(trace), a=a, b=b, c=c, d=d),
+             t("sim_cli.throughput", lang, tokens_per_s=s.output_tokens_per_s, requests_per_s=s.requests_per_s,
+               goodput=s.goodput_requests_per_s, slo_ttft=s.slo.ttft_s, slo_tpot=s.slo.tpot_s)]
+    for name, dist in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
+        lines.append(_latency_line(name, dist, lang))
+    lines.append(t("sim_cli.kv", lang, peak=max((x.kv_blocks_used for x in trace), default=0),
+                   capacity=result.kv_blocks, preemptions=sum(x.preemptions for x in trace),
+                   cached=sum(x.cached_tokens for x in trace), running=max((x.running for x in trace), default=0),
+                   waiting=max((x.waiting for x in trace), default=0)))
+    if result.stopped:
+        lines.append(t("sim_cli.stopped", lang, why=translate(result.stopped, lang)))
+    return lines
+
+
+def _latency_line(name: str, dist: Distribution, lang: str) -> str:
+    return t("sim_cli.latency", lang, name=name, mean=_ms(dist.mean), p50=_ms(dist.p50), p90=_ms(dist.p90),
+             p99=_ms(dist.p99))
+
+
+def write_trace(result: SimResult, path: Path) -> None:
+    rows = [asdict(step) for step in result.trace]
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else ["index"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def predict(args: argparse.Namespace) -> None:
+    if args.calibration:  # a calibration that names another model than --model's folder is refused
+        model = step_time.load(args.calibration, model=args.model.name if args.model else None).step
+    else:
+        model = step_time.parse_coefficients(args.coefficients)
+    limits = Limits(max_steps=args.max_steps, max_wall_s=args.max_wall_s)
+    result = simulate(workload_of(args), config_of(args), model, limits, Slo(args.slo_ttft, args.slo_tpot))
+    if args.trace:
+        write_trace(result, args.trace)
+    if args.json:
+        print(json.dumps({"stats": result.stats.flat(), "stopped": result.stopped,
+                          "coefficients": dict(zip(step_time.NAMES, model.coefficients(), strict=True)),
+                          "kv_blocks": result.kv_blocks, "steps": len(result.trace),
+                          "preemptions": sum(x.preemptions for x in result.trace)}, indent=2))
+        return
+    print("\n".join(report_lines(result, model.coefficients(), args.lang)))
+    if args.trace:
+        print(t("sim_cli.trace", args.lang, path=args.trace))
+
+
+def fit_rows(path: Path) -> list[tuple[StepContents, float]]:
+    rows = read_csv(path)
+    missing = [name for name in FIT_COLUMNS if name not in rows[0]]
+    if missing:
+        raise InputError("sim.csv_columns", path=str(path), missing=", ".join(missing))
+    return [(StepContents(*(int(cell(path, line, row, name, 0)) for name in FIT_COLUMNS[:3])),
+             cell(path, line, row, "seconds", None)) for line, row in enumerate(rows, 2)]
+
+
+def fit(args: argparse.Namespace) -> None:
+    calibration = step_time.fit(fit_rows(args.rows))
+    calibration = step_time.Calibration(calibration.step, args.model, args.device, calibration.fit)
+    step_time.save(calibration, args.out)
+    if args.json:
+        print(json.dumps({"coefficients": dict(zip(step_time.NAMES, calibration.step.coefficients(), strict=True)),
+                          "fit": asdict(calibration.fit), "path": str(args.out)}, indent=2))
+        return
+    s, f = calibration.step, calibration.fit
+    print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
+            max=f.residual_max_s))
+    print(t("sim_cli.saved", args.lang, path=args.out))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    args.lang = args.lang or asked_lang(argv)
+    try:
+        (predict if args.command == "predict" else fit)(args)
+    except ValueError as exc:
+        print(t("sim_cli.error", args.lang, message=translate(exc, args.lang)), file=sys.stderr)
+        return USAGE_ERROR
+    return 0

@@ -1,0 +1,192 @@
+"""The discrete-event loop: a workload through the scheduler, step after step, each step as long as the step-time
+model says; out come the same per-request records and run statistics the load generator gives
+(kvviz.serving.record, kvviz.serving.stats), and the trace of every step.
+
+Time is simulated seconds from the first arrival's 0. A request enters the waiting queue at the first step boundary
+at or after its arrival (vLLM's engine core takes new requests between steps); its tokens come at the end of the
+step that samples them; a closed loop's next request arrives when one ends. No network, tokenizer, detokenizer or
+HTTP time: the records are the engine's view of each request. The run is bounded: at most max_requests requests
+(the rest are not sent), max_steps steps and max_wall_s seconds of real time; a run cut short says why, and the
+requests it left unfinished count as failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from kvviz.base.errors import InputError, StateError
+from kvviz.base.inputs import number, whole_number
+from kvviz.i18n import Said, said
+from kvviz.serving.record import RequestRecord
+from kvviz.serving.stats import RunStats, Slo, run_stats
+from kvviz.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, StepPlan
+from kvviz.sim.step_time import StepContents, StepTimeModel
+from kvviz.sim.workload import Workload
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Where a simulation stops: requests sent, engine steps, real seconds spent simulating."""
+
+    max_requests: int = 100_000
+    max_steps: int = 5_000_000
+    max_wall_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One step: when it ran, what the queues held once it was scheduled, what it computed, the KV blocks in use
+    (cached blocks nobody references count as free, as vLLM's kv_cache_usage_perc counts them)."""
+
+    index: int
+    start_s: float
+    duration_s: float
+    running: int
+    waiting: int
+    kv_blocks_used: int
+    preemptions: int
+    tokens_scheduled: int
+    prefill_tokens: int
+    decode_seqs: int
+    kv_tokens_read: int
+    cached_tokens: int
+    preempted_tokens: int
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """The records (one per request sent, in sending order), the statistics over them, the steps, and why the
+    run stopped early (None: it ran every request to its end)."""
+
+    records: tuple[RequestRecord, ...]
+    preemptions: tuple[int, ...]  # per record: how many times the request was preempted
+    stats: RunStats
+    trace: tuple[StepTrace, ...]
+    stopped: Said | None
+    kv_blocks: int
+
+
+def contents(plan: StepPlan) -> StepContents:
+    """A decode computes one token past the prompt; every other scheduled token is prefill (recompute included).
+    Each request reads the KV of its context: the tokens before and those it computes."""
+    decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
+    prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
+    return StepContents(prefill, len(decodes), sum(s.start + s.tokens for s in plan.scheduled))
+
+
+def check(workload: Workload, config: SchedulerConfig) -> None:
+    """Refuse what vLLM refuses, or what could never run: a request past max_model_len or larger than the whole
+    KV cache, a prompt no step could take without chunked prefill (vLLM's SchedulerConfig refuses
+    max_num_batched_tokens below max_model_len then)."""
+    for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+        whole_number(getattr(config, name), name, 1, 10**9)
+    whole_number(config.watermark_blocks, "watermark_blocks", 0, config.num_blocks - 1)
+    if not config.chunked_prefill and config.max_num_batched_tokens < config.max_model_len:
+        raise InputError("sim.budget_below_len", budget=config.max_num_batched_tokens, most=config.max_model_len)
+    for i, spec in enumerate(workload.requests):
+        tokens = spec.prompt_tokens + spec.output_tokens
+        if tokens > config.max_model_len:
+            raise InputError("sim.too_long", i=i, tokens=tokens, most=config.max_model_len)
+        blocks = -(-(tokens - 1) // config.block_size)  # the last token sampled is never stored
+        if blocks > config.num_blocks:
+            raise InputError("sim.no_fit", i=i, blocks=blocks, most=config.num_blocks)
+
+
+class _Run:
+    """One simulation's state: the scheduler, the clock, the requests sent and those still to send."""
+
+    def __init__(self, workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits) -> None:
+        self.workload, self.model, self.limits = workload, model, limits
+        self.scheduler = Scheduler(config)
+        self.todo = deque(workload.requests[:limits.max_requests])
+        self.sent: list[SimRequest] = []
+        self.trace: list[StepTrace] = []
+        self.now = 0.0
+        self.stopped: Said | None = None
+        if len(workload.requests) > limits.max_requests:
+            self.stopped = said("sim.stopped_requests", sent=limits.max_requests, of=len(workload.requests))
+        if workload.closed:
+            for _ in range(min(workload.concurrency, len(self.todo))):
+                self.send(0.0)
+
+    def send(self, at_s: float) -> None:
+        spec = self.todo.popleft()
+        request = SimRequest(len(self.sent), at_s, spec.prompt_tokens, spec.output_tokens, spec.prefix_tokens)
+        self.sent.append(request)
+        self.scheduler.add(request)
+
+    def arrive(self) -> None:
+        """An open loop's requests due by now join the waiting queue."""
+        while not self.workload.closed and self.todo and self.todo[0].arrival_s <= self.now:
+            self.send(self.todo[0].arrival_s)
+
+    def over(self, started: float) -> bool:
+        if len(self.trace) >= self.limits.max_steps:
+            self.stopped = said("sim.stopped_steps", steps=self.limits.max_steps)
+        elif time.monotonic() - started > self.limits.max_wall_s:
+            self.stopped = said("sim.stopped_wall", seconds=self.limits.max_wall_s, steps=len(self.trace))
+        else:
+            return False
+        return True
+
+    def step(self) -> None:
+        plan = self.scheduler.schedule()
+        if not plan.scheduled:
+            raise StateError("sim.stalled", step=len(self.trace))
+        held = contents(plan)
+        seconds = self.model.seconds(held)
+        if not seconds > 0:
+            raise InputError("sim.step_time", seconds=seconds, step=str(held))
+        used, start = self.scheduler.pool.used, self.now
+        self.now += seconds
+        done = self.scheduler.finish_step(plan, self.now)
+        self.trace.append(StepTrace(
+            len(self.trace), start, seconds, len(self.scheduler.running) + len(done), len(self.scheduler.waiting),
+            used, plan.preempted, sum(s.tokens for s in plan.scheduled), held.prefill_tokens, held.decode_seqs,
+            held.kv_tokens_read, plan.cached_tokens, plan.preempted_tokens))
+        for _ in done:
+            if self.workload.closed and self.todo:
+                self.send(self.now)
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while True:
+            self.arrive()
+            if not self.scheduler.busy:
+                if not self.todo:
+                    return
+                self.now = self.todo[0].arrival_s  # idle until the next arrival
+                continue
+            if self.over(started):
+                return
+            self.step()
+
+
+def record(request: SimRequest, closed: bool) -> RequestRecord:
+    """A simulated request as the load generator records one; unfinished ones carry the reason as their error."""
+    times = tuple(t - request.arrival_s for t in request.token_times_s)
+    done = request.finished_s is not None
+    return RequestRecord(
+        index=request.index, sent_s=request.arrival_s, prompt_tokens=request.prompt_tokens,
+        new_tokens=request.generated, accepted_s=0.0, ttft_s=times[0] if times else None,
+        e2e_s=request.finished_s - request.arrival_s if done else None, arrivals_s=times, usage_reported=True,
+        error=None if done else said("sim.unfinished"), due_s=None if closed else request.arrival_s)
+
+
+def simulate(workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits = Limits(),
+             slo: Slo | None = None) -> SimResult:
+    """Run the workload to its end (or a limit) and gather what it measured."""
+    check(workload, config)
+    whole_number(limits.max_requests, "max_requests", 1, 10**9)
+    number(limits.max_wall_s, "max_wall_s", 0.0, 1e6, low_open=True)
+    run = _Run(workload, config, model, limits)
+    run.run()
+    records = tuple(record(r, workload.closed) for r in run.sent)
+    ends = [r.finished_s for r in run.sent if r.finished_s is not None]
+    duration = (run.now if run.stopped else max(ends, default=0.0)) - min((r.arrival_s for r in run.sent),
+                                                                          default=0.0)
+    stats = run_stats(list(records), duration, slo, rate=workload.rate)
+    return SimResult(records, tuple(r.preemptions for r in run.sent), stats, tuple(run.trace), run.stopped,
+                     config.num_blocks)

@@ -1,0 +1,138 @@
+"""How long one engine step takes, from what it holds: a step-time model, its calibration file, and its fit.
+
+A step holds decode sequences (requests computing one token past their prompt), prefill tokens (every other token
+computed: prompt chunks, and a preempted request's recompute) and reads KV tokens (each scheduled request attends
+over its context: its computed tokens before the step plus those it computes). The one model here is linear,
+t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read seconds, its coefficients given (a file or the command
+line) or fitted by least squares from rows of (step contents, measured seconds), with the residuals stated.
+kvviz ships no calibration numbers: a calibration against the real vLLM on this machine is the next part of
+issue 27; the fit is checked on rows made from known coefficients. Knows no scheduler and no engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from kvviz.base.errors import InputError
+
+NAMES = ("a", "b", "c", "d")  # intercept, per prefill token, per decode sequence, per KV token read
+FORMAT = "kvviz.sim.step_time/1"
+
+
+@dataclass(frozen=True)
+class StepContents:
+    """What one step computes."""
+
+    prefill_tokens: int
+    decode_seqs: int
+    kv_tokens_read: int
+
+    def features(self) -> tuple[float, float, float, float]:
+        return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.kv_tokens_read))
+
+
+class StepTimeModel(Protocol):
+    def seconds(self, step: StepContents) -> float:
+        """The step's duration in seconds."""
+
+
+@dataclass(frozen=True)
+class LinearStepTime:
+    """t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read, in seconds."""
+
+    a: float
+    b: float
+    c: float
+    d: float
+
+    def seconds(self, step: StepContents) -> float:
+        return sum(k * x for k, x in zip(self.coefficients(), step.features(), strict=True))
+
+    def coefficients(self) -> tuple[float, float, float, float]:
+        return (self.a, self.b, self.c, self.d)
+
+
+@dataclass(frozen=True)
+class FitSummary:
+    """A least-squares fit's inputs and how well it holds: rows, residuals (measured - fitted) in seconds."""
+
+    rows: int
+    residual_rms_s: float
+    residual_max_s: float
+    r_squared: float | None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A step-time model and where it came from: the model and device it was measured on, if known."""
+
+    step: LinearStepTime
+    model: str | None = None
+    device: str | None = None
+    fit: FitSummary | None = None
+
+
+def parse_coefficients(text: str) -> LinearStepTime:
+    """"a,b,c,d" in seconds (the command line's --coefficients): four finite numbers, none negative."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 4 or not all(math.isfinite(v) and v >= 0 for v in values):
+        raise InputError("sim.coefficients", value=text)
+    return LinearStepTime(*values)
+
+
+def fit(rows: list[tuple[StepContents, float]]) -> Calibration:
+    """The coefficients that minimise the squared error over the rows, and its residuals. The rows must vary
+    enough to tell the four coefficients apart (a rank-4 design)."""
+    x = np.array([contents.features() for contents, _ in rows], dtype=float).reshape(-1, 4)
+    y = np.array([seconds for _, seconds in rows], dtype=float)
+    if len(rows) < 4 or np.linalg.matrix_rank(x) < 4:
+        raise InputError("sim.fit_rows", rows=len(rows))
+    solution, *_ = np.linalg.lstsq(x, y, rcond=None)
+    residuals = y - x @ solution
+    spread = float(np.sum((y - y.mean()) ** 2))
+    summary = FitSummary(rows=len(rows), residual_rms_s=float(np.sqrt(np.mean(residuals ** 2))),
+                         residual_max_s=float(np.max(np.abs(residuals))),
+                         r_squared=1 - float(np.sum(residuals ** 2)) / spread if spread > 0 else None)
+    return Calibration(LinearStepTime(*map(float, solution)), fit=summary)
+
+
+def save(calibration: Calibration, path: Path) -> None:
+    data = {"format": FORMAT, "kind": "linear", "units": "seconds",
+            "coefficients": dict(zip(NAMES, calibration.step.coefficients(), strict=True)),
+            "model": calibration.model, "device": calibration.device,
+            "fit": asdict(calibration.fit) if calibration.fit else None}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def load(path: Path, model: str | None = None, device: str | None = None) -> Calibration:
+    """The calibration in the file; refused when it names another model or device than the ones asked."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("sim.calibration_missing", path=str(path)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError("sim.calibration_bad", path=str(path), why=type(exc).__name__) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError("sim.calibration_bad", path=str(path), why="format")
+    coefficients = data.get("coefficients")
+    values = [coefficients.get(n) for n in NAMES] if isinstance(coefficients, dict) else []
+    if len(values) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                   for v in values):
+        raise InputError("sim.calibration_bad", path=str(path), why="coefficients")
+    for what, asked in (("model", model), ("device", device)):
+        if asked is not None and data.get(what) not in (None, asked):
+            raise InputError("sim.calibration_other", path=str(path), what=what, theirs=data.get(what), asked=asked)
+    fitted = data.get("fit")
+    summary = FitSummary(**fitted) if isinstance(fitted, dict) and set(fitted) == {
+        "rows", "residual_rms_s", "residual_max_s", "r_squared"} else None
+    return Calibration(LinearStepTime(*map(float, values)), data.get("model"), data.get("device"), summary)

@@ -1,0 +1,147 @@
+"""The simulated V1 scheduler on small cases worked out by hand (each test's docstring shows the working), with a
+step time of exactly 1 s (t = a = 1) so that a time is a step's number."""
+
+from __future__ import annotations
+
+from kvviz.sim.blocks import BlockPool
+from kvviz.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
+from kvviz.sim.simulate import contents, simulate
+from kvviz.sim.step_time import LinearStepTime
+from kvviz.sim.workload import RequestSpec, Workload, closed_loop
+
+ONE_SECOND = LinearStepTime(1.0, 0.0, 0.0, 0.0)
+
+
+def _config(**kw) -> SchedulerConfig:
+    base = {"num_blocks": 100, "block_size": 4, "max_num_seqs": 8, "max_num_batched_tokens": 100,
+            "max_model_len": 64, "prefix_caching": False}
+    return SchedulerConfig(**(base | kw))
+
+
+def _shares(plan) -> list[tuple[int, int, int]]:
+    return [(s.request.index, s.start, s.tokens) for s in plan.scheduled]
+
+
+def test_a_token_budget_is_split_between_decodes_and_a_prefill_chunk():
+    """Budget 10, blocks of 4. A (prompt 3) and B (prompt 20) wait.
+    Step 1: A takes its 3 tokens, B a chunk of the 7 left; A ends its prompt and samples its first token.
+    Step 2: running first: A decodes 1, B takes min(20 - 7, 9) = 9 (at 7). Contents: 9 prefill tokens, 1 decode,
+    KV read (3 + 1) + (7 + 9) = 20. Blocks: A ceil(4/4) = 1, B ceil(16/4) = 4: 5 in use.
+    Step 3: A decodes 1, B its last 4 tokens (at 16) and samples its first token; blocks ceil(5/4) + 20/4 = 7."""
+    scheduler = Scheduler(_config(max_num_batched_tokens=10))
+    a, b = SimRequest(0, 0.0, 3, 5), SimRequest(1, 0.0, 20, 2)
+    scheduler.add(a)
+    scheduler.add(b)
+    expected = [[(0, 0, 3), (1, 0, 7)], [(0, 3, 1), (1, 7, 9)], [(0, 4, 1), (1, 16, 4)]]
+    used = [3, 5, 7]
+    for step, (shares, blocks) in enumerate(zip(expected, used, strict=True), 1):
+        plan = scheduler.schedule()
+        assert _shares(plan) == shares, f"step {step}"
+        assert scheduler.pool.used == blocks, f"step {step}: blocks in use"
+        if step == 2:
+            held = contents(plan)
+            assert (held.prefill_tokens, held.decode_seqs, held.kv_tokens_read) == (9, 1, 20)
+        scheduler.finish_step(plan, float(step))
+    assert (a.generated, b.generated) == (3, 1)
+    assert a.token_times_s == [1.0, 2.0, 3.0] and b.token_times_s == [3.0]
+
+
+def test_blocks_are_allocated_per_step_and_freed_at_the_end():
+    """Blocks of 4; one request of prompt 4, output 2. Step 1 computes 4 tokens: 1 block. Step 2 computes the 5th
+    (the first output token's KV): 2 blocks; it samples the 2nd output token, ends, and frees both: 0 in use."""
+    result = simulate(closed_loop(1, 1, 4, 2), _config(), ONE_SECOND)
+    assert [s.kv_blocks_used for s in result.trace] == [1, 2]
+    assert [s.tokens_scheduled for s in result.trace] == [4, 1]
+    assert result.records[0].arrivals_s == (1.0, 2.0)
+    assert result.records[0].e2e_s == 2.0
+
+
+def test_preemption_takes_the_last_running_request_and_resumes_it_first():
+    """3 blocks of 4; A, B, C each prompt 4, output 3 (up to ceil(6/4) = 2 blocks each), all at 0.
+    Step 1: each takes 1 block (3 used) and samples token 1.
+    Step 2: A needs a 2nd block, none free: preempt running[-1] = C (1 freed), A gets it; B needs one, none free:
+    running[-1] is now B itself, preempted; waiting = [B, C] (each put at the head). Only A runs (8 tokens lost).
+    Step 3: A decodes (total 6: 2 blocks), samples token 3 and ends; B (num_tokens 5: 2 blocks) finds 1 free: waits.
+    Steps 4-5: B recomputes its 5 tokens, then decodes and ends; C needs 2 blocks, 1 free: waits.
+    Steps 6-7: C likewise. Tokens: A at 1, 2, 3; B at 1, 4, 5; C at 1, 6, 7.
+    Scheduled tokens: 12 + 1 + 1 + 5 + 1 + 5 + 1 = 26 = 3 * (4 + 3 - 1) + the 8 recomputed."""
+    result = simulate(closed_loop(3, 3, 4, 3), _config(num_blocks=3), ONE_SECOND)
+    assert [r.arrivals_s for r in result.records] == [(1.0, 2.0, 3.0), (1.0, 4.0, 5.0), (1.0, 6.0, 7.0)]
+    assert result.preemptions == (0, 1, 1)
+    assert [s.preemptions for s in result.trace] == [0, 2, 0, 0, 0, 0, 0]
+    assert [s.preempted_tokens for s in result.trace] == [0, 8, 0, 0, 0, 0, 0]
+    assert [s.tokens_scheduled for s in result.trace] == [12, 1, 1, 5, 1, 5, 1]
+    assert [(s.running, s.waiting) for s in result.trace] == [(3, 0), (1, 2), (1, 2), (1, 1), (1, 1), (1, 0),
+                                                              (1, 0)]
+
+
+def test_a_prefix_hit_spares_whole_blocks_but_never_the_last_token():
+    """Blocks of 4, prefix caching on, one request at a time (closed loop of 1).
+    Prompt 10 with a shared prefix of 8: the first request computes 10 tokens and caches its 2 full prefix blocks;
+    the second hits both: it computes 10 - 8 = 2 tokens. Prompt 8, all of it shared: the hit may cover at most
+    num_tokens - 1 = 7 tokens, so 1 block (4 tokens) and the second request computes 4."""
+    for prompt, hit in ((10, 8), (8, 4)):
+        result = simulate(closed_loop(2, 1, prompt, 2, prefix_tokens=8), _config(prefix_caching=True), ONE_SECOND)
+        first_prefill, second_prefill = result.trace[0], result.trace[2]
+        assert (first_prefill.tokens_scheduled, first_prefill.cached_tokens) == (prompt, 0)
+        assert (second_prefill.tokens_scheduled, second_prefill.cached_tokens) == (prompt - hit, hit), prompt
+        assert second_prefill.kv_tokens_read == prompt
+
+
+def test_no_prefix_hit_without_a_shared_prefix_or_with_caching_off():
+    """The same two requests without a shared prefix, or with prefix caching off, compute all 10 tokens each."""
+    for prefix, caching in ((0, True), (8, False)):
+        result = simulate(closed_loop(2, 1, 10, 2, prefix_tokens=prefix), _config(prefix_caching=caching),
+                          ONE_SECOND)
+        assert [s.tokens_scheduled for s in result.trace] == [10, 1, 10, 1]
+
+
+def test_max_num_seqs_holds_a_request_in_waiting():
+    """max_num_seqs 2; three requests of prompt 4, output 2 at 0. Step 1: A and B start, C waits (2 running).
+    Step 2: A and B decode and end. Step 3: C starts; its first token at 3 s (TTFT 3 s), its last at 4 s."""
+    result = simulate(closed_loop(3, 3, 4, 2), _config(max_num_seqs=2), ONE_SECOND)
+    assert [(s.running, s.waiting) for s in result.trace] == [(2, 1), (2, 1), (1, 0), (1, 0)]
+    assert [r.ttft_s for r in result.records] == [1.0, 1.0, 3.0]
+    assert result.records[2].e2e_s == 4.0
+
+
+def test_without_chunked_prefill_a_prompt_waits_for_a_step_with_room():
+    """Budget 16, chunked prefill off: A (prompt 12) takes 12 tokens; B (prompt 12) would need 12 of the 4 left,
+    so it waits whole rather than being cut (vLLM stops the waiting loop). Step 2: A decodes (1), B takes its 12."""
+    workload = Workload((RequestSpec(12, 2, 0.0), RequestSpec(12, 2, 0.0)), closed=False)
+    result = simulate(workload, _config(max_num_batched_tokens=16, max_model_len=16, chunked_prefill=False),
+                      ONE_SECOND)
+    assert [s.tokens_scheduled for s in result.trace][:2] == [12, 13]
+    assert [r.ttft_s for r in result.records] == [1.0, 2.0]
+
+
+def test_an_open_loop_arrival_waits_for_the_next_step_boundary():
+    """Steps of 1 s. A arrives at 0 (prompt 4, output 3: steps ending at 1, 2, 3); B arrives at 0.5, during step
+    1, so it joins at 1 and gets its first token at 2: TTFT 1.5 s. C arrives at 10, after everything ended: the
+    engine idles until 10, and C's first token comes at 11 (TTFT 1 s)."""
+    workload = Workload(tuple(RequestSpec(4, 3, t) for t in (0.0, 0.5, 10.0)), closed=False)
+    result = simulate(workload, _config(), ONE_SECOND)
+    assert [r.ttft_s for r in result.records] == [1.0, 1.5, 1.0]
+    assert [s.start_s for s in result.trace] == [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0]
+
+
+def test_the_block_pool_evicts_from_the_head_and_keeps_duplicate_cached_blocks():
+    """Pool of 4: blocks 0 and 1 go to two requests that both computed prefix "p" (both cached, as vLLM's
+    BlockHashToBlockMap keeps duplicates); a third request takes 2 and 3 and caches "x", "y" in them.
+    All three end; each frees its blocks last first, so the free queue is [0, 1, 3, 2]. A hit on "p" finds the
+    first cached copy, block 0. Taking 1 block evicts block 0, yet "p" still hits, in block 1. Taking 2 more
+    evicts 1 (the last "p") and 3 (the third request's tail, "y", before its head "x")."""
+    pool = BlockPool(4)
+    first, second, third = pool.allocate(1), pool.allocate(1), pool.allocate(2)
+    assert (first, second, third) == ([0], [1], [2, 3])
+    pool.cache(0, "p")
+    pool.cache(1, "p")
+    pool.cache(2, "x")
+    pool.cache(3, "y")
+    for blocks in (first, second, third):
+        pool.release(blocks)
+    assert pool.free == 4 and pool.hit(["p"]) == [0]
+    assert pool.allocate(1) == [0]
+    assert pool.hit(["p"]) == [1]
+    assert pool.allocate(2) == [1, 3]
+    assert pool.hit(["p"]) == [] and pool.hit(["x"]) == [2] and pool.hit(["y"]) == []
