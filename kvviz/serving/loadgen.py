@@ -95,7 +95,8 @@ async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
     except httpx.HTTPError as exc:
         raise EndpointError("serving.failed", why=transport_message(exc, ep.base_url)) from None
     if resp.status_code in (401, 403):
-        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000]))
+        keys = (ep.api_key,) if ep.api_key else ()
+        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000], keys))
     try:
         served = [m["id"] for m in resp.json()["data"]] if resp.status_code == 200 else None
     except (ValueError, KeyError, TypeError):
@@ -183,9 +184,14 @@ class _Run:
 
         held_until = self.start  # when the loop last got a slot it had waited for
         for index in range(self.load.requests):
+            if due >= self.deadline:  # checked before the wait, not after it: a tiny rate cannot outlast the run
+                break
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
             full = slots.locked()
-            await slots.acquire()
+            try:  # a slot freed after the deadline would send nothing: wait for one until then only
+                await _within(slots.acquire(), max(0.0, self.deadline - time.perf_counter()))
+            except asyncio.TimeoutError:
+                break
             got = time.perf_counter()
             if got >= self.deadline:
                 slots.release()
@@ -209,18 +215,19 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
         raise InputError("serving.no_prompts")
     # verify=False for plain http: no TLS, so the system's CA bundle is not read (tens of ms per run)
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0), verify=not ep.base_url.startswith("http://")) as client:
-        await check_endpoint(client, ep)
         pool = Pool(ep.base_url)
         try:
-            await _warm(pool, min(load.concurrency, load.requests))
+            # the checks and connections before the clock, stopped at once by a cancel (a time limit, Stop) too
+            if await _until_done_or_cancelled(_ready(client, ep, pool, load), cancel):
+                return _nothing_sent(ep, load, slo)
             progress = progress or Progress()
             progress.begin(load, watcher)
             run = _Run(pool, ep, load, prompts, progress)
             stop, first = asyncio.Event(), asyncio.Event()
             polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop, first)) if watcher else None
             if polling is not None:  # the server's counters before the first request, not after it
-                try:
-                    await asyncio.wait_for(first.wait(), 10.0)  # set by the first sample, or by polling failing
+                try:  # set by the first sample, or by polling failing
+                    await _until_done_or_cancelled(asyncio.wait_for(first.wait(), 10.0), cancel)
                 except asyncio.TimeoutError:
                     pass
             del pool.waits[:]  # the warm-up's reads are not the run's
@@ -266,6 +273,18 @@ def _old_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+async def _ready(client: httpx.AsyncClient, ep: Endpoint, pool: Pool, load: Load) -> None:
+    """The endpoint checked and the run's connections opened."""
+    await check_endpoint(client, ep)
+    await _warm(pool, min(load.concurrency, load.requests))
+
+
+def _nothing_sent(ep: Endpoint, load: Load, slo: Slo | None) -> RunResult:
+    """A run cancelled before its first request: no records, marked cancelled."""
+    return RunResult(ep.describe(), load, (), run_stats([], 0.0, slo, rate=load.rate, concurrency=load.concurrency),
+                     True)
 
 
 async def _warm(pool: Pool, connections: int) -> None:
