@@ -68,14 +68,14 @@ class _Handler(BaseHTTPRequestHandler):
         said = "; ".join(f"form {i}: {form}" for i, form in enumerate(forms(key)))
         self._json(401, {"error": {"message": f"invalid key: {said}; Authorization: {auth}"}})
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         if self.path.startswith("/echo"):
             return self._echo()
         if self.path.endswith("/v1/models"):
             return self._json(200, {"data": [{"id": "m"}]})
         self._json(404, {"error": {"message": "no such path"}})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if self.path.startswith("/echo"):
             return self._echo()
