@@ -11,8 +11,9 @@ The load goes over http1.py's keep-alive connections, as many as the concurrency
 starts (a TCP or TLS handshake is the client's cost, not the server's TTFT); httpx only checks the endpoint
 first and, when a watcher is given, polls the server's /metrics (metrics_reader). Every run measures the
 client's own cost beside the server's figures (overhead.py: CPU of the loop's thread, how long its reads
-waited, time to headers) and says when the client limited it. Knows loads and timing; the wire format is sse.py's, the
-figures stats.py's.
+waited, time to headers) and says when the client limited it. A result's error texts have been through
+kvviz.serving.redact (no key kvviz knows of); a cancel stops the checks before the clock too. Knows loads and
+timing; the wire format is sse.py's, the figures stats.py's.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kvviz.serving.load import CLOSED, POISSON, Load
 from kvviz.serving.overhead import ClientOverhead, client_overhead
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.record import RequestRecord
+from kvviz.serving.redact import redact
 from kvviz.serving.sse import request_for, server_message, stream_request, transport_message
 from kvviz.serving.stats import RunStats, Slo, run_stats
 
@@ -95,8 +97,7 @@ async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
     except httpx.HTTPError as exc:
         raise EndpointError("serving.failed", why=transport_message(exc, ep.base_url)) from None
     if resp.status_code in (401, 403):
-        keys = (ep.api_key,) if ep.api_key else ()
-        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000], keys))
+        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000], _keys(ep)))
     try:
         served = [m["id"] for m in resp.json()["data"]] if resp.status_code == 200 else None
     except (ValueError, KeyError, TypeError):
@@ -243,14 +244,24 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
                 await polling
         finally:
             pool.close()
-    records = tuple(sorted(run.records, key=lambda r: r.index))
+    records = _redacted(tuple(sorted(run.records, key=lambda r: r.index)), ep)
     stats = run_stats(list(records), duration, slo, rate=load.rate, concurrency=load.concurrency)
     if stats.completed == 0 and not cancelled:
         raise (EndpointError("serving.failed", why=stats.first_error) if stats.first_error else
                EndpointError("serving.none_completed"))
     overhead = client_overhead(stats, records, cpu, pool.waits)
-    return RunResult(ep.describe(), load, records, stats, cancelled,
-                     tuple(watcher.samples) if watcher else (), watcher.error if watcher else None, overhead)
+    return RunResult(ep.describe(), load, records, stats, cancelled, tuple(watcher.samples) if watcher else (),
+                     redact(watcher.error, _keys(ep)) if watcher and watcher.error else None, overhead)
+
+
+def _keys(ep: Endpoint) -> tuple[str, ...]:
+    return (ep.api_key,) if ep.api_key else ()
+
+
+def _redacted(records: tuple[RequestRecord, ...], ep: Endpoint) -> tuple[RequestRecord, ...]:
+    """The records with each error through the redaction step: an error may quote what the server sent (a status
+    line, a stream's text), and a result is what the page, the JSON and the history show."""
+    return tuple(replace(r, error=redact(r.error, _keys(ep))) if r.error else r for r in records)
 
 
 async def _within(coro, timeout_s: float):
