@@ -147,7 +147,7 @@ def test_messages_made_elsewhere_read_in_chinese(made, zh):
 
 @pytest.mark.parametrize(("made", "zh"), [
     (lambda: server_message(401, b'{"error": {"message": "bad key"}}'),
-     "HTTP 401（请设置 KVVIZ_API_KEY 或传入 --api-key）：bad key"),
+     "HTTP 401：服务器拒绝了 API 密钥：bad key"),
     (lambda: HttpError("http.cut_off", url="http://127.0.0.1:8011"), "http://127.0.0.1:8011：服务器在回答结束前关闭了连接"),
     (lambda: transport_message(httpx.ConnectError("Connection refused"), "http://127.0.0.1:8011"),
      "无法连接 http://127.0.0.1:8011：Connection refused"),

@@ -130,10 +130,14 @@ class HostPolicy:
         return url
 
     def check_load(self, concurrency: int, requests: int, output_tokens: int, prompt_tokens: int,
-                   duration_s: float) -> None:
-        """PolicyError, with the number allowed, for a load larger than this host allows (hosted only)."""
+                   duration_s: float, rate: float | None = None) -> None:
+        """PolicyError, with the number allowed, for a load larger than this host allows (hosted only); and, for
+        an open loop (a rate), a rate too low for its requests to arrive within its duration (the floor named)."""
         if not self.hosted:
             return
+        if rate is not None and rate * duration_s < requests:
+            raise PolicyError("policy.rate_floor", rate=rate, floor=_ceil3(requests / duration_s), requests=requests,
+                              seconds=duration_s)
         for name, value, most in (("concurrency", concurrency, self.max_concurrency),
                                   ("requests", requests, self.max_requests),
                                   ("output tokens", output_tokens, self.max_new_tokens),
@@ -220,6 +224,12 @@ def _text(value: object, name: str, max_chars: int) -> str:
 
 def _params(preset: str) -> int:
     return count_params(load_preset(preset)).total
+
+
+def _ceil3(x: float) -> float:
+    """x rounded up to three significant digits (a floor a person can type and be allowed)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.ceil(x / step - 1e-9) * step
 
 
 def _millions(n: int) -> str:

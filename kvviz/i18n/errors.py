@@ -182,6 +182,15 @@ EN: dict[str, str] = {
     # Serving (kvviz/serving/*.py, the Serving tab's plan).
     "endpoint.no_model": "the model name is empty; give the name the server serves (see its /v1/models)",
     "endpoint.not_served": "the server does not serve model {model!r}; it serves: {served}",
+    "endpoint.key_not_header_safe":
+        "{field} must be printable ASCII text, as an HTTP header requires; it holds {what} (the key is not shown)",
+    "endpoint.key_control": "a control character (CR, LF, NUL, ...)",
+    "endpoint.key_non_ascii": "a character outside ASCII",
+    "endpoint.key_not_text": "something that is not text",
+    "policy.rate_floor":
+        "the request rate is {rate:g} requests/s; this demo needs at least {floor:g} requests/s, so that "
+        "{requests:,} requests fit in {seconds:g} s",
+    "live.time_limit": "stopped by the time limit: this demo allows {s:g} s per run",
     "engine_load.closed_loop_only": "kvviz's engine takes only a closed-loop load, not {arrivals} arrivals",
     "serving.no_prompts": "no prompts to send",
     "serving.none_completed": "no request completed",
@@ -192,7 +201,7 @@ EN: dict[str, str] = {
     "live.prefix_needs_shared": "the prefix-cache experiment needs shared prefix tokens (at least 1)",
     "live.set_shared_prefix": "the prefix-cache experiment needs shared prefix tokens: set how many the prompts share",
     "load.arrivals_need_rate": "{arrivals} arrivals need a request rate",
-    "http.refused_key": "HTTP {status} (set KVVIZ_API_KEY or pass --api-key): {why}",
+    "http.refused_key": "HTTP {status}: the server refused the API key: {why}",
     "http.refused": "HTTP {status}: {why}",
     "http.unreachable": "cannot reach {url}: {why}",
     "http.timeout": "{url} did not answer in time ({kind})",
@@ -454,6 +463,14 @@ ZH: dict[str, str] = {
     # Serving (kvviz/serving/*.py, the Serving tab's plan).
     "endpoint.no_model": "模型名为空；请填服务器所提供的模型名（见其 /v1/models）",
     "endpoint.not_served": "服务器不提供模型 {model!r}；它提供：{served}",
+    "endpoint.key_not_header_safe":
+        "{field} 必须是可打印的 ASCII 文本（HTTP 头部的要求）；其中含有{what}（不显示密钥）",
+    "endpoint.key_control": "控制字符（CR、LF、NUL 等）",
+    "endpoint.key_non_ascii": "ASCII 以外的字符",
+    "endpoint.key_not_text": "不是文本的内容",
+    "policy.rate_floor":
+        "请求速率为每秒 {rate:g} 个；本演示至少需要每秒 {floor:g} 个，才能在 {seconds:g} 秒内发完 {requests:,} 个请求",
+    "live.time_limit": "已因时间上限而停止：本演示每次运行最多 {s:g} 秒",
     "engine_load.closed_loop_only": "kvviz 的引擎只接受闭环负载，不接受 {arrivals} 到达",
     "serving.no_prompts": "没有可发送的提示词",
     "serving.none_completed": "没有一个请求完成",
@@ -464,7 +481,7 @@ ZH: dict[str, str] = {
     "live.prefix_needs_shared": "前缀缓存实验需要共享前缀 token（至少 1 个）",
     "live.set_shared_prefix": "前缀缓存实验需要共享前缀 token：请设置提示词共享多少个 token",
     "load.arrivals_need_rate": "{arrivals} 到达需要设置请求速率",
-    "http.refused_key": "HTTP {status}（请设置 KVVIZ_API_KEY 或传入 --api-key）：{why}",
+    "http.refused_key": "HTTP {status}：服务器拒绝了 API 密钥：{why}",
     "http.refused": "服务器返回 HTTP {status}：{why}",
     "http.unreachable": "无法连接 {url}：{why}",
     "http.timeout": "{url} 未及时应答（{kind}）",

@@ -10,6 +10,7 @@ from kvviz.i18n import register
 
 EN = {
     "serving_cli.error": "error: {message}",
+    "serving_cli.key_error": "error: {message} (set KVVIZ_API_KEY or pass --api-key)",
     "serving_cli.interrupted": "interrupted",
     "serving_cli.note": "note: {note}",
     "serving_cli.estimated": "note: no tokenizer, so prompts of about {tokens} tokens (one a word, estimated); "
@@ -72,6 +73,7 @@ EN = {
 }
 ZH = {
     "serving_cli.error": "错误：{message}",
+    "serving_cli.key_error": "错误：{message}（请设置 KVVIZ_API_KEY 或传入 --api-key）",
     "serving_cli.interrupted": "已中断",
     "serving_cli.note": "注意：{note}",
     "serving_cli.estimated": "注意：没有分词器，提示词约 {tokens} 个 token（按一个词一个 token 估算）；"

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 
 from kvviz.base.errors import InputError, first_line
-from kvviz.i18n import LANGS, asked_lang, locale_lang, normalize, t
+from kvviz.i18n import LANGS, Said, asked_lang, locale_lang, normalize, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError, endpoint
 from kvviz.serving.load import CLOSED, CONSTANT, POISSON, Load
@@ -397,6 +397,11 @@ def _capacity(args: argparse.Namespace) -> None:
 COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity}
 
 
+def _says(message: object, key: str) -> bool:
+    """Whether a message (a kvviz.i18n.Said) is, or has as a reason inside it, the text of `key`."""
+    return isinstance(message, Said) and (message.key == key or any(_says(v, key) for v in message.values.values()))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     lang = asked_lang(argv)
@@ -405,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.lang = lang = normalize(args.lang or locale_lang())
         COMMANDS[args.command](args)
     except (ValueError, EndpointError, VllmError) as exc:
-        print(t("serving_cli.error", lang, message=translate(first_line(exc), lang)), file=sys.stderr)
+        # a refused key gets the command line's advice; the page words it its own way
+        line = "serving_cli.key_error" if _says(str(exc), "http.refused_key") else "serving_cli.error"
+        print(t(line, lang, message=translate(first_line(exc), lang)), file=sys.stderr)
         return USAGE_ERROR
     except Stopped as exc:  # SIGTERM or SIGHUP while vLLM ran: it is stopped
         print(t("serving_cli.interrupted", lang), file=sys.stderr)

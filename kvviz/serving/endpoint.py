@@ -2,8 +2,9 @@
 
 Owns the one error type every serving failure becomes (EndpointError: one line a person reads, never a
 traceback) and the rule for API keys: they come from an argument or an environment variable, live only in
-the request headers, and are never part of a repr, a log line or a result. Knows nothing of how requests
-are timed or what the server is.
+the request headers, and are never part of a repr, a log line or a result. A key is checked as an HTTP header
+value before anything is sent (printable ASCII: no CR, LF, NUL or other control character), refused in a line
+that names the field and never shows the key. Knows nothing of how requests are timed or what the server is.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from dataclasses import dataclass, field
 from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import choice
 from kvviz.base.urls import base_url as normalized_url
+from kvviz.i18n import Said, said
+from kvviz.serving.redact import API_KEY_ENV
 
 COMPLETIONS = "completions"
 CHAT = "chat"
 APIS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
-API_KEY_ENV = ("KVVIZ_API_KEY", "OPENAI_API_KEY")  # read in this order when no key is given
 
 
 class EndpointError(KvvizError, RuntimeError):
@@ -35,6 +37,10 @@ class Endpoint:
     model: str
     api: str = COMPLETIONS
     api_key: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.api_key is not None:
+            check_key(self.api_key)
 
     @property
     def url(self) -> str:
@@ -56,9 +62,33 @@ class Endpoint:
         return {"url": self.base_url, "model": self.model, "api": self.api, "api_key": bool(self.api_key)}
 
 
+def check_key(key: object, field_name: str = "the API key") -> str:
+    """key if it can go in an Authorization header as it is (RFC 9110 field values: visible ASCII and spaces);
+    InputError naming `field_name` and what is wrong otherwise, never the key itself."""
+    if not isinstance(key, str):
+        raise InputError("endpoint.key_not_header_safe", field=field_name, what=said("endpoint.key_not_text"))
+    wrong = _unsafe(key)
+    if wrong is not None:
+        raise InputError("endpoint.key_not_header_safe", field=field_name, what=wrong)
+    return key
+
+
+def _unsafe(key: str) -> Said | None:
+    """What makes a key unfit for a header, or None."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        return said("endpoint.key_control")
+    if not key.isascii():
+        return said("endpoint.key_non_ascii")
+    return None
+
+
 def api_key_from_env() -> str | None:
-    """The first of KVVIZ_API_KEY, OPENAI_API_KEY that is set and not empty."""
-    return next((os.environ[name] for name in API_KEY_ENV if os.environ.get(name)), None)
+    """The first of KVVIZ_API_KEY, OPENAI_API_KEY that is set and not empty (checked as a header value: a bad
+    one is refused naming the variable)."""
+    for name in API_KEY_ENV:
+        if os.environ.get(name):
+            return check_key(os.environ[name], name)
+    return None
 
 
 def endpoint(base_url: str, model: str, api: str = COMPLETIONS, api_key: str | None = None) -> Endpoint:
@@ -66,4 +96,5 @@ def endpoint(base_url: str, model: str, api: str = COMPLETIONS, api_key: str | N
     url = normalized_url(base_url)
     if not str(model).strip():
         raise InputError("endpoint.no_model")
-    return Endpoint(url, str(model).strip(), choice(api, "API", APIS), api_key or api_key_from_env())
+    key = check_key(api_key) if api_key else api_key_from_env()
+    return Endpoint(url, str(model).strip(), choice(api, "API", APIS), key)

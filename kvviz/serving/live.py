@@ -6,7 +6,10 @@ tokenizer when there is one, and polling the server's /metrics with kvviz's KV p
 with an Outcome (every run's RunResult) or the one line that says why it failed. stop() cancels it: the
 requests in flight end at once and are recorded as cancelled. The prefix-cache experiment runs the same load
 twice, once with prompts that share nothing and once with prompts that share their first `shared_prefix`
-tokens, so the server's prefix cache and the TTFT it saves are measured, not told. Knows jobs and threads;
+tokens, so the server's prefix cache and the TTFT it saves are measured, not told. A plan's time limit (a
+hosted demo's) bounds the job as a whole, whatever its rate or levels: when it passes, the job is stopped as
+Stop stops it and its outcome says so (timed_out); a job stopped before any run sent anything fails with the
+time limit's line. A failure's line goes through kvviz.serving.redact (never a key). Knows jobs and threads;
 loads are loadgen's, sweeps sweep's, the server's series metrics_reader's.
 """
 
@@ -18,11 +21,13 @@ from pathlib import Path
 
 from kvviz.base.errors import InputError, first_line
 from kvviz.calc.arch import Architecture
+from kvviz.i18n import said
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.load import Load
 from kvviz.serving.loadgen import Progress, RunResult, run
 from kvviz.serving.metrics_reader import Watcher
 from kvviz.serving.prompts import Prompt, load_tokenizer, synthetic
+from kvviz.serving.redact import redact
 from kvviz.serving.stats import Slo
 from kvviz.serving.sweep import prompts_needed, sweep
 
@@ -35,7 +40,7 @@ class Plan:
     """What to run: the kind, the endpoint, the load (a sweep's levels take its output tokens and duration;
     the experiment runs it twice), the prompts' length and shared prefix in tokens, a sweep's last level and
     requests per slot, the SLO, the served model's folder (its tokenizer counts the prompts) and architecture
-    (kvviz's KV prediction), when known."""
+    (kvviz's KV prediction), when known, and the wall time the whole job may take (None: no limit)."""
 
     kind: str
     endpoint: Endpoint
@@ -47,16 +52,18 @@ class Plan:
     slo: Slo = field(default_factory=Slo)
     tokenizer_folder: Path | None = None
     arch: Architecture | None = None
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Outcome:
     """A finished job: its plan and its runs (one load: one; a sweep: one per level; the experiment: without
-    and with the shared prefix), and whether Stop ended it."""
+    and with the shared prefix), whether Stop or the time limit ended it, and whether the time limit did."""
 
     plan: Plan
     runs: tuple[RunResult, ...]
     cancelled: bool
+    timed_out: bool = False
 
 
 class LiveJob:
@@ -70,12 +77,22 @@ class LiveJob:
         self.error: str | None = None
         self.cancel = threading.Event()
         self.done = threading.Event()
+        self.timed_out = False
+        self._limit = None if plan.time_limit_s is None else threading.Timer(plan.time_limit_s, self._time_up)
         self._thread = threading.Thread(target=self._work, daemon=True, name=f"serving-{plan.kind}")
+        if self._limit is not None:
+            self._limit.daemon = True
+            self._limit.start()
         self._thread.start()
 
     def stop(self) -> None:
         """End the job soon: requests in flight are cancelled; a sweep runs no further level."""
         self.cancel.set()
+
+    def _time_up(self) -> None:
+        if not self.done.is_set():
+            self.timed_out = True
+            self.cancel.set()
 
     def wait(self, timeout_s: float | None = None) -> bool:
         return self.done.wait(timeout_s)
@@ -88,20 +105,34 @@ class LiveJob:
             tokenizer = load_tokenizer(self.plan.tokenizer_folder)
             steps = {ONE: self._one, SWEEP: self._sweep, PREFIX: self._prefix}
             steps[self.plan.kind](tokenizer)
-            self.outcome = Outcome(self.plan, tuple(self.runs), self.cancel.is_set())
+            if self.timed_out and not self.runs:
+                self.error = said("live.time_limit", s=self.plan.time_limit_s)
+            else:
+                self.outcome = Outcome(self.plan, tuple(self.runs), self.cancel.is_set(), self.timed_out)
         except (EndpointError, ValueError, OSError) as exc:
-            self.error = first_line(exc)
+            self.error = self._shown(first_line(exc))
         except Exception as exc:
-            self.error = f"{type(exc).__name__}: {first_line(exc)}"
+            self.error = self._shown(f"{type(exc).__name__}: {first_line(exc)}")
         finally:
+            if self._limit is not None:
+                self._limit.cancel()
             self.done.set()
+
+    def _shown(self, line: str) -> str:
+        """A failure's line as a person may see it: without any key kvviz knows of."""
+        return redact(line, (self.plan.endpoint.api_key,) if self.plan.endpoint.api_key else ())
 
     def _one(self, tokenizer) -> None:
         p = self.plan
         prompts = synthetic(p.load.requests, p.prompt_tokens, tokenizer, seed=p.load.seed,
                             shared_prefix=p.shared_prefix)
-        self.runs.append(run(p.endpoint, p.load, prompts, slo=p.slo, cancel=self.cancel, watcher=self._watcher(),
-                             progress=self.progress))
+        self._keep(run(p.endpoint, p.load, prompts, slo=p.slo, cancel=self.cancel, watcher=self._watcher(),
+                       progress=self.progress))
+
+    def _keep(self, result: RunResult) -> None:
+        """A run's result kept, unless it was stopped before it sent anything."""
+        if result.records or not result.cancelled:
+            self.runs.append(result)
 
     def _sweep(self, tokenizer) -> None:
         p = self.plan
@@ -109,7 +140,8 @@ class LiveJob:
                             seed=p.load.seed, shared_prefix=p.shared_prefix)
         sweep(p.endpoint, prompts, max_concurrency=p.max_concurrency, output_tokens=p.load.output_tokens,
               per_level=p.per_level, slo=p.slo, cancel=self.cancel, watcher=self._watcher,
-              on_level=self.runs.append, progress=self.progress, duration_s=p.load.duration_s)
+              on_level=self.runs.append, progress=self.progress, duration_s=p.load.duration_s,
+              timeout_s=p.load.timeout_s)
 
     def _prefix(self, tokenizer) -> None:
         """The same load without and with a shared prefix (fresh prompt texts each time, so the second run's
@@ -122,6 +154,6 @@ class LiveJob:
                                               shared_prefix=shared)
             result = run(p.endpoint, replace(p.load, seed=seed), prompts, slo=p.slo, cancel=self.cancel,
                          watcher=self._watcher(), progress=self.progress)
-            self.runs.append(result)
+            self._keep(result)
             if result.cancelled:
                 return

@@ -11,8 +11,9 @@ The load goes over http1.py's keep-alive connections, as many as the concurrency
 starts (a TCP or TLS handshake is the client's cost, not the server's TTFT); httpx only checks the endpoint
 first and, when a watcher is given, polls the server's /metrics (metrics_reader). Every run measures the
 client's own cost beside the server's figures (overhead.py: CPU of the loop's thread, how long its reads
-waited, time to headers) and says when the client limited it. Knows loads and timing; the wire format is sse.py's, the
-figures stats.py's.
+waited, time to headers) and says when the client limited it. A result's error texts have been through
+kvviz.serving.redact (no key kvviz knows of); a cancel stops the checks before the clock too. Knows loads and
+timing; the wire format is sse.py's, the figures stats.py's.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kvviz.serving.load import CLOSED, POISSON, Load
 from kvviz.serving.overhead import ClientOverhead, client_overhead
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.record import RequestRecord
+from kvviz.serving.redact import redact
 from kvviz.serving.sse import request_for, server_message, stream_request, transport_message
 from kvviz.serving.stats import RunStats, Slo, run_stats
 
@@ -95,7 +97,7 @@ async def check_endpoint(client: httpx.AsyncClient, ep: Endpoint) -> None:
     except httpx.HTTPError as exc:
         raise EndpointError("serving.failed", why=transport_message(exc, ep.base_url)) from None
     if resp.status_code in (401, 403):
-        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000]))
+        raise EndpointError("serving.failed", why=server_message(resp.status_code, resp.content[:2000], _keys(ep)))
     try:
         served = [m["id"] for m in resp.json()["data"]] if resp.status_code == 200 else None
     except (ValueError, KeyError, TypeError):
@@ -183,9 +185,14 @@ class _Run:
 
         held_until = self.start  # when the loop last got a slot it had waited for
         for index in range(self.load.requests):
+            if due >= self.deadline:  # checked before the wait, not after it: a tiny rate cannot outlast the run
+                break
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
             full = slots.locked()
-            await slots.acquire()
+            try:  # a slot freed after the deadline would send nothing: wait for one until then only
+                await _within(slots.acquire(), max(0.0, self.deadline - time.perf_counter()))
+            except asyncio.TimeoutError:
+                break
             got = time.perf_counter()
             if got >= self.deadline:
                 slots.release()
@@ -209,18 +216,19 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
         raise InputError("serving.no_prompts")
     # verify=False for plain http: no TLS, so the system's CA bundle is not read (tens of ms per run)
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0), verify=not ep.base_url.startswith("http://")) as client:
-        await check_endpoint(client, ep)
         pool = Pool(ep.base_url)
         try:
-            await _warm(pool, min(load.concurrency, load.requests))
+            # the checks and connections before the clock, stopped at once by a cancel (a time limit, Stop) too
+            if await _until_done_or_cancelled(_ready(client, ep, pool, load), cancel):
+                return _nothing_sent(ep, load, slo)
             progress = progress or Progress()
             progress.begin(load, watcher)
             run = _Run(pool, ep, load, prompts, progress)
             stop, first = asyncio.Event(), asyncio.Event()
             polling = asyncio.create_task(watcher.poll(client, run.in_flight, stop, first)) if watcher else None
             if polling is not None:  # the server's counters before the first request, not after it
-                try:
-                    await asyncio.wait_for(first.wait(), 10.0)  # set by the first sample, or by polling failing
+                try:  # set by the first sample, or by polling failing
+                    await _until_done_or_cancelled(asyncio.wait_for(first.wait(), 10.0), cancel)
                 except asyncio.TimeoutError:
                     pass
             del pool.waits[:]  # the warm-up's reads are not the run's
@@ -236,14 +244,24 @@ async def run_load(ep: Endpoint, load: Load, prompts: Sequence[Prompt], *, slo: 
                 await polling
         finally:
             pool.close()
-    records = tuple(sorted(run.records, key=lambda r: r.index))
+    records = _redacted(tuple(sorted(run.records, key=lambda r: r.index)), ep)
     stats = run_stats(list(records), duration, slo, rate=load.rate, concurrency=load.concurrency)
     if stats.completed == 0 and not cancelled:
         raise (EndpointError("serving.failed", why=stats.first_error) if stats.first_error else
                EndpointError("serving.none_completed"))
     overhead = client_overhead(stats, records, cpu, pool.waits)
-    return RunResult(ep.describe(), load, records, stats, cancelled,
-                     tuple(watcher.samples) if watcher else (), watcher.error if watcher else None, overhead)
+    return RunResult(ep.describe(), load, records, stats, cancelled, tuple(watcher.samples) if watcher else (),
+                     redact(watcher.error, _keys(ep)) if watcher and watcher.error else None, overhead)
+
+
+def _keys(ep: Endpoint) -> tuple[str, ...]:
+    return (ep.api_key,) if ep.api_key else ()
+
+
+def _redacted(records: tuple[RequestRecord, ...], ep: Endpoint) -> tuple[RequestRecord, ...]:
+    """The records with each error through the redaction step: an error may quote what the server sent (a status
+    line, a stream's text), and a result is what the page, the JSON and the history show."""
+    return tuple(replace(r, error=redact(r.error, _keys(ep))) if r.error else r for r in records)
 
 
 async def _within(coro, timeout_s: float):
@@ -266,6 +284,18 @@ def _old_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+async def _ready(client: httpx.AsyncClient, ep: Endpoint, pool: Pool, load: Load) -> None:
+    """The endpoint checked and the run's connections opened."""
+    await check_endpoint(client, ep)
+    await _warm(pool, min(load.concurrency, load.requests))
+
+
+def _nothing_sent(ep: Endpoint, load: Load, slo: Slo | None) -> RunResult:
+    """A run cancelled before its first request: no records, marked cancelled."""
+    return RunResult(ep.describe(), load, (), run_stats([], 0.0, slo, rate=load.rate, concurrency=load.concurrency),
+                     True)
 
 
 async def _warm(pool: Pool, connections: int) -> None:

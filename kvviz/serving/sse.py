@@ -6,8 +6,10 @@ and is parsed as little as possible: split on newlines, keep the lines that star
 the server may share a machine's cores, so every microsecond spent here is one the server does not get. A
 chunk that carries output is one arrival: in /v1/completions any chunk with a choice (vLLM's benchmark counts
 empty texts too: a token may be half a UTF-8 character), in /v1/chat/completions a choice's delta that is not
-the opening role announcement. Failures become one line in the record's error (HTTP status and the server's
-own message, a reply that is not a stream, malformed SSE, an error chunk, a connection cut off). This module
+the opening role announcement. Failures become one line in the record's error (HTTP status and a short reason
+taken from the server's message, a reply that is not a stream, malformed SSE, an error chunk, a connection cut
+off); whatever of the server's text it quotes is clipped and goes through kvviz.serving.redact first (a server
+may echo the request's key). This module
 knows the OpenAI wire format (and how httpx's failures read, for the few requests made with it: /v1/models,
 /metrics), not loads or statistics.
 """
@@ -26,11 +28,13 @@ from kvviz.serving.endpoint import APIS, CHAT, Endpoint
 from kvviz.serving.http1 import HttpError, Pool, Reply, request_bytes
 from kvviz.serving.prompts import Prompt
 from kvviz.serving.record import RequestRecord
+from kvviz.serving.redact import redact
 
 if TYPE_CHECKING:
     import httpx
 
 ERROR_BODY_BYTES = 2_000  # of an error reply's body, enough for its message
+REASON_CHARS = 120  # of the server's own words, at most, in a failure's line
 
 
 def payload(ep: Endpoint, prompt: Prompt, output_tokens: int, ignore_eos: bool) -> dict:
@@ -47,8 +51,9 @@ def payload(ep: Endpoint, prompt: Prompt, output_tokens: int, ignore_eos: bool) 
     return body
 
 
-def server_message(status: int, body: bytes) -> Said:
-    """One line for an error reply: its status and the message of an OpenAI-style error body, if any."""
+def server_message(status: int, body: bytes, keys: tuple[str, ...] = ()) -> Said:
+    """One line for an error reply: its status and a short reason, the start of an OpenAI-style error body's
+    message (or of the body), clipped and redacted (keys: the run's own, besides the operator's)."""
     text = body.decode("utf-8", "replace").strip()
     try:
         data = json.loads(text)
@@ -56,17 +61,22 @@ def server_message(status: int, body: bytes) -> Said:
         text = str(err.get("message") or err.get("detail") or err) if isinstance(err, dict) else str(err)
     except ValueError:
         pass
-    why = first_line(RuntimeError(text)) if text else "no message"
+    why = _reason(text, keys) if text else "no message"
     if status in (401, 403):
         return said("http.refused_key", status=status, why=why)
     return said("http.refused", status=status, why=why)
 
 
+def _reason(text: str, keys: tuple[str, ...] = ()) -> str:
+    """The server's words, as a failure quotes them: redacted, then the first line, clipped."""
+    return clip(first_line(RuntimeError(redact(text, keys))), REASON_CHARS)
+
+
 class _Stream(Reply):
     """What one stream has told so far: fed by the connection as its bytes arrive (http1.Reply)."""
 
-    def __init__(self, chat: bool, on_arrival: Callable[[int, float], None] | None) -> None:
-        self.chat, self.on_arrival = chat, on_arrival
+    def __init__(self, chat: bool, on_arrival: Callable[[int, float], None] | None, keys: tuple[str, ...] = ()) -> None:
+        self.chat, self.on_arrival, self.keys = chat, on_arrival, keys
         self.t0 = 0.0
         self.accepted: float | None = None
         self.status: int | None = None  # of a reply that is not 200: its body is kept for its message
@@ -112,7 +122,8 @@ class _Stream(Reply):
     def end(self) -> None:
         """The reply ended: what it said, or why it is not a complete stream."""
         if self.status is not None:
-            raise InputError("serving.failed", why=server_message(self.status, self.error_body[:ERROR_BODY_BYTES]))
+            raise InputError("serving.failed", why=server_message(self.status, self.error_body[:ERROR_BODY_BYTES],
+                                                                  self.keys))
         if self.pending and not self.done:
             self.line(self.pending.rstrip(b"\r"), self.last_now)
         if not self.done:
@@ -130,14 +141,13 @@ class _Stream(Reply):
         try:
             chunk = json.loads(data)
         except ValueError:
-            shown = clip(data.decode("utf-8", "replace"))
-            raise InputError("sse.not_json", line=shown) from None
+            raise InputError("sse.not_json", line=_reason(data.decode("utf-8", "replace"), self.keys)) from None
         if not isinstance(chunk, dict):
-            raise InputError("sse.not_object", line=clip(repr(chunk)))
+            raise InputError("sse.not_object", line=_reason(repr(chunk), self.keys))
         if "error" in chunk:
             err = chunk["error"]
             said = err.get("message", err) if isinstance(err, dict) else err
-            raise InputError("sse.server_error", why=first_line(RuntimeError(str(said))))
+            raise InputError("sse.server_error", why=_reason(str(said), self.keys))
         choices = chunk.get("choices")
         if choices and (not self.chat or "role" not in (choices[0].get("delta") or {})):
             self.arrivals.append(now - self.t0)
@@ -162,7 +172,7 @@ async def stream_request(pool: Pool, ep: Endpoint, prompt: Prompt, index: int, s
     from t0, the moment it is written to its connection (its record's sent_s is t0 - start, start being the
     run's perf_counter origin); on_arrival(chunks so far, the chunk's arrival time) on every output chunk. Never
     raises for what the server did: the record's error says it. Cancellation (the run stopping) propagates."""
-    stream = _Stream(ep.api == CHAT, on_arrival)
+    stream = _Stream(ep.api == CHAT, on_arrival, (ep.api_key,) if ep.api_key else ())
     data = data or request_for(pool, ep, prompt, output_tokens, ignore_eos)
     stream.t0 = time.perf_counter()  # until the request is written (a connection that cannot be had never is)
     error = None

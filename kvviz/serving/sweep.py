@@ -60,28 +60,35 @@ def sweep(ep: Endpoint, prompts: Sequence[Prompt], *, max_concurrency: int = 32,
           per_level: int = 4, min_requests: int = MIN_REQUESTS, saturation_gain: float = 0.05, slo: Slo | None = None,
           cancel: threading.Event | None = None, watcher: Callable[[], object] | None = None,
           on_level: Callable[[RunResult], None] | None = None, warmup: bool = True,
-          progress: Progress | None = None, duration_s: float = 600.0) -> list[RunResult]:
+          progress: Progress | None = None, duration_s: float = 600.0, timeout_s: float = 300.0) -> list[RunResult]:
     """Run the levels in turn; returns each level's result. watcher: makes a metrics_reader.Watcher per level.
     Each level starts where the previous one's prompts ended (give prompts_needed() of them, and no prompt is
     sent twice, so a prefix cache sees each once). With warmup, each level is preceded by `concurrency` short
     requests at that concurrency, not measured: a server on a CPU is slow the first time it runs a batch of a
     new size (vLLM's CPU build: a fresh server's first run of 4 × 240 tokens took 10 s, the next 4 s).
-    progress: followed by each measured level's run in turn (loadgen.Progress). duration_s bounds each level."""
+    progress: followed by each measured level's run in turn (loadgen.Progress). duration_s bounds each level's
+    sending, timeout_s each request (warm-ups' too). A cancel (Stop, a host's time limit on the whole sweep) ends
+    it within the level under way: that level is kept as cancelled unless it had sent nothing yet."""
     number(saturation_gain, "saturation gain", 0, 10)
     results: list[RunResult] = []
     sent = 0
     for concurrency in levels(max_concurrency):
         load = Load(concurrency=concurrency, requests=level_requests(concurrency, per_level, min_requests),
-                    output_tokens=output_tokens, duration_s=duration_s)
+                    output_tokens=output_tokens, duration_s=duration_s, timeout_s=timeout_s)
         if warmup:
             start = sent % len(prompts)
-            run(ep, Load(concurrency=concurrency, requests=concurrency, output_tokens=min(output_tokens, 32)),
-                [*prompts[start:], *prompts[:start]], cancel=cancel)
+            warm = run(ep, Load(concurrency=concurrency, requests=concurrency, output_tokens=min(output_tokens, 32),
+                                duration_s=duration_s, timeout_s=timeout_s),
+                       [*prompts[start:], *prompts[:start]], cancel=cancel)
             sent += concurrency
+            if warm.cancelled:
+                break
         start = sent % len(prompts)
         result = run(ep, load, [*prompts[start:], *prompts[:start]], slo=slo, cancel=cancel,
                      watcher=watcher() if watcher else None, progress=progress)
         sent += load.requests
+        if result.cancelled and not result.records:  # stopped before it sent anything: nothing to show
+            break
         results.append(result)
         if on_level is not None:
             on_level(result)

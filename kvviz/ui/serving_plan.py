@@ -2,7 +2,8 @@
 
 Every value is checked here, before anything is sent: numbers by kvviz.base.inputs, the load by Load itself,
 the endpoint by the host's policy (hosted: only the local vLLM and the endpoints the operator listed, and loads
-within the limits), so that what reaches kvviz.serving.live is a load this app may send. The API key comes
+within the limits, an open loop's rate high enough for its requests to fit its duration), so that what reaches
+kvviz.serving.live is a load this app may send, bounded as a whole by the host's time limit. The API key comes
 from the password box or, when that is empty, KVVIZ_API_KEY / OPENAI_API_KEY; it lives only in the Endpoint,
 never in a message or a result. Nothing here imports gradio.
 """
@@ -71,7 +72,7 @@ def _check_size(v: PageValues, policy: HostPolicy, kind: str, load: Load, prompt
     top = whole_number(v.max_concurrency, "max concurrency", 1, 1_024) if kind == SWEEP else load.concurrency
     per_level = whole_number(v.per_level, "requests per slot", 1, 1_000) if kind == SWEEP else 1
     requests = level_requests(top, per_level) if kind == SWEEP else load.requests  # the largest run it sends
-    policy.check_load(top, requests, load.output_tokens, prompt_tokens, load.duration_s)
+    policy.check_load(top, requests, load.output_tokens, prompt_tokens, load.duration_s, load.rate)
     return top, per_level
 
 
@@ -116,4 +117,4 @@ def plan_from_page(v: PageValues, policy: HostPolicy, engine: LocalEngine) -> Pl
         ep, folder, arch = engine.endpoint(api), status.folder, _architecture(status.folder)
     else:
         ep, folder, arch = _remote(v, policy, api)
-    return Plan(kind, ep, load, prompt_tokens, shared, top, per_level, slo, folder, arch)
+    return Plan(kind, ep, load, prompt_tokens, shared, top, per_level, slo, folder, arch, policy.request_time_limit_s)

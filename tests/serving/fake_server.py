@@ -46,6 +46,7 @@ class Behaviour:
     api_key: str | None = None
     metrics: str = METRICS
     list_models: bool = True
+    models_delay_s: float = 0.0  # how long /v1/models takes to answer
     serial: bool = False  # one stream at a time, as an engine without batching: throughput cannot grow
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -72,6 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/v1/models" and self.behaviour.list_models:
+            time.sleep(self.behaviour.models_delay_s)
             self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         elif self.path == "/metrics":
             self._send(200, self.behaviour.metrics.encode(), "text/plain; version=0.0.4")

@@ -44,7 +44,7 @@ def test_sweep_prints_a_line_per_level():
 
 
 @pytest.mark.parametrize(("behaviour", "args", "message"), [
-    ({"api_key": "sk-right"}, ["--api-key", "sk-wrong"], "HTTP 401"),
+    ({"api_key": "sk-right"}, ["--api-key", "sk-wrong"], "HTTP 401: the server refused the API key"),
     ({"mode": "plain_json"}, [], "not a stream"),
     ({}, ["--concurrency", "0"], "concurrency must be between"),
     ({}, ["--prompt-file", "/no/such/prompts.jsonl"], "no prompt file"),
@@ -56,6 +56,8 @@ def test_unusable_input_is_one_line_and_status_2(behaviour, args, message):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error:") and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and "sk-wrong" not in proc.stderr + proc.stdout
+    if "HTTP 401" in message:  # the command line's advice stays on the command line
+        assert "(set KVVIZ_API_KEY or pass --api-key)" in proc.stderr, proc.stderr
 
 
 def test_start_without_vllms_environment_says_how_to_build_it(tmp_path):

@@ -74,7 +74,7 @@ def test_json_is_the_same_object_in_both_languages():
 @pytest.mark.parametrize(("behaviour", "args", "env", "expected"), [
     ({}, ["--concurrency", "0", "--lang", "zh"], NO_LOCALE, "错误：concurrency 须在 1 到 1,024 之间，收到 0"),
     ({"api_key": "sk-right"}, ["--api-key", "sk-wrong"], NO_LOCALE | {"LANG": "zh_CN.UTF-8"},
-     "错误：HTTP 401（请设置 KVVIZ_API_KEY 或传入 --api-key）：Invalid API key"),
+     "错误：HTTP 401：服务器拒绝了 API 密钥：Invalid API key（请设置 KVVIZ_API_KEY 或传入 --api-key）"),
     ({}, ["--prompt-file", "/no/such/prompts.jsonl", "--lang", "zh"], NO_LOCALE,
      "错误：/no/such/prompts.jsonl 处没有提示词文件"),
     ({}, ["--lang", "zh", "--bogus"], NO_LOCALE, "错误：unrecognized arguments: --bogus"),

@@ -5,6 +5,7 @@ Expected values are worked out from the server's schedule."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -60,6 +61,36 @@ def test_the_prefix_experiment_runs_the_load_twice_and_a_sweep_once_per_level():
     assert prefix.error is None and len(prefix.outcome.runs) == 2
     assert [r.stats.completed for r in prefix.outcome.runs] == [4, 4]
     assert sweep.error is None and [r.load.concurrency for r in sweep.outcome.runs] == [1, 2]
+
+
+@pytest.mark.parametrize("kind", [ONE, PREFIX, SWEEP])
+def test_a_time_limit_ends_the_whole_job_and_says_so(kind):
+    """Requests of about 10 s (TTFT 0.5 s, 20 tokens 0.5 s apart), a 1 s limit on the job: each kind ends within
+    about a second. One load and the prefix experiment keep their first run as cancelled, the outcome marked timed
+    out (the experiment runs no second load); the sweep, stopped in its first warm-up, ran no level: it fails with
+    the limit's line."""
+    with fake_server(ttft_s=0.5, itl_s=0.5, tokens=20) as (url, _):
+        started = time.perf_counter()
+        job = LiveJob(replace(plan(url, kind, output_tokens=20), time_limit_s=1.0))
+        assert job.wait(10), "the job outlasted its time limit"
+        took = time.perf_counter() - started
+    assert took < 1.0 + 1.0, f"a {kind} took {took:.2f} s against a 1 s limit"
+    if kind == SWEEP:
+        assert job.outcome is None and job.error == "stopped by the time limit: this demo allows 1 s per run"
+        return
+    assert job.error is None and job.outcome.timed_out and job.outcome.cancelled
+    assert len(job.outcome.runs) == 1 and job.outcome.runs[0].cancelled
+
+
+def test_a_time_limit_before_anything_was_sent_is_the_jobs_failure():
+    """A server that takes 10 s to list its models, a 0.5 s limit: the job fails at once with the limit's line."""
+    with fake_server(models_delay_s=10.0) as (url, _):
+        started = time.perf_counter()
+        job = LiveJob(replace(plan(url), time_limit_s=0.5))
+        assert job.wait(10)
+        took = time.perf_counter() - started
+    assert took < 0.5 + 1.0 and job.outcome is None
+    assert job.error == "stopped by the time limit: this demo allows 0.5 s per run"
 
 
 @pytest.mark.parametrize("behaviour,message", [

@@ -113,6 +113,31 @@ def test_a_run_ends_by_itself_at_its_duration():
     assert time.perf_counter() - start < 0.3 + 0.4 + 1.0
 
 
+@pytest.mark.parametrize("arrivals", [CONSTANT, POISSON])
+@pytest.mark.parametrize("rate", [0.01, 1e-320])
+def test_an_open_loop_never_waits_past_its_duration_for_the_next_arrival(arrivals, rate):
+    """At 0.01 requests/s the second arrival is due 100 s after the first (1e-320: never): with 0.5 s of sending,
+    the first request is sent at once and the run ends once it has (its duration checked before the wait)."""
+    start = time.perf_counter()
+    with fake_server(ttft_s=0.05, itl_s=0.01, tokens=2) as (url, _):
+        result = run(_ep(url), Load(arrivals=arrivals, rate=rate, requests=5, duration_s=0.5, output_tokens=2),
+                     PROMPTS)
+    assert len(result.records) == 1 and result.stats.completed == 1
+    assert time.perf_counter() - start < 0.5 + 1.5
+
+
+def test_a_cancel_before_the_first_request_ends_the_checks_at_once():
+    """A server that takes its time to list its models (10 s here): a cancel 0.3 s in ends the run before any
+    request, as a cancelled run with nothing sent, not after the check's own timeout."""
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.perf_counter()
+    with fake_server(models_delay_s=10.0) as (url, _):
+        result = run(_ep(url), Load(requests=2, output_tokens=2), PROMPTS, cancel=cancel)
+    assert time.perf_counter() - start < 2.0
+    assert result.cancelled and result.records == ()
+
+
 def test_cancel_ends_a_run_and_records_the_requests_in_flight():
     """A run of 10 s streams stopped after 0.3 s: it returns at once, its requests marked cancelled."""
     cancel = threading.Event()

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 import gradio as gr
 import pandas as pd
 
+from kvviz.base.errors import first_line
 from kvviz.base.inputs import whole_number
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
@@ -32,10 +33,12 @@ from kvviz.serving.local import READY, STARTING, LocalEngine
 from kvviz.serving.metrics_reader import server_view
 from kvviz.serving.models import model_folder
 from kvviz.serving.prompts import load_tokenizer, synthetic
+from kvviz.serving.redact import redact
 from kvviz.serving.sweep import sweep_frame
 from kvviz.serving.vllm import VllmError
 from kvviz.ui import figures, serving_figures, serving_text
 from kvviz.ui.lang import L
+from kvviz.ui.present import time_limit_message
 from kvviz.ui.serving_plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
 from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.tabs.common import DEVICE, follow_answer, no_answer, plot, refusal, start
@@ -106,7 +109,9 @@ def final_update(outcome: Outcome, lang: str = "en") -> tuple:
         text = serving_text.prefix_markdown(runs[0], runs[1], lang) + "\n\n" + text
     else:
         prefix = plot(figures.empty(t("serving.final.no_prefix", lang)))
-    if outcome.cancelled:
+    if outcome.timed_out:  # reported as a Stop is, saying which limit stopped it
+        text = f"**{time_limit_message(outcome.plan.time_limit_s, lang).capitalize()}.**\n\n" + text
+    elif outcome.cancelled:
         text = t("serving.final.stopped", lang) + text
     status = t("serving.final.status", lang, kind=kind_name(kind, lang), runs=len(runs),
                requests=sum(len(r.records) for r in runs))
@@ -116,6 +121,7 @@ def final_update(outcome: Outcome, lang: str = "en") -> tuple:
 def details(outcome: Outcome) -> dict:
     """The job as JSON: the endpoint (never its key), the load, each run's figures and requests."""
     return {"kind": outcome.plan.kind, "endpoint": outcome.runs[-1].endpoint, "cancelled": outcome.cancelled,
+            **({"stopped_by": "time_limit"} if outcome.timed_out else {}),
             "runs": [{"load": asdict(r.load), "stats": r.stats.flat(), "requests": [x.row() for x in r.records],
                       "server": asdict(v) if (v := server_view(r.samples)) else None,
                       "metrics_error": r.metrics_error} for r in outcome.runs]}
@@ -250,8 +256,9 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
                             per_level, slo_ttft, slo_tpot)
         try:
             plan = plan_from_page(values, policy, engine)
-        except (ValueError, EndpointError) as exc:
-            yield from said_and_raised(refusal(exc, lang), lang)
+        except (ValueError, EndpointError) as exc:  # a value may quote what was typed: the key too
+            yield from said_and_raised(refusal(redact(first_line(exc), (api_key,) if isinstance(api_key, str) else ()),
+                                               lang), lang)
         job, session, started = LiveJob(plan), session_id(request), time.monotonic()
         sessions.begin(session, job)
         try:
