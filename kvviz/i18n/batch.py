@@ -1,5 +1,5 @@
 """The texts of the Batch tab: one batch run (its headline, its table, its figures) and the batch sweep (its
-explanation and its four panels, kvviz.ui.batch_text and kvviz.ui.batch_figures).
+explanation and its four panels, kvviz.ui.batch.sweep_text and kvviz.ui.batch.sweep_figures).
 
 Numbers reach these templates already formatted ("3.05 ms", "1,234"), so both languages show the same digits.
 Plotly hover templates keep their %{...} placeholders: single braces where the text takes no fields (t() leaves
@@ -45,7 +45,7 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
     "batch.error.prompt_limit": "prompt tokens is {tokens}; this demo allows up to {limit}",
     "batch.what.batch": "the batch",
     "batch.what.sweep": "the sweep",
-    # one batch's headline (kvviz.ui.present.batch_markdown)
+    # one batch's headline (kvviz.ui.batch.run_text.batch_markdown)
     "batch.md.headline": "### {batch_size} sequences decoded together: {rate} tokens/s in all, {rate_seq} per sequence",
     "batch.md.body": "{model} on {device} in {dtype}, {mode}. One prefill pass read every row's prompt "
                      "({prompt_tokens} tokens, left-padded to {padded_len} each) in {prefill}: every row's first token "
@@ -69,7 +69,7 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
     "batch.col.text": "text",
     "batch.history.label": "batch {batch} row {row}",
     "batch.sweep.history.label": "sweep {sweep} B={batch}",
-    # one batch's figures (kvviz.ui.batch_run_figures)
+    # one batch's figures (kvviz.ui.batch.run_figures)
     "batch.fig.phase.queued": "queued",
     "batch.fig.phase.tokenize": "tokenize",
     "batch.fig.phase.prefill": "prefill",
@@ -104,7 +104,7 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
     "batch.fig.part.tokenize": "tokenize",
     "batch.fig.part.prefill": "prefill ({rows} rows)",
     "batch.fig.ttft_title": "The batch's TTFT {ttft} ms, by cause",
-    # the sweep's explanation (kvviz.ui.batch_text)
+    # the sweep's explanation (kvviz.ui.batch.sweep_text)
     "batch.sweep.none": "No batch ran.",
     "batch.sweep.only": "Only B={b} ran: a decode step took {step} ({rate} tokens/s). {stopped}",
     "batch.sweep.headline": "From B={a} to B={z} the decode step went from {step_a} to {step_z} ({step_growth}×) while "
@@ -186,7 +186,7 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
                           "tokens/s per sequence | TTFT (prefill) | KV measured | = predicted |",
     "batch.table.yes": "yes",
     "batch.table.no": "no ({predicted})",
-    # the sweep's figures (kvviz.ui.batch_figures)
+    # the sweep's figures (kvviz.ui.batch.sweep_figures)
     "batch.panel.step": "Decode step time",
     "batch.panel.throughput": "Tokens/s, total and per sequence",
     "batch.panel.prefill": "TTFT: the batch's prefill",

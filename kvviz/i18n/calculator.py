@@ -16,7 +16,7 @@ from functools import cache
 from kvviz.i18n import normalize, register
 
 EN = {
-    # The tab's static texts (kvviz.ui.tabs.calculator).
+    # The tab's static texts (kvviz.ui.calculator.tab).
     "calc.intro": """
 The KV cache keeps every layer's keys and values so that decoding a token does not recompute the
 whole history. It buys that speed with memory:
@@ -47,7 +47,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.formulas": "formulas",
     "calc.json_title": "the whole answer as JSON (what `python -m kvviz memory --json` prints)",
     "calc.json": "report",
-    # The summary (kvviz.ui.calculator).
+    # The summary (kvviz.ui.calculator.answer).
     "calc.sum.model": "**{name}** — {describe}",
     "calc.sum.modified": "{name} (modified: {what})",
     "calc.sum.kv": "### KV cache: {gib} GiB = {gb} GB",
@@ -82,7 +82,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.bound.memory": "memory-bound",
     "calc.phase.prefill": "prefill",
     "calc.phase.decode": "decode",
-    # The figures (kvviz.ui.calc_figures).
+    # The figures (kvviz.ui.calculator.figures).
     "calc.fig.weights": "weights",
     "calc.fig.kv": "KV cache",
     "calc.fig.reserve": "runtime reserve",

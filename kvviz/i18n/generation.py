@@ -34,7 +34,7 @@ more requests raises throughput but lengthens each one's TPOT; a long prompt len
     "generation.json_label": "run",
     "generation.no_result": "the run ended without a result",
     "generation.failed": "**Failed**: {message}",
-    # A run's metrics (kvviz.ui.present.metrics_markdown).
+    # A run's metrics (kvviz.ui.generation.text.metrics_markdown).
     "metrics.running": "running…",
     "metrics.failed": "**{reason}**: {error}",
     "metrics.header": "| TTFT | TPOT | tokens/s | decode tokens/s | ITL p50 / p90 / p99 | queue | prefill | "
@@ -69,7 +69,7 @@ a growing one).
     "history.pick": "runs to overlay",
     "history.empty": "pick runs to overlay",
     "history.overlay": "Per-token latency of the chosen runs",
-    # Figures of one run (kvviz.ui.figures).
+    # Figures of one run (kvviz.ui.generation.figures).
     "fig.latency.title": "Per-token latency",
     "fig.latency.run": "run {name}",
     "fig.latency.decode": "{label}: decode",

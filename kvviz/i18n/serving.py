@@ -1,5 +1,5 @@
 """The Serving tab's texts: its controls and intro, its status lines and refusals, what its results say
-(kvviz.ui.serving_text) and its figures' titles, axes, legend names and hover texts (kvviz.ui.serving_figures).
+(kvviz.ui.serving.text) and its figures' titles, axes, legend names and hover texts (kvviz.ui.serving.figures).
 
 Hover texts are plotly templates (%{x}): those filled with fields here write plotly's braces doubled (%{{x}}),
 as str.format wants; those used without fields keep them single.
@@ -76,7 +76,7 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.engine_run": "the engine's run",
     "serving.source.vllm": "vLLM (continuous batching)",
     "serving.source.engine": "kvviz engine (one at a time)",
-    # --- a run's text (kvviz.ui.serving_text) ---
+    # --- a run's text (kvviz.ui.serving.text) ---
     "serving.stats.header": "| completed | failed | output tokens/s | requests/s | goodput (requests/s within the SLO) "
                             "| duration |",
     "serving.stats.row": "| {completed} of {requests} | {failed} | {tokens_per_s} | {requests_per_s} | {goodput} "
@@ -183,7 +183,7 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
                           "there is nothing to batch: the difference is the engines' own speed (vLLM's kernels and "
                           "scheduler against kvviz's plain PyTorch loop); raise the concurrency to see what batching "
                           "adds.",
-    # --- the figures (kvviz.ui.serving_figures) ---
+    # --- the figures (kvviz.ui.serving.figures) ---
     "serving.fig.run_clock": "seconds since the run's start",
     "serving.fig.output_tps": "output tokens/s",
     "serving.fig.no_output": "no output yet",

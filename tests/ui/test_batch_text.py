@@ -7,7 +7,7 @@ import string
 
 from kvviz.engine.batch_sweep import STOP_MEMORY
 from kvviz.i18n.batch import EN, ZH
-from kvviz.ui.batch_text import ms, rate, sweep_markdown, sweep_table
+from kvviz.ui.batch.sweep_text import ms, rate, sweep_markdown, sweep_table
 from tests.batch_frames import hand_frame
 
 

@@ -1,4 +1,4 @@
-"""What the batch tab and the life-cycle tab show of a batch (kvviz.ui.present's batch functions and the batch
+"""What the batch tab and the life-cycle tab show of a batch (kvviz.ui.batch.run_text's functions and the batch
 figures in kvviz.ui.figures), from a real batch of three prompts of different lengths on the bundled tiny model.
 Expected values come from the tokenizer and the run's own rows, not from the functions under test."""
 
@@ -8,9 +8,9 @@ import pytest
 
 from kvviz.engine.batch import BatchRequest, run_batch
 from kvviz.engine.loading import load_model
-from kvviz.ui import batch_run_figures as brf
 from kvviz.ui import figures
-from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
+from kvviz.ui.batch import run_figures as brf
+from kvviz.ui.batch.run_text import batch_history_rows, batch_markdown, batch_rows
 
 PROMPTS = ("The kernel", "What is a package in the Debian system?", "A")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvviz.ui.figures import decode_bandwidth, step_work, to_plotly, token_latency
+from kvviz.ui.figures import to_plotly
+from kvviz.ui.generation.figures import decode_bandwidth, step_work, token_latency
 from tests.ui.test_present import comparison, static_run
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 
 from kvviz.engine.request import MODE_LABELS, mode_label
-from kvviz.ui.figures import decode_bandwidth, lifecycle, step_work, to_plotly, token_latency, ttft_parts
-from kvviz.ui.present import RunHistory, agreement, compare_verdict, final_metrics, static_verdict, time_limit_message
+from kvviz.ui.compare.text import agreement, compare_verdict, static_verdict
+from kvviz.ui.figures import to_plotly
+from kvviz.ui.generation.figures import decode_bandwidth, lifecycle, step_work, token_latency, ttft_parts
+from kvviz.ui.generation.history import RunHistory
+from kvviz.ui.generation.text import final_metrics, time_limit_message
 from tests.ui.test_compare_figures import prediction
 from tests.ui.test_present import LOADED, comparison, finished_record, static_run
 

@@ -17,7 +17,7 @@ from kvviz.serving.metrics_reader import Sample, server_view
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import run_stats
 from kvviz.ui.figures import to_plotly
-from kvviz.ui.serving_figures import (
+from kvviz.ui.serving.figures import (
     arrival_times,
     client_phase_means,
     client_rate,

@@ -8,7 +8,7 @@ import pandas as pd
 from kvviz.i18n import CATALOG
 from kvviz.serving.metrics_reader import server_view
 from kvviz.serving.stats import Slo
-from kvviz.ui.serving_figures import (
+from kvviz.ui.serving.figures import (
     client_vs_server,
     engine_vs_server,
     kv_usage_over_time,
@@ -17,7 +17,7 @@ from kvviz.ui.serving_figures import (
     requests_over_time,
     sweep_throughput,
 )
-from kvviz.ui.serving_text import engine_vs_server_markdown, prefix_markdown, run_markdown, sweep_markdown
+from kvviz.ui.serving.text import engine_vs_server_markdown, prefix_markdown, run_markdown, sweep_markdown
 from tests.ui import test_serving_figures as figs
 from tests.ui.test_serving_text import level, prefix_run, result, samples, sweep_frame
 

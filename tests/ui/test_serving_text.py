@@ -16,7 +16,7 @@ from kvviz.serving.overhead import BUSY, LATE_READS, ClientOverhead
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import Distribution, Slo, run_stats
 from kvviz.serving.sweep import sweep_frame as level_frame
-from kvviz.ui.serving_text import (
+from kvviz.ui.serving.text import (
     Q5,
     Q6,
     engine_vs_server_markdown,

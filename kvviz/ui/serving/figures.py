@@ -6,7 +6,7 @@ a transparent background, an empty-state message when there is nothing to draw).
 turns what was measured into what is drawn: arrivals binned into tokens/s, a counter's deltas into a rate,
 seconds into ms. The live figures are redrawn about once a second during a run, so they bin with numpy and
 send plotly.js a few hundred points, never the raw arrivals. Knows no HTTP, no gradio, and nothing of how a
-run is started; the Serving tab (kvviz.ui.tabs.serving) decides when each figure is drawn. Every figure takes
+run is started; the Serving tab (kvviz.ui.serving.tab) decides when each figure is drawn. Every figure takes
 lang ("en" or "zh") for its titles, axes, legend names and hover texts (kvviz.i18n.serving).
 """
 

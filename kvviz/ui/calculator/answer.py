@@ -1,4 +1,4 @@
-"""The KV-cache calculator's answer for one position of its controls (its tab is kvviz.ui.tabs.calculator).
+"""The KV-cache calculator's answer for one position of its controls (its tab is kvviz.ui.calculator.tab).
 
 `calculate` answers one slider position: it resolves the architecture (a preset, a config path or
 hub id, and the layers / KV heads / head_dim sliders applied on top), runs kvviz's memory report and
@@ -40,7 +40,8 @@ from kvviz.calc.report import (
     state_why,
 )
 from kvviz.i18n import t
-from kvviz.ui import calc_figures, figures
+from kvviz.ui import figures
+from kvviz.ui.calculator import figures as calc_figures
 
 DEFAULT_PRESET = "llama-3-8b"
 CURVE_BATCHES = (1, 4, 16, 64)
