@@ -63,7 +63,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.sum.context_limit": " (the model's context limit)",
     "calc.sum.fits": "- this batch × seq_len fits",
     "calc.sum.no_fit": "- this batch × seq_len **does not fit**",
-    "calc.sum.bounds": "- decode step ≥ {ms} ms ({decode_bound}), so at most {tps} tokens/s; prefill ≥ {s} s "
+    "calc.sum.bounds": "- decode step ≥ {ms} ({decode_bound}), so at most {tps} tokens/s; prefill ≥ {s} s "
                        "({prefill_bound}). Lower bounds.",
     "calc.sum.note": "- note: {note}",
     "calc.sum.one_device": "**On {accel}** ({memory} GB, mem_util {util}): weights {weights}; KV budget {budget} GiB",
@@ -226,7 +226,7 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "calc.sum.context_limit": "（模型的上下文上限）",
     "calc.sum.fits": "- 这个 batch × seq_len 放得下",
     "calc.sum.no_fit": "- 这个 batch × seq_len **放不下**",
-    "calc.sum.bounds": "- 解码（decode）每步 ≥ {ms} ms（{decode_bound}），所以最多 {tps} tokens/s；"
+    "calc.sum.bounds": "- 解码（decode）每步 ≥ {ms}（{decode_bound}），所以最多 {tps} tokens/s；"
                        "预填充（prefill）≥ {s} s（{prefill_bound}）。以上均为下界。",
     "calc.sum.note": "- 注意：{note}",
     "calc.sum.one_device": "**在 {accel} 上**（{memory} GB，mem_util {util}）：权重 {weights}；KV 预算 {budget} GiB",

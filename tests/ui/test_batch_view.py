@@ -116,4 +116,4 @@ def test_the_batch_in_chinese(batch):
     parts = brf.batch_ttft_parts(s, "zh")
     figures.to_plotly(parts)
     assert [p["name"] for p in parts["data"]] == ["排队", "分词", "预填充（3 行）"]
-    assert parts["layout"]["title"]["text"] == f"批次的首 token 延迟（TTFT）{s.ttft_s * 1e3:,.1f} ms，按成因拆分"
+    assert parts["layout"]["title"]["text"] == f"批次的首 token 延迟（TTFT）{s.ttft_s * 1e3:,.2f} ms，按成因拆分"

@@ -70,6 +70,6 @@ def test_a_first_token_far_above_decode_is_written_not_drawn():
     fig = to_plotly(token_latency(frame))
     assert list(fig.layout.yaxis.range) == [0, 6.5]
     (note,) = fig.layout.annotations
-    assert note.text == "↑ cached: first token 169.0 ms, above the axis"
+    assert note.text == "↑ cached: first token 169.00 ms, above the axis"
     zh = to_plotly(token_latency(frame, lang="zh"))
-    assert zh.layout.annotations[0].text.startswith("↑ ") and "首 token 169.0 ms" in zh.layout.annotations[0].text
+    assert zh.layout.annotations[0].text.startswith("↑ ") and "首 token 169.00 ms" in zh.layout.annotations[0].text

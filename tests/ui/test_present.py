@@ -9,13 +9,14 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
+from kvviz.base.units import fmt_ms as ms
 from kvviz.engine.compare import Comparison, ModeRun
 from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.metrics import RunSummary
 from kvviz.ui.compare.text import agreement, compare_verdict
 from kvviz.ui.generation.history import RunHistory, run_ids
 from kvviz.ui.generation.live import RunRecord
-from kvviz.ui.generation.text import final_metrics, metrics_markdown, ms, run_details, time_limit_message
+from kvviz.ui.generation.text import final_metrics, metrics_markdown, run_details, time_limit_message
 from kvviz.ui.worker import Loaded
 
 

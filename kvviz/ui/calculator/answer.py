@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from kvviz.base.errors import InputError
 from kvviz.base.inputs import choice, text, whole_number
-from kvviz.base.units import GIB, fmt_bytes, fmt_int
+from kvviz.base.units import GIB, fmt_bytes, fmt_int, fmt_ms
 from kvviz.calc.arch import (
     Architecture,
     ConfigError,
@@ -181,7 +181,7 @@ def _summary(r, lang: str = "en") -> str:
         t("calc.sum.fits" if cap.fits else "calc.sum.no_fit", lang),
     ]
     if r.decode is not None:
-        lines.append(t("calc.sum.bounds", lang, ms=f"{r.decode.lower_bound_s * 1e3:,.2f}",
+        lines.append(t("calc.sum.bounds", lang, ms=fmt_ms(r.decode.lower_bound_s),
                        decode_bound=t(f"calc.bound.{r.decode.bound}", lang),
                        tps=f"{q.batch / r.decode.lower_bound_s:,.0f}", s=f"{r.prefill.lower_bound_s:,.3f}",
                        prefill_bound=t(f"calc.bound.{r.prefill.bound}", lang)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kvviz.base.units import fmt_ms
 from kvviz.engine.request import mode_label
 from kvviz.i18n import t
 from kvviz.ui.figures import COLORS, INK, PHASE_COLORS, Figure, base_layout, empty, hline, vline
@@ -53,7 +54,7 @@ def token_latency(frame: pd.DataFrame, title: str | None = None, lang: str = "en
         layout["annotations"] = [
             {"x": 0, "xref": "x", "y": 1, "yref": "paper", "yanchor": "top", "xanchor": "left", "yshift": -14 * k,
              "showarrow": False, "font": {"color": color, "size": 11},
-             "text": t("fig.latency.off_scale", lang, label=label, ms=f"{ms:,.1f}")}
+             "text": t("fig.latency.off_scale", lang, label=label, ms=fmt_ms(ms / 1e3))}
             for k, (label, color, ms) in enumerate(f for f in firsts if f[2] > top)]
     return {"data": data, "layout": layout}
 
@@ -140,7 +141,7 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame, lang: str = "en") -
              ("decode", t_pre, t_end)]
     names = {name: t(f"fig.phase.{name}", lang) for name in PHASE_COLORS}
     data = [{"type": "bar", "orientation": "h", "y": [t("fig.life.request", lang)], "x": [(end - start) * 1e3],
-             "base": [start * 1e3], "name": t("fig.life.span", lang, name=names[name], ms=(end - start) * 1e3),
+             "base": [start * 1e3], "name": t("fig.life.span", lang, name=names[name], ms=fmt_ms(end - start)),
              "marker": {"color": PHASE_COLORS[name]}, "hovertemplate": t("fig.life.hover", lang, name=names[name])}
             for name, start, end in spans]
     if len(frame):
@@ -149,8 +150,8 @@ def lifecycle(phases: dict[str, float], frame: pd.DataFrame, lang: str = "en") -
                      "marker": {"symbol": "line-ns-open", "size": 14, "color": INK},
                      "hovertemplate": t("fig.life.hover_token", lang)})
     ttft = frame["t_s"].iloc[0] * 1e3 if len(frame) else None
-    shapes, notes = ([], []) if ttft is None else map(list, zip(vline(ttft, t("fig.life.first", lang, ms=ttft)),
-                                                                strict=True))
+    first = None if ttft is None else vline(ttft, t("fig.life.first", lang, ms=fmt_ms(ttft / 1e3)))
+    shapes, notes = ([], []) if first is None else ([first[0]], [first[1]])
     layout = base_layout(t("fig.life.title", lang), t("fig.life.x", lang), "", height=320, barmode="overlay",
                          shapes=shapes, annotations=notes)
     # A short plot: a legend below it would sit on the x axis's title, so the phases are listed at the right,
@@ -171,7 +172,7 @@ def ttft_parts(phases: dict[str, float], frame: pd.DataFrame, lang: str = "en") 
     parts = [(t("fig.ttft.queue", lang), t_acq), (t("fig.ttft.tokenize", lang), t_tok - t_acq),
              (t("fig.ttft.prefill", lang), ttft - t_tok)]
     data = [{"type": "bar", "x": [name], "y": [value * 1e3], "name": name,
-             "marker": {"color": color}, "text": [f"{value * 1e3:,.2f} ms ({value / ttft:.0%})"],
+             "marker": {"color": color}, "text": [f"{fmt_ms(value)} ({value / ttft:.0%})"],
              "textposition": "outside", "cliponaxis": False}
             for (name, value), color in zip(parts, ("#b279a2", "#72b7b2", "#f58518"), strict=True)]
-    return {"data": data, "layout": base_layout(t("fig.ttft.title", lang, ms=ttft * 1e3), "", "ms", showlegend=False)}
+    return {"data": data, "layout": base_layout(t("fig.ttft.title", lang, ms=fmt_ms(ttft)), "", "ms", showlegend=False)}

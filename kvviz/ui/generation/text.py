@@ -7,16 +7,12 @@ sentence is shared by every tab that runs a job (kvviz.ui.common); its text is i
 
 from __future__ import annotations
 
-from kvviz.base.units import fmt_ms, fmt_seconds
+from kvviz.base.units import fmt_ms as ms
+from kvviz.base.units import fmt_seconds
 from kvviz.engine.request import mode_label
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 from kvviz.ui.generation.live import RunRecord
-
-
-def ms(seconds: float | None) -> str:
-    """Seconds as milliseconds with two decimals, or n/a."""
-    return fmt_ms(seconds)
 
 
 def time_limit_message(limit_s: float, lang: str = "en") -> str:
