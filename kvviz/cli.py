@@ -292,7 +292,7 @@ def _batch(args: argparse.Namespace) -> str:
     from kvviz.engine.batch_sweep import batch_sweep, summarize_sweep
     from kvviz.engine.request import MAX_BATCH, MAX_NEW_TOKENS
     from kvviz.serving.prompts import MAX_PROMPT_TOKENS
-    from kvviz.ui.batch_text import sweep_markdown, sweep_table
+    from kvviz.ui.batch.sweep_text import sweep_markdown, sweep_table
 
     prompt_tokens = whole_number(args.prompt_tokens, "--prompt-tokens", 1, MAX_PROMPT_TOKENS)
     new_tokens = whole_number(args.new_tokens, "--new-tokens", 2, MAX_NEW_TOKENS)

@@ -1,7 +1,7 @@
 """The lesson's six questions, answered with the numbers the visitor measured in this session.
 
 QUESTIONS holds the questions in the lesson's order, its Chinese and an English translation. answers() turns
-a session's history (kvviz.ui.present.RunHistory: one row per run, and each single run's per-token frame)
+a session's history (kvviz.ui.generation.history.RunHistory: one row per run, and each single run's per-token frame)
 into six short answers in zh or en: the last single run's life cycle (Q1), its prefill against its decode
 (Q2), the KV formula with a model's numbers (Q3), the cache's measured bytes per step (Q4), TTFT, TPOT and
 throughput across the levels of the latest serving load, batch sweep or batches (Q5), the last run's TTFT by

@@ -102,7 +102,7 @@ def test_a_batch_counts_the_rows_that_decoded():
 
 
 def sweep_rows(sweep: int, rate: float) -> tuple[dict, ...]:
-    """A batch sweep's history rows (kvviz.ui.present.sweep_history_rows' keys) at B = 1, 2, 4."""
+    """A batch sweep's history rows (kvviz.ui.batch.run_text.sweep_history_rows' keys) at B = 1, 2, 4."""
     return tuple({"kind": "sweep", "label": f"sweep {sweep} B={b}", "sweep": sweep, "batch_size": b,
                   "ttft_s": 0.01 * b, "decode_step_median_s": 0.02, "batch_tokens_per_s": rate * b} for b in (1, 2, 4))
 

@@ -5,6 +5,8 @@ GiB means 2^30 bytes and GB means 10^9 bytes; the two are never shown under each
 
 from __future__ import annotations
 
+import math
+
 GIB = 2**30
 GB = 10**9
 MIB = 2**20
@@ -55,5 +57,19 @@ def fmt_si(value: float, unit: str) -> str:
 
 
 def fmt_ms(seconds: float | None, missing: str = "n/a") -> str:
-    """Seconds as milliseconds with two decimals and thousands separators ("1,234.57 ms"); `missing` for None."""
-    return missing if seconds is None else f"{seconds * 1e3:,.2f} ms"
+    """A latency: seconds as milliseconds with two decimals and thousands separators ("1,234.57 ms"); `missing` for
+    None or NaN (a column no run filled). Every latency the page, the lesson and the app's figures write uses this."""
+    return missing if seconds is None or math.isnan(seconds) else f"{seconds * 1e3:,.2f} ms"
+
+
+def fmt_rate(per_s: float) -> str:
+    """A rate in tokens/s, to the digits that matter: '8,000' from 100 up, '12.5' below."""
+    return f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.1f}"
+
+
+def fmt_bytes_short(n_bytes: float) -> str:
+    """Bytes in GB, MB or KB (10^9, 10^6, 10^3 bytes), for a sentence: '1.98 GB', '20.5 MB', '96.3 KB'
+    (fmt_bytes is the full statement, in bytes, GiB and GB)."""
+    if n_bytes >= 1e9:
+        return f"{n_bytes / 1e9:,.2f} GB"
+    return f"{n_bytes / 1e6:,.1f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:,.1f} KB"

@@ -127,8 +127,8 @@ def hardware_figure(rows: pd.DataFrame) -> go.Figure:
 
 def batch_figure(rows: pd.DataFrame) -> go.Figure:
     """The batch part: per model, the decode step, tokens/s, TTFT and KV bytes against B, measured beside the
-    roofline (the app's panels, kvviz.ui.batch_figures.overview, on this module's white template)."""
-    from kvviz.ui.batch_figures import overview
+    roofline (the app's panels, kvviz.ui.batch.sweep_figures.overview, on this module's white template)."""
+    from kvviz.ui.batch.sweep_figures import overview
 
     fig = go.Figure(overview(rows))
     fig.update_layout(template=TEMPLATE, paper_bgcolor="white", plot_bgcolor="white", width=1500,

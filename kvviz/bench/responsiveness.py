@@ -15,7 +15,7 @@ import pandas as pd
 def calculator_latency(repeats: int) -> pd.DataFrame:
     """Seconds the calculator's handler takes, all figures built and serialised, for every preset."""
     from kvviz.calc.presets import preset_names
-    from kvviz.ui.calculator import calculate, preset_dims
+    from kvviz.ui.calculator.answer import calculate, preset_dims
 
     rows = []
     for preset in preset_names():

@@ -1,5 +1,5 @@
 """The texts of the Batch tab: one batch run (its headline, its table, its figures) and the batch sweep (its
-explanation and its four panels, kvviz.ui.batch_text and kvviz.ui.batch_figures).
+explanation and its four panels, kvviz.ui.batch.sweep_text and kvviz.ui.batch.sweep_figures).
 
 Numbers reach these templates already formatted ("3.05 ms", "1,234"), so both languages show the same digits.
 Plotly hover templates keep their %{...} placeholders: single braces where the text takes no fields (t() leaves
@@ -45,7 +45,7 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
     "batch.error.prompt_limit": "prompt tokens is {tokens}; this demo allows up to {limit}",
     "batch.what.batch": "the batch",
     "batch.what.sweep": "the sweep",
-    # one batch's headline (kvviz.ui.present.batch_markdown)
+    # one batch's headline (kvviz.ui.batch.run_text.batch_markdown)
     "batch.md.headline": "### {batch_size} sequences decoded together: {rate} tokens/s in all, {rate_seq} per sequence",
     "batch.md.body": "{model} on {device} in {dtype}, {mode}. One prefill pass read every row's prompt "
                      "({prompt_tokens} tokens, left-padded to {padded_len} each) in {prefill}: every row's first token "
@@ -69,19 +69,19 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
     "batch.col.text": "text",
     "batch.history.label": "batch {batch} row {row}",
     "batch.sweep.history.label": "sweep {sweep} B={batch}",
-    # one batch's figures (kvviz.ui.batch_run_figures)
+    # one batch's figures (kvviz.ui.batch.run_figures)
     "batch.fig.phase.queued": "queued",
     "batch.fig.phase.tokenize": "tokenize",
     "batch.fig.phase.prefill": "prefill",
     "batch.fig.shared": "batch of {size} (shared)",
-    "batch.fig.phase_bar": "{name} {ms} ms",
+    "batch.fig.phase_bar": "{name} {ms}",
     "batch.fig.phase_hover": "{name}: %{{base:,.2f}} → %{{x:,.2f}} ms long<extra></extra>",
     "batch.fig.row": "row {row}",
     "batch.fig.decode": "decode (each row to its own end)",
     "batch.fig.decode_hover": "%{y}: %{customdata[0]} tokens, ended by %{customdata[1]}<extra></extra>",
     "batch.fig.tokens_out": "tokens out",
     "batch.fig.token_hover": "token at %{x:,.2f} ms<extra></extra>",
-    "batch.fig.first_token": " every row's first token {ms} ms",
+    "batch.fig.first_token": " every row's first token {ms}",
     "batch.fig.lifecycle_title": "A batch's life cycle: shared phases once, then one row per sequence",
     "batch.fig.lifecycle_x": "ms since the batch arrived",
     "batch.fig.no_step": "no step yet",
@@ -103,8 +103,8 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
     "batch.fig.part.queue": "queue",
     "batch.fig.part.tokenize": "tokenize",
     "batch.fig.part.prefill": "prefill ({rows} rows)",
-    "batch.fig.ttft_title": "The batch's TTFT {ttft} ms, by cause",
-    # the sweep's explanation (kvviz.ui.batch_text)
+    "batch.fig.ttft_title": "The batch's TTFT {ttft}, by cause",
+    # the sweep's explanation (kvviz.ui.batch.sweep_text)
     "batch.sweep.none": "No batch ran.",
     "batch.sweep.only": "Only B={b} ran: a decode step took {step} ({rate} tokens/s). {stopped}",
     "batch.sweep.headline": "From B={a} to B={z} the decode step went from {step_a} to {step_z} ({step_growth}×) while "
@@ -186,7 +186,7 @@ B = 1, 2, 4, ... beside the roofline's prediction for this device.
                           "tokens/s per sequence | TTFT (prefill) | KV measured | = predicted |",
     "batch.table.yes": "yes",
     "batch.table.no": "no ({predicted})",
-    # the sweep's figures (kvviz.ui.batch_figures)
+    # the sweep's figures (kvviz.ui.batch.sweep_figures)
     "batch.panel.step": "Decode step time",
     "batch.panel.throughput": "Tokens/s, total and per sequence",
     "batch.panel.prefill": "TTFT: the batch's prefill",
@@ -276,14 +276,14 @@ ZH = {
     "batch.fig.phase.tokenize": "分词",
     "batch.fig.phase.prefill": "预填充",
     "batch.fig.shared": "{size} 条序列的批次（共享）",
-    "batch.fig.phase_bar": "{name} {ms} ms",
+    "batch.fig.phase_bar": "{name} {ms}",
     "batch.fig.phase_hover": "{name}：%{{base:,.2f}} 起，持续 %{{x:,.2f}} ms<extra></extra>",
     "batch.fig.row": "第 {row} 行",
     "batch.fig.decode": "解码（每行各自到结束）",
     "batch.fig.decode_hover": "%{y}：%{customdata[0]} 个 token，结束原因 %{customdata[1]}<extra></extra>",
     "batch.fig.tokens_out": "输出的 token",
     "batch.fig.token_hover": "token 于 %{x:,.2f} ms<extra></extra>",
-    "batch.fig.first_token": " 每行的首个 token {ms} ms",
+    "batch.fig.first_token": " 每行的首个 token {ms}",
     "batch.fig.lifecycle_title": "批次的生命周期：共享阶段只画一次，然后每条序列一行",
     "batch.fig.lifecycle_x": "自批次到达起的 ms",
     "batch.fig.no_step": "还没有前向",
@@ -305,7 +305,7 @@ ZH = {
     "batch.fig.part.queue": "排队",
     "batch.fig.part.tokenize": "分词",
     "batch.fig.part.prefill": "预填充（{rows} 行）",
-    "batch.fig.ttft_title": "批次的首 token 延迟（TTFT）{ttft} ms，按成因拆分",
+    "batch.fig.ttft_title": "批次的首 token 延迟（TTFT）{ttft}，按成因拆分",
     "batch.sweep.none": "没有运行任何批次。",
     "batch.sweep.only": "只运行了 B={b}：一次解码步耗时 {step}（{rate} tokens/s）。{stopped}",
     "batch.sweep.headline": "从 B={a} 到 B={z}，解码步从 {step_a} 变为 {step_z}（{step_growth}×），而 tokens/s 从 "

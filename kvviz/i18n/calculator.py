@@ -16,7 +16,7 @@ from functools import cache
 from kvviz.i18n import normalize, register
 
 EN = {
-    # The tab's static texts (kvviz.ui.tabs.calculator).
+    # The tab's static texts (kvviz.ui.calculator.tab).
     "calc.intro": """
 The KV cache keeps every layer's keys and values so that decoding a token does not recompute the
 whole history. It buys that speed with memory:
@@ -47,7 +47,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.formulas": "formulas",
     "calc.json_title": "the whole answer as JSON (what `python -m kvviz memory --json` prints)",
     "calc.json": "report",
-    # The summary (kvviz.ui.calculator).
+    # The summary (kvviz.ui.calculator.answer).
     "calc.sum.model": "**{name}** — {describe}",
     "calc.sum.modified": "{name} (modified: {what})",
     "calc.sum.kv": "### KV cache: {gib} GiB = {gb} GB",
@@ -63,7 +63,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.sum.context_limit": " (the model's context limit)",
     "calc.sum.fits": "- this batch × seq_len fits",
     "calc.sum.no_fit": "- this batch × seq_len **does not fit**",
-    "calc.sum.bounds": "- decode step ≥ {ms} ms ({decode_bound}), so at most {tps} tokens/s; prefill ≥ {s} s "
+    "calc.sum.bounds": "- decode step ≥ {ms} ({decode_bound}), so at most {tps} tokens/s; prefill ≥ {s} s "
                        "({prefill_bound}). Lower bounds.",
     "calc.sum.note": "- note: {note}",
     "calc.sum.one_device": "**On {accel}** ({memory} GB, mem_util {util}): weights {weights}; KV budget {budget} GiB",
@@ -82,7 +82,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.bound.memory": "memory-bound",
     "calc.phase.prefill": "prefill",
     "calc.phase.decode": "decode",
-    # The figures (kvviz.ui.calc_figures).
+    # The figures (kvviz.ui.calculator.figures).
     "calc.fig.weights": "weights",
     "calc.fig.kv": "KV cache",
     "calc.fig.reserve": "runtime reserve",
@@ -226,7 +226,7 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "calc.sum.context_limit": "（模型的上下文上限）",
     "calc.sum.fits": "- 这个 batch × seq_len 放得下",
     "calc.sum.no_fit": "- 这个 batch × seq_len **放不下**",
-    "calc.sum.bounds": "- 解码（decode）每步 ≥ {ms} ms（{decode_bound}），所以最多 {tps} tokens/s；"
+    "calc.sum.bounds": "- 解码（decode）每步 ≥ {ms}（{decode_bound}），所以最多 {tps} tokens/s；"
                        "预填充（prefill）≥ {s} s（{prefill_bound}）。以上均为下界。",
     "calc.sum.note": "- 注意：{note}",
     "calc.sum.one_device": "**在 {accel} 上**（{memory} GB，mem_util {util}）：权重 {weights}；KV 预算 {budget} GiB",

@@ -1,8 +1,8 @@
 """The command line's texts (python -m kvviz ...): its errors, notes, the lines of the generate, compare and presets
 reports, and the help argparse prints (cli.help.*; argparse's own words, "usage:" and "options:", stay English).
-The memory report's prose is the calculator's (kvviz/calc/report.py), the batch sweep's is kvviz/ui/batch_text.py's;
-the errors kvviz's core raises are translated by template (kvviz/i18n/errors.py). JSON output and the keys of a
-run's metrics stay English: they are identifiers a script reads."""
+The memory report's prose is the calculator's (kvviz/calc/report.py), the batch sweep's is
+kvviz/ui/batch/sweep_text.py's; the errors kvviz's core raises are translated by template (kvviz/i18n/errors.py).
+JSON output and the keys of a run's metrics stay English: they are identifiers a script reads."""
 
 from __future__ import annotations
 

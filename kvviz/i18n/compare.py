@@ -30,7 +30,7 @@ shows how close each loop comes to the device's limit.
     "compare.mode.cached": "cached",
     "compare.mode.uncached": "uncached",
     "compare.mode.static": "cached, static + compiled",
-    # The verdict (kvviz.ui.present.compare_verdict).
+    # The verdict (kvviz.ui.compare.text.compare_verdict).
     "compare.headline": "### {speedup:.2f}× faster with the cache{per_token}",
     "compare.per_token": " ({speedup:.2f}× per decode token)",
     "compare.where": "{agreement} {spec} on {device} in {dtype}.",
@@ -70,7 +70,7 @@ shows how close each loop comes to the device's limit.
                    "{share:.0%} of the limit.",
     "compare.above": " Above 100%: the limit is the speed of a measured matrix-vector product, and the compiled step "
                      "streams its packed weights faster than that probe, or finds part of them still in the caches.",
-    # The comparison's figures (kvviz.ui.figures).
+    # The comparison's figures (kvviz.ui.generation.figures).
     "fig.compare.latency": "Per-token latency, mode against mode",
     "fig.cumulative.measured": "{label}: measured",
     "fig.cumulative.bound": "{label}: roofline lower bound",

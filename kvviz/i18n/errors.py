@@ -177,7 +177,7 @@ EN: dict[str, str] = {
     "state.not_yet_sized":
         "{family}'s linear-attention/state layers are not sized by kvviz yet: their per-sequence state is "
         "unknown, so its memory cannot be answered exactly",
-    # The calculator tab's sliders (kvviz/ui/calculator.py).
+    # The calculator tab's sliders (kvviz/ui/calculator/answer.py).
     "calc.error.kv_heads": "kv_heads must divide the model's {heads} query heads; {kv_heads} does not",
     # Serving (kvviz/serving/*.py, the Serving tab's plan).
     "endpoint.no_model": "the model name is empty; give the name the server serves (see its /v1/models)",
@@ -458,7 +458,7 @@ ZH: dict[str, str] = {
     "state.unsized": "kvviz 不计算 {family} 的状态大小：{why}",
     "state.not_yet_sized":
         "kvviz 尚未计算 {family} 的线性注意力/状态层大小：每条序列的状态未知，因此无法准确回答其显存",
-    # The calculator tab's sliders (kvviz/ui/calculator.py).
+    # The calculator tab's sliders (kvviz/ui/calculator/answer.py).
     "calc.error.kv_heads": "kv_heads 须整除模型的 {heads} 个查询头；{kv_heads} 不能整除",
     # Serving (kvviz/serving/*.py, the Serving tab's plan).
     "endpoint.no_model": "模型名为空；请填服务器所提供的模型名（见其 /v1/models）",

@@ -34,7 +34,7 @@ more requests raises throughput but lengthens each one's TPOT; a long prompt len
     "generation.json_label": "run",
     "generation.no_result": "the run ended without a result",
     "generation.failed": "**Failed**: {message}",
-    # A run's metrics (kvviz.ui.present.metrics_markdown).
+    # A run's metrics (kvviz.ui.generation.text.metrics_markdown).
     "metrics.running": "running…",
     "metrics.failed": "**{reason}**: {error}",
     "metrics.header": "| TTFT | TPOT | tokens/s | decode tokens/s | ITL p50 / p90 / p99 | queue | prefill | "
@@ -69,7 +69,7 @@ a growing one).
     "history.pick": "runs to overlay",
     "history.empty": "pick runs to overlay",
     "history.overlay": "Per-token latency of the chosen runs",
-    # Figures of one run (kvviz.ui.figures).
+    # Figures of one run (kvviz.ui.generation.figures).
     "fig.latency.title": "Per-token latency",
     "fig.latency.run": "run {name}",
     "fig.latency.decode": "{label}: decode",
@@ -78,7 +78,7 @@ a growing one).
     "fig.latency.hover_first": "first token after %{y:,.2f} ms (queue + prefill)<extra></extra>",
     "fig.latency.x": "output token index",
     "fig.latency.y": "ms since the previous token",
-    "fig.latency.off_scale": "↑ {label}: first token {ms} ms, above the axis",
+    "fig.latency.off_scale": "↑ {label}: first token {ms}, above the axis",
     "fig.kv.measured": "measured (cache tensors)",
     "fig.kv.predicted": "predicted (memory model)",
     "fig.kv.cuda": "CUDA allocator (whole run)",
@@ -89,20 +89,20 @@ a growing one).
     "fig.phase.tokenize": "tokenize",
     "fig.phase.prefill": "prefill",
     "fig.phase.decode": "decode",
-    "fig.life.span": "{name} {ms:,.2f} ms",
+    "fig.life.span": "{name} {ms}",
     "fig.life.hover": "{name}: %{{base:,.2f}} → %{{x:,.2f}} ms long<extra></extra>",
     "fig.life.request": "request",
     "fig.life.tokens": "tokens",
     "fig.life.tokens_out": "tokens out",
     "fig.life.hover_token": "token at %{x:,.2f} ms<extra></extra>",
-    "fig.life.first": "first token {ms:,.1f} ms ",
+    "fig.life.first": "first token {ms} ",
     "fig.life.title": "Request life cycle",
     "fig.life.x": "ms since the request arrived",
     "fig.ttft.none": "no token yet",
     "fig.ttft.queue": "queue",
     "fig.ttft.tokenize": "tokenize",
     "fig.ttft.prefill": "prefill + first sample",
-    "fig.ttft.title": "TTFT {ms:,.1f} ms, by cause",
+    "fig.ttft.title": "TTFT {ms}, by cause",
 }
 ZH = {
     "generation.intro": """
@@ -167,7 +167,7 @@ ZH = {
     "fig.latency.hover_first": "首 token 用时 %{y:,.2f} ms（排队 + 预填充）<extra></extra>",
     "fig.latency.x": "输出 token 序号",
     "fig.latency.y": "距上一个 token 的时间（ms）",
-    "fig.latency.off_scale": "↑ {label}：首 token {ms} ms，超出纵轴",
+    "fig.latency.off_scale": "↑ {label}：首 token {ms}，超出纵轴",
     "fig.kv.measured": "实测（缓存张量）",
     "fig.kv.predicted": "预测（显存模型）",
     "fig.kv.cuda": "CUDA 分配器（整次运行）",
@@ -178,20 +178,20 @@ ZH = {
     "fig.phase.tokenize": "分词",
     "fig.phase.prefill": "预填充",
     "fig.phase.decode": "解码",
-    "fig.life.span": "{name} {ms:,.2f} ms",
+    "fig.life.span": "{name} {ms}",
     "fig.life.hover": "{name}：从 %{{base:,.2f}} ms 起，持续 %{{x:,.2f}} ms<extra></extra>",
     "fig.life.request": "请求",
     "fig.life.tokens": "token",
     "fig.life.tokens_out": "输出的 token",
     "fig.life.hover_token": "token 于 %{x:,.2f} ms<extra></extra>",
-    "fig.life.first": "首 token {ms:,.1f} ms ",
+    "fig.life.first": "首 token {ms} ",
     "fig.life.title": "请求生命周期",
     "fig.life.x": "自请求到达起的时间（ms）",
     "fig.ttft.none": "还没有 token",
     "fig.ttft.queue": "排队",
     "fig.ttft.tokenize": "分词",
     "fig.ttft.prefill": "预填充 + 首次采样",
-    "fig.ttft.title": "TTFT {ms:,.1f} ms，按原因拆分",
+    "fig.ttft.title": "TTFT {ms}，按原因拆分",
 }
 
 # The history table's column headers (the CSV keeps the keys). A key not listed is shown as it is.

@@ -1,5 +1,5 @@
 """The Serving tab's texts: its controls and intro, its status lines and refusals, what its results say
-(kvviz.ui.serving_text) and its figures' titles, axes, legend names and hover texts (kvviz.ui.serving_figures).
+(kvviz.ui.serving.text) and its figures' titles, axes, legend names and hover texts (kvviz.ui.serving.figures).
 
 Hover texts are plotly templates (%{x}): those filled with fields here write plotly's braces doubled (%{{x}}),
 as str.format wants; those used without fields keep them single.
@@ -76,7 +76,7 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.engine_run": "the engine's run",
     "serving.source.vllm": "vLLM (continuous batching)",
     "serving.source.engine": "kvviz engine (one at a time)",
-    # --- a run's text (kvviz.ui.serving_text) ---
+    # --- a run's text (kvviz.ui.serving.text) ---
     "serving.stats.header": "| completed | failed | output tokens/s | requests/s | goodput (requests/s within the SLO) "
                             "| duration |",
     "serving.stats.row": "| {completed} of {requests} | {failed} | {tokens_per_s} | {requests_per_s} | {goodput} "
@@ -183,7 +183,7 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
                           "there is nothing to batch: the difference is the engines' own speed (vLLM's kernels and "
                           "scheduler against kvviz's plain PyTorch loop); raise the concurrency to see what batching "
                           "adds.",
-    # --- the figures (kvviz.ui.serving_figures) ---
+    # --- the figures (kvviz.ui.serving.figures) ---
     "serving.fig.run_clock": "seconds since the run's start",
     "serving.fig.output_tps": "output tokens/s",
     "serving.fig.no_output": "no output yet",
@@ -224,7 +224,7 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.fig.timeline.y": "request",
     "serving.fig.no_completed": "no completed request yet",
     "serving.fig.itl": "ITL distribution",
-    "serving.fig.itl.percentiles": "ITL distribution (p50 {p50} ms, p99 {p99} ms)",
+    "serving.fig.itl.percentiles": "ITL distribution (p50 {p50}, p99 {p99})",
     "serving.fig.ttft.name": "TTFT of each request",
     "serving.fig.ttft.hover": "request %{customdata}, sent at %{x:.2f} s: TTFT %{y:,.1f} ms<extra></extra>",
     "serving.fig.itl.name": "ITL (gaps between chunks)",
@@ -245,9 +245,9 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.fig.mean.queued": "queued",
     "serving.fig.mean.prefill": "prefill",
     "serving.fig.mean.decode": "decode",
-    "serving.fig.stack.name": "{who}: {part} {ms} ms",
+    "serving.fig.stack.name": "{who}: {part} {ms}",
     "serving.fig.stack.hover": "{who}, {part}: %{{x:,.1f}} ms per request<extra></extra>",
-    "serving.fig.server_ttft": "server: TTFT mean {ms} ms (from its HTTP front end)",
+    "serving.fig.server_ttft": "server: TTFT mean {ms} (from its HTTP front end)",
     "serving.fig.server_ttft.hover": "server's TTFT mean: %{x:,.1f} ms<extra></extra>",
     "serving.fig.no_histograms": "the server reported no request-time histograms (queue, prefill, decode)",
     "serving.fig.means.title": "Where the mean request's time went: client and server",
@@ -472,7 +472,7 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
     "serving.fig.timeline.y": "请求",
     "serving.fig.no_completed": "还没有完成的请求",
     "serving.fig.itl": "ITL 分布",
-    "serving.fig.itl.percentiles": "ITL 分布（p50 {p50} ms，p99 {p99} ms）",
+    "serving.fig.itl.percentiles": "ITL 分布（p50 {p50}，p99 {p99}）",
     "serving.fig.ttft.name": "每个请求的 TTFT",
     "serving.fig.ttft.hover": "请求 %{customdata}，发送于 %{x:.2f} s：TTFT %{y:,.1f} ms<extra></extra>",
     "serving.fig.itl.name": "ITL（输出块之间的间隔）",
@@ -493,9 +493,9 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
     "serving.fig.mean.queued": "排队",
     "serving.fig.mean.prefill": "预填充",
     "serving.fig.mean.decode": "解码",
-    "serving.fig.stack.name": "{who}：{part} {ms} ms",
+    "serving.fig.stack.name": "{who}：{part} {ms}",
     "serving.fig.stack.hover": "{who}，{part}：每个请求 %{{x:,.1f}} ms<extra></extra>",
-    "serving.fig.server_ttft": "服务端：TTFT 均值 {ms} ms（在其 HTTP 前端测得）",
+    "serving.fig.server_ttft": "服务端：TTFT 均值 {ms}（在其 HTTP 前端测得）",
     "serving.fig.server_ttft.hover": "服务端 TTFT 均值：%{x:,.1f} ms<extra></extra>",
     "serving.fig.no_histograms": "服务端没有报告请求时间直方图（排队、预填充、解码）",
     "serving.fig.means.title": "平均每个请求的时间花在哪里：客户端与服务端",

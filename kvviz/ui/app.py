@@ -1,10 +1,10 @@
 """The Gradio app: the tabs in page order, then the events that connect them.
 
-Each tab is built by its own builder in kvviz.ui.tabs, which lays it out, wires its own events and
-returns the handles other tabs need. Here only the page's frame and the cross-tab wiring live: a finished
-generation is drawn on the life-cycle tab and added to the history. What a control computes lives in
-kvviz's core and kvviz.ui.calculator; what the page says, in kvviz.ui.present; per-session state the
-server holds, in kvviz.ui.sessions.
+Each tab is built by its own builder in its feature's folder (kvviz.ui.<feature>.tab), which lays it out, wires
+its own events and returns the handles other tabs need. Here only the page's frame and the cross-tab wiring live:
+a finished generation is drawn on the life-cycle tab and added to the history. What a control computes lives in
+kvviz's core and kvviz.ui.calculator.answer; what the page says, in each feature's text module; per-session state
+the server holds, in kvviz.ui.sessions.
 """
 
 from __future__ import annotations
@@ -16,19 +16,20 @@ import gradio as gr
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import normalize
 from kvviz.serving.local import LocalEngine
-from kvviz.ui import batch_run_figures, figures
+from kvviz.ui.batch import run_figures
+from kvviz.ui.batch.tab import batch_tab
+from kvviz.ui.calculator.tab import CalculatorTab, calculator_tab
+from kvviz.ui.common import plot
+from kvviz.ui.compare.tab import compare_tab
+from kvviz.ui.generation import figures
+from kvviz.ui.generation.history import RunHistory
+from kvviz.ui.generation.history_tab import history_tab
+from kvviz.ui.generation.lifecycle_tab import lifecycle_tab
+from kvviz.ui.generation.tab import generation_tab
 from kvviz.ui.lang import LOAD_JS, SWITCH_JS, L, language_switch, tab_labels
-from kvviz.ui.present import RunHistory
+from kvviz.ui.lesson.tab import LessonTargets, lesson_tab
+from kvviz.ui.serving.tab import serving_tab
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.batch import batch_tab
-from kvviz.ui.tabs.calculator import CalculatorTab, calculator_tab
-from kvviz.ui.tabs.common import plot
-from kvviz.ui.tabs.compare import compare_tab
-from kvviz.ui.tabs.generation import generation_tab
-from kvviz.ui.tabs.history import history_tab
-from kvviz.ui.tabs.lesson import LessonTargets, lesson_tab
-from kvviz.ui.tabs.lifecycle import lifecycle_tab
-from kvviz.ui.tabs.serving import serving_tab
 
 # Tables in the page's Markdown wrap between words, never inside one (the metrics table's headers broke as
 # "que ue" and "prefil l" in a narrow column), and scroll sideways when they cannot fit.
@@ -80,8 +81,8 @@ def draw_finished_batch(history: RunHistory, last: dict | None, lang: str = "en"
     result = last["result"]
     for row in last["rows"]:
         history = history.with_row(row)
-    return (plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
-            plot(batch_run_figures.batch_ttft_parts(result.summary, lang)), history, history.view(lang))
+    return (plot(run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
+            plot(run_figures.batch_ttft_parts(result.summary, lang)), history, history.view(lang))
 
 
 def add_rows(history: RunHistory, last: dict | None):

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from typing import Protocol
 
-from kvviz.ui.live import RunRecord
+from kvviz.ui.generation.live import RunRecord
 
 
 class Stoppable(Protocol):

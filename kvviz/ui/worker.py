@@ -14,7 +14,7 @@ kvviz.engine.loop's events), Compared, Served (a load's RunResult, kvviz.serving
 BatchResult, kvviz.engine.batch), Swept (a batch sweep's table) or Scripted (the lesson script's run beside
 kvviz's, kvviz.engine.lesson_script); Failed when something went wrong, and always Done last.
 WorkerJob.follow() is the one loop that reads them, for every caller (the tabs read them through
-kvviz.ui.tabs.common.follow). Stop sets an event the generation loop checks before every token (every
+kvviz.ui.common.follow). Stop sets an event the generation loop checks before every token (every
 request of a load checks it, and the load sends no more; a batch checks it before every step); a job that has
 not ended KILL_GRACE_S after its stop (a model still loading cannot be interrupted) ends with the worker
 process, so a stop always frees the device. Nothing here imports gradio; the worker process never imports it

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from kvviz.base.units import MIB
-from kvviz.ui import batch_figures as bf
+from kvviz.ui.batch import sweep_figures as bf
 from kvviz.ui.figures import to_plotly
 from tests.batch_frames import hand_frame
 

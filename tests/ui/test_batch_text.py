@@ -7,13 +7,8 @@ import string
 
 from kvviz.engine.batch_sweep import STOP_MEMORY
 from kvviz.i18n.batch import EN, ZH
-from kvviz.ui.batch_text import ms, rate, sweep_markdown, sweep_table
+from kvviz.ui.batch.sweep_text import sweep_markdown, sweep_table
 from tests.batch_frames import hand_frame
-
-
-def test_units():
-    assert [ms(0.00305), ms(0.0412), ms(1.2345)] == ["3.05 ms", "41.2 ms", "1,234 ms"]
-    assert [rate(8000), rate(12.46)] == ["8,000", "12.5"]
 
 
 def test_headline_uses_the_runs_numbers():
@@ -87,7 +82,7 @@ def test_kv_text_states_agreement_and_the_memory_limit():
 
 def test_prefill_text():
     text = sweep_markdown(hand_frame())
-    assert "TTFT, the batch's prefill, went from 2.00 ms at B=1 to 128 ms at B=64 (64.0×)" in text
+    assert "TTFT, the batch's prefill, went from 2.00 ms at B=1 to 128.00 ms at B=64 (64.0×)" in text
     assert "every sequence waits for all B prompts (64 × " in text
 
 
@@ -96,7 +91,7 @@ def test_prefill_text_does_not_claim_a_growth_it_did_not_see():
     frame = hand_frame()
     frame.loc[frame["batch"] == 1, "prefill_s"] = 0.5
     text = sweep_markdown(frame)
-    assert "went from 500 ms at B=1 to 128 ms at B=64" in text and "it did not grow here" in text
+    assert "went from 500.00 ms at B=1 to 128.00 ms at B=64" in text and "it did not grow here" in text
     assert "memory-bound at B=1, compute-bound from B=2" in text
 
 

@@ -1,4 +1,4 @@
-"""What the batch tab and the life-cycle tab show of a batch (kvviz.ui.present's batch functions and the batch
+"""What the batch tab and the life-cycle tab show of a batch (kvviz.ui.batch.run_text's functions and the batch
 figures in kvviz.ui.figures), from a real batch of three prompts of different lengths on the bundled tiny model.
 Expected values come from the tokenizer and the run's own rows, not from the functions under test."""
 
@@ -8,9 +8,9 @@ import pytest
 
 from kvviz.engine.batch import BatchRequest, run_batch
 from kvviz.engine.loading import load_model
-from kvviz.ui import batch_run_figures as brf
 from kvviz.ui import figures
-from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows
+from kvviz.ui.batch import run_figures as brf
+from kvviz.ui.batch.run_text import batch_history_rows, batch_markdown, batch_rows
 
 PROMPTS = ("The kernel", "What is a package in the Debian system?", "A")
 
@@ -116,4 +116,4 @@ def test_the_batch_in_chinese(batch):
     parts = brf.batch_ttft_parts(s, "zh")
     figures.to_plotly(parts)
     assert [p["name"] for p in parts["data"]] == ["排队", "分词", "预填充（3 行）"]
-    assert parts["layout"]["title"]["text"] == f"批次的首 token 延迟（TTFT）{s.ttft_s * 1e3:,.1f} ms，按成因拆分"
+    assert parts["layout"]["title"]["text"] == f"批次的首 token 延迟（TTFT）{s.ttft_s * 1e3:,.2f} ms，按成因拆分"

@@ -8,7 +8,7 @@ import pytest
 
 from kvviz.calc.presets import load_preset
 from kvviz.ui import figures
-from kvviz.ui.calculator import calculate, customise, preset_dims
+from kvviz.ui.calculator.answer import calculate, customise, preset_dims
 
 ARGS = dict(preset="llama-2-7b", config="", batch=16, seq_len=4096, layers=32, kv_heads=32, head_dim=128,
             kv_dtype="bf16", gpu="h100-sxm", mem_util=0.9, block_size=16)
@@ -174,9 +174,9 @@ def test_the_lessons_example_sets_every_input_its_figure_depends_on():
     """The Lesson's question 3 sets the calculator to 16 × 4096 × 32 layers × 2 × 32 KV heads × 128 × 2 bytes =
     32 GiB (worked by hand), from any position of the controls: every input it leaves alone (the accelerator,
     mem_util, block size) leaves the KV bytes as they are, and each input it sets does move them."""
-    from kvviz.ui.calculator import INPUT_DEFAULTS
-    from kvviz.ui.tabs.calculator import INPUT_NAMES
-    from kvviz.ui.tabs.lesson import LESSON_EXAMPLE
+    from kvviz.ui.calculator.answer import INPUT_DEFAULTS
+    from kvviz.ui.calculator.tab import INPUT_NAMES
+    from kvviz.ui.lesson.tab import LESSON_EXAMPLE
 
     def kv_bytes(**inputs) -> int:
         return calculate(**(INPUT_DEFAULTS | LESSON_EXAMPLE | inputs)).details["kv_cache_bytes"]

@@ -12,9 +12,9 @@ import pytest
 from kvviz.calc.presets import load_preset
 from kvviz.calc.report import MemoryQuery, describe_layers, formula_text, memory_report, render_text
 from kvviz.engine.hosting import HostPolicy
-from kvviz.ui.calculator import calculate, preset_dims
+from kvviz.ui.calculator.answer import calculate, preset_dims
+from kvviz.ui.calculator.tab import calculator_tab
 from kvviz.ui.lang import language_switch
-from kvviz.ui.tabs.calculator import calculator_tab
 
 ARGS = dict(preset="llama-2-7b", config="", batch=16, seq_len=4096, layers=32, kv_heads=32, head_dim=128,
             kv_dtype="bf16", gpu="h100-sxm", mem_util=0.9, block_size=16)

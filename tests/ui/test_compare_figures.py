@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kvviz.ui.figures import decode_bandwidth, step_work, to_plotly, token_latency
+from kvviz.ui.figures import to_plotly
+from kvviz.ui.generation.figures import decode_bandwidth, step_work, token_latency
 from tests.ui.test_present import comparison, static_run
 
 
@@ -69,6 +70,6 @@ def test_a_first_token_far_above_decode_is_written_not_drawn():
     fig = to_plotly(token_latency(frame))
     assert list(fig.layout.yaxis.range) == [0, 6.5]
     (note,) = fig.layout.annotations
-    assert note.text == "↑ cached: first token 169.0 ms, above the axis"
+    assert note.text == "↑ cached: first token 169.00 ms, above the axis"
     zh = to_plotly(token_latency(frame, lang="zh"))
-    assert zh.layout.annotations[0].text.startswith("↑ ") and "首 token 169.0 ms" in zh.layout.annotations[0].text
+    assert zh.layout.annotations[0].text.startswith("↑ ") and "首 token 169.00 ms" in zh.layout.annotations[0].text

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from kvviz.ui.figures import lifecycle, to_plotly
+from kvviz.ui.figures import to_plotly
+from kvviz.ui.generation.figures import lifecycle
 
 
 def test_the_life_cycle_starts_at_the_request():

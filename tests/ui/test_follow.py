@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from kvviz.engine.events import Waiting
-from kvviz.ui.tabs.common import Outcome, follow
+from kvviz.ui.common import Outcome, follow
 from kvviz.ui.worker import Batched, Compared, Done, Failed, Loaded, Progress, Swept, Tick, Tokens
 
 LOADED = Loaded(job_id=1, spec="tiny", random_weights=False, tokenizer_note="", device="cpu", dtype="float32",

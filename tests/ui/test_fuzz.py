@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from kvviz.calc.presets import preset_names
 from kvviz.serving.live import ONE
-from kvviz.ui.serving_plan import ARRIVALS, REMOTE
-from kvviz.ui.tabs.common import EXAMPLE_PROMPTS
+from kvviz.ui.common import EXAMPLE_PROMPTS
+from kvviz.ui.serving.plan import ARRIVALS, REMOTE
 from tests.helpers import running_app
 from tests.serving.fake_server import MODEL, fake_server
 

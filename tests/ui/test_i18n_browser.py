@@ -14,7 +14,7 @@ import re
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from kvviz.ui.tabs.common import EXAMPLE_PROMPTS
+from kvviz.ui.common import EXAMPLE_PROMPTS
 from tests.ui.test_app_api import app_url  # noqa: F401 - the running app fixture
 from tests.ui.test_browser import ARGS, CHROMIUM, shots  # noqa: F401 - shots: where screenshots go
 

@@ -9,21 +9,14 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
+from kvviz.base.units import fmt_ms as ms
 from kvviz.engine.compare import Comparison, ModeRun
 from kvviz.engine.events import Finished, TokenEvent
 from kvviz.engine.metrics import RunSummary
-from kvviz.ui.live import RunRecord
-from kvviz.ui.present import (
-    RunHistory,
-    agreement,
-    compare_verdict,
-    final_metrics,
-    metrics_markdown,
-    ms,
-    run_details,
-    run_ids,
-    time_limit_message,
-)
+from kvviz.ui.compare.text import agreement, compare_verdict
+from kvviz.ui.generation.history import RunHistory, run_ids
+from kvviz.ui.generation.live import RunRecord
+from kvviz.ui.generation.text import final_metrics, metrics_markdown, run_details, time_limit_message
 from kvviz.ui.worker import Loaded
 
 
@@ -231,8 +224,10 @@ def test_run_history():
 
 
 def test_the_text_the_sessions_and_the_worker_need_no_gradio():
-    """present, sessions and worker import without gradio: what the page says is checked without a server."""
-    code = "import sys, kvviz.ui.present, kvviz.ui.sessions, kvviz.ui.worker; print(sorted(m for m in sys.modules " \
+    """The features' text, the history, sessions and worker import without gradio: what the page says is checked
+    without a server."""
+    code = "import sys, kvviz.ui.generation.text, kvviz.ui.generation.history, kvviz.ui.compare.text, " \
+           "kvviz.ui.batch.run_text, kvviz.ui.sessions, kvviz.ui.worker; print(sorted(m for m in sys.modules " \
            "if m.split('.')[0] in ('gradio', 'gradio_client')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"imported: {out.stdout.strip()}"
@@ -259,7 +254,7 @@ def test_the_model_load_is_told_apart_from_ttft(load_s, lang, expected):
 def test_a_sweep_becomes_history_rows():
     """Each B of a batch sweep is one history row with what the lesson's question 5 reads: B, the batch's tokens/s
     (B / step), TTFT and the decode pass."""
-    from kvviz.ui.present import sweep_history_rows
+    from kvviz.ui.batch.run_text import sweep_history_rows
 
     frame = pd.DataFrame({"model": ["tiny"] * 2, "batch": [1, 4], "prompt_tokens": [32, 32], "new_tokens": [16, 16],
                           "ttft_s": [0.01, 0.02], "step_s": [0.005, 0.008], "tokens_per_s_total": [200.0, 500.0]})

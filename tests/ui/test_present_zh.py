@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 
 from kvviz.engine.request import MODE_LABELS, mode_label
-from kvviz.ui.figures import decode_bandwidth, lifecycle, step_work, to_plotly, token_latency, ttft_parts
-from kvviz.ui.present import RunHistory, agreement, compare_verdict, final_metrics, static_verdict, time_limit_message
+from kvviz.ui.compare.text import agreement, compare_verdict, static_verdict
+from kvviz.ui.figures import to_plotly
+from kvviz.ui.generation.figures import decode_bandwidth, lifecycle, step_work, token_latency, ttft_parts
+from kvviz.ui.generation.history import RunHistory
+from kvviz.ui.generation.text import final_metrics, time_limit_message
 from tests.ui.test_compare_figures import prediction
 from tests.ui.test_present import LOADED, comparison, finished_record, static_run
 
@@ -90,9 +93,9 @@ def test_run_figures_in_chinese():
     assert life.layout.title.text == "请求生命周期"
     assert [t.name for t in life.data] == \
         ["排队 0.00 ms", "分词 0.00 ms", "预填充 0.00 ms", "解码 90.00 ms", "输出的 token"]
-    assert life.layout.annotations[0].text == "首 token 50.0 ms "
+    assert life.layout.annotations[0].text == "首 token 50.00 ms "
     parts = to_plotly(ttft_parts(record.phases, record.frame, "zh"))
-    assert parts.layout.title.text == "TTFT 50.0 ms，按原因拆分"
+    assert parts.layout.title.text == "TTFT 50.00 ms，按原因拆分"
     assert [t.name for t in parts.data] == ["排队", "分词", "预填充 + 首次采样"]
 
 

@@ -17,7 +17,7 @@ from kvviz.serving.metrics_reader import Sample, server_view
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import run_stats
 from kvviz.ui.figures import to_plotly
-from kvviz.ui.serving_figures import (
+from kvviz.ui.serving.figures import (
     arrival_times,
     client_phase_means,
     client_rate,
@@ -194,7 +194,7 @@ def test_ttft_per_request_and_the_itl_histogram():
     assert sum(itl["y"]) == 6 and itl["xaxis"] == "x2"
     assert min(itl["x"]) >= 300 * 0.99 and max(itl["x"]) <= 800 * 1.01, "bins span the gaps, in ms"
     # the gaps sorted: 300 400 400 500 500 800 ms; p50 halfway between 400 and 500, p99 500 + 0.95 × 300 = 785 ms
-    assert "p50 450.0 ms, p99 785.0 ms" in fig["layout"]["annotations"][1]["text"]
+    assert "p50 450.00 ms, p99 785.00 ms" in fig["layout"]["annotations"][1]["text"]
 
 
 @pytest.mark.parametrize(("lo", "hi", "expected"), [(4.5, 52, [5, 10, 20, 50]), (5.5, 9.5, [6, 7, 8, 9]),
@@ -208,12 +208,12 @@ def test_client_means_and_the_servers_histograms_side_by_side():
     (800 + 1000 + 1100) / 3 ms. Server: queued 30 / 3 = 10 ms, prefill 20 ms, decode 1000 ms, TTFT 60 ms."""
     recs = records()
     fig = client_vs_server(recs, server_view(samples()))
-    assert trace(fig, "client: sent → accepted 56.7 ms")["x"] == pytest.approx([170 / 3])
-    assert trace(fig, "client: accepted → first token 143.3 ms")["x"] == pytest.approx([430 / 3])
-    assert trace(fig, "client: first token → done 966.7 ms")["x"] == pytest.approx([2900 / 3])
+    assert trace(fig, "client: sent → accepted 56.67 ms")["x"] == pytest.approx([170 / 3])
+    assert trace(fig, "client: accepted → first token 143.33 ms")["x"] == pytest.approx([430 / 3])
+    assert trace(fig, "client: first token → done 966.67 ms")["x"] == pytest.approx([2900 / 3])
     assert [trace(fig, f"server: {p}", prefix=True)["x"][0] for p in ("queued", "prefill", "decode")] == \
         pytest.approx([10.0, 20.0, 1000.0])
-    assert trace(fig, "server: TTFT mean 60.0 ms", prefix=True)["x"] == pytest.approx([60.0])
+    assert trace(fig, "server: TTFT mean 60.00 ms", prefix=True)["x"] == pytest.approx([60.0])
     assert client_phase_means(recs)["sent → accepted"] == pytest.approx(0.17 / 3)
 
 

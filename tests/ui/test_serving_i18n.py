@@ -8,7 +8,7 @@ import pandas as pd
 from kvviz.i18n import CATALOG
 from kvviz.serving.metrics_reader import server_view
 from kvviz.serving.stats import Slo
-from kvviz.ui.serving_figures import (
+from kvviz.ui.serving.figures import (
     client_vs_server,
     engine_vs_server,
     kv_usage_over_time,
@@ -17,7 +17,7 @@ from kvviz.ui.serving_figures import (
     requests_over_time,
     sweep_throughput,
 )
-from kvviz.ui.serving_text import engine_vs_server_markdown, prefix_markdown, run_markdown, sweep_markdown
+from kvviz.ui.serving.text import engine_vs_server_markdown, prefix_markdown, run_markdown, sweep_markdown
 from tests.ui import test_serving_figures as figs
 from tests.ui.test_serving_text import level, prefix_run, result, samples, sweep_frame
 
@@ -26,15 +26,15 @@ def test_the_run_table_in_chinese():
     """The hand-built run of test_serving_text (2 of 3 completed, goodput 0.50) with its headers in Chinese."""
     text = run_markdown(result(slo=Slo(ttft_s=0.15, tpot_s=0.2)), lang="zh")
     assert "| 完成 | 失败 | 输出 tokens/s | 请求/s | 有效吞吐（goodput，满足 SLO 的请求/s） | 时长 |" in text
-    assert "| 2 / 3 | 1 | 4.0 | 1.00 | 0.50（TTFT ≤ 150.0 ms，TPOT ≤ 200.0 ms） | 2.00 s |" in text
-    assert "| TTFT（首 token 延迟） | 150.0 ms | 150.0 ms | 190.0 ms | 199.0 ms |" in text
+    assert "| 2 / 3 | 1 | 4.0 | 1.00 | 0.50（TTFT ≤ 150.00 ms，TPOT ≤ 200.00 ms） | 2.00 s |" in text
+    assert "| TTFT（首 token 延迟） | 150.00 ms | 150.00 ms | 190.00 ms | 199.00 ms |" in text
     assert "**1 个请求失败**；第一个：" in text
 
 
 def test_the_servers_view_in_chinese():
     text = run_markdown(result(samps=samples()), lang="zh")
-    assert "**服务端视角**（其 /metrics）：每个请求平均排队 10.0 ms、预填充 50.0 ms、解码 300.0 ms；" in text
-    assert "服务端 TTFT 均值 120.0 ms，客户端测得 150.0 ms（差值来自 HTTP、分词和流式传输）" in text
+    assert "**服务端视角**（其 /metrics）：每个请求平均排队 10.00 ms、预填充 50.00 ms、解码 300.00 ms；" in text
+    assert "服务端 TTFT 均值 120.00 ms，客户端测得 150.00 ms（差值来自 HTTP、分词和流式传输）" in text
     assert "1 次抢占（preemption）；最多 2 个运行中、2 个排队；KV Cache 峰值占用 3.00%（kvviz 预测 2.90%）。" in text
 
 
@@ -46,7 +46,7 @@ def test_the_sweep_in_chinese():
     assert "（每个用户的解码速度从 200 变为 50 tokens/s）" in text
     assert "吞吐在并发约 4 时停止增长（290 tokens/s）" in text
     assert "服务端在这些并发下有请求排队：并发 8（最多 3 个）、并发 16（最多 9 个）" in text
-    assert "并发 16 时，服务端平均每个请求排队 200.0 ms、预填充用时 30.0 ms" in text
+    assert "并发 16 时，服务端平均每个请求排队 200.00 ms、预填充用时 30.00 ms" in text
     assert sweep_markdown(frame.iloc[:1], [], lang="zh") == "只有一级（并发 1）：问题 5 和 6 的权衡至少要两级才能看出。"
     assert sweep_markdown(None, [], lang="zh") == "还没有扫描结果。"
 
@@ -54,8 +54,8 @@ def test_the_sweep_in_chinese():
 def test_the_prefix_and_the_engine_comparison_in_chinese():
     text = prefix_markdown(prefix_run(0, 4800, 0.8, 0.12), prefix_run(3584, 4096, 0.16, 0.03), lang="zh")
     assert "有共享前缀时，服务端查找的提示词 token 中有 87.5% 已在前缀缓存中（没有共享前缀时：0.0%）。" in text
-    assert "TTFT p50 从 120.0 ms 变为 30.0 ms（-90.0 ms，-75%）。" in text
-    assert "服务端的平均预填充时间从 100.0 ms 变为 20.0 ms（-80.0 ms，-80%）。" in text
+    assert "TTFT p50 从 120.00 ms 变为 30.00 ms（-90.0 ms，-75%）。" in text
+    assert "服务端的平均预填充时间从 100.00 ms 变为 20.00 ms（-80.0 ms，-80%）。" in text
     text = engine_vs_server_markdown(result(duration_s=2.0), result(duration_s=4.0), lang="zh")
     assert text.startswith("**同样的负载：并发 2，3 个请求，每个 4 个 token。** vLLM（连续批处理）：4 tokens/s")
     assert "批处理让每秒 token 数达到原来的 2.0×" in text and "等待前面 1 个请求完成的时间" in text

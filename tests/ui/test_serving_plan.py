@@ -1,4 +1,4 @@
-"""The Serving tab's values turned into a Plan (kvviz.ui.serving_plan): what is refused, in one line, before
+"""The Serving tab's values turned into a Plan (kvviz.ui.serving.plan): what is refused, in one line, before
 anything is sent, and what a plan carries. No gradio, no server: the local engine here is never started."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from kvviz.serving.endpoint import EndpointError
 from kvviz.serving.live import ONE, PREFIX, SWEEP
 from kvviz.serving.load import CLOSED, POISSON
 from kvviz.serving.local import LocalEngine
-from kvviz.ui.serving_plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
+from kvviz.ui.serving.plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
 from tests.helpers import REPO
 
 LOCAL_POLICY = HostPolicy()

@@ -11,8 +11,8 @@ from kvviz.serving.live import PREFIX, Outcome, Plan
 from kvviz.serving.load import Load
 from kvviz.serving.local import LocalEngine
 from kvviz.ui.lang import language_switch
+from kvviz.ui.serving.tab import final_update, kind_name, serving_tab
 from kvviz.ui.sessions import SessionStore
-from kvviz.ui.tabs.serving import final_update, kind_name, serving_tab
 from tests.ui.test_serving_text import prefix_run
 
 

@@ -16,7 +16,7 @@ from kvviz.serving.overhead import BUSY, LATE_READS, ClientOverhead
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import Distribution, Slo, run_stats
 from kvviz.serving.sweep import sweep_frame as level_frame
-from kvviz.ui.serving_text import (
+from kvviz.ui.serving.text import (
     Q5,
     Q6,
     engine_vs_server_markdown,
@@ -64,10 +64,10 @@ def test_the_run_table_has_the_runs_counts_rates_and_percentiles():
     """8 tokens in 2 s: 4.0 tokens/s, 1.00 request/s; TTFT p50 150 ms, p99 100 + 0.99 × 100 = 199 ms; goodput:
     only request 0 meets TTFT ≤ 150 ms and TPOT ≤ 200 ms, so 0.50 requests/s."""
     text = run_markdown(result(slo=Slo(ttft_s=0.15, tpot_s=0.2)))
-    assert "| 2 of 3 | 1 | 4.0 | 1.00 | 0.50 (TTFT ≤ 150.0 ms, TPOT ≤ 200.0 ms) | 2.00 s |" in text
-    assert "| TTFT (time to first token) | 150.0 ms | 150.0 ms | 190.0 ms | 199.0 ms |" in text
-    assert "| TPOT (time per output token) | 100.0 ms | 100.0 ms | 100.0 ms | 100.0 ms |" in text
-    assert "| E2E (whole request) | 450.0 ms | 450.0 ms | 490.0 ms | 499.0 ms |" in text
+    assert "| 2 of 3 | 1 | 4.0 | 1.00 | 0.50 (TTFT ≤ 150.00 ms, TPOT ≤ 200.00 ms) | 2.00 s |" in text
+    assert "| TTFT (time to first token) | 150.00 ms | 150.00 ms | 190.00 ms | 199.00 ms |" in text
+    assert "| TPOT (time per output token) | 100.00 ms | 100.00 ms | 100.00 ms | 100.00 ms |" in text
+    assert "| E2E (whole request) | 450.00 ms | 450.00 ms | 490.00 ms | 499.00 ms |" in text
     assert "**1 request(s) failed**; the first: HTTP 500: the engine died" in text
 
 
@@ -75,8 +75,8 @@ def test_the_servers_view_is_said_with_its_numbers():
     """Per request: queued 20 / 2 = 10 ms, prefill 50 ms, decode 300 ms; server TTFT 120 ms against the client's
     150 ms; 30 / 120 = 25.0% prefix hits; 1 preemption; KV peak 3.00% against 2.90% predicted."""
     text = run_markdown(result(samps=samples()))
-    assert "queued 10.0 ms, prefill 50.0 ms, decode 300.0 ms" in text
-    assert "TTFT mean 120.0 ms on the server against 150.0 ms at the client" in text
+    assert "queued 10.00 ms, prefill 50.00 ms, decode 300.00 ms" in text
+    assert "TTFT mean 120.00 ms on the server against 150.00 ms at the client" in text
     assert "prefix-cache hits 25.0%" in text
     assert "1 preemptions" in text and "at most 2 running and 2 waiting" in text
     assert "peak KV-cache usage 3.00% (kvviz predicted 2.90%)" in text
@@ -107,12 +107,12 @@ def level(concurrency: int, max_waiting: float, queue_sum: float = 0.0) -> RunRe
 
 
 def test_the_sweep_answers_q5_with_its_own_numbers():
-    """100 → 302 tokens/s from 1 to 16 in flight is 3.0×; TPOT p50 5.0 → 20.0 ms; 200 → 50 tokens/s per user."""
+    """100 → 302 tokens/s from 1 to 16 in flight is 3.0×; TPOT p50 5.0 → 20.00 ms; 200 → 50 tokens/s per user."""
     text = sweep_markdown(sweep_frame([100.0, 180, 290, 300, 302]), [])
     assert Q5 in text
     assert "From 1 to 16 in flight, total output throughput went from 100 to 302 tokens/s (3.0×)" in text
-    assert "TPOT p50 went from 5.0 ms to 20.0 ms (each user's decode speed from 200 to 50 tokens/s)" in text
-    assert "TTFT p50 from 10.0 ms to 500.0 ms" in text
+    assert "TPOT p50 went from 5.00 ms to 20.00 ms (each user's decode speed from 200 to 50 tokens/s)" in text
+    assert "TTFT p50 from 10.00 ms to 500.00 ms" in text
     assert "takes longer (4.0× the TPOT)" in text, "20 ms / 5 ms"
 
 
@@ -122,7 +122,7 @@ def test_the_sweep_does_not_claim_tpot_grew_when_it_did_not():
     frame = sweep_frame([100.0, 180, 290])
     frame["tpot_p50_s"] = [0.008, 0.007, 0.006]
     text = sweep_markdown(frame, [])
-    assert "TPOT p50 went from 8.0 ms to 6.0 ms" in text
+    assert "TPOT p50 went from 8.00 ms to 6.00 ms" in text
     assert "did not grow" in text and "takes longer" not in text
 
 
@@ -158,9 +158,9 @@ def test_the_sweep_answers_q6_with_the_levels_that_queued():
     results = [level(1, 0), level(2, 0), level(4, 0), level(8, 3), level(16, 9, queue_sum=2.0)]
     text = sweep_markdown(sweep_frame([100.0, 180, 290, 300, 302]), results)
     assert Q6 in text
-    assert "TTFT p50 grew from 10.0 ms at 1 in flight to 500.0 ms at 16 (p99 1,000.0 ms)" in text
+    assert "TTFT p50 grew from 10.00 ms at 1 in flight to 500.00 ms at 16 (p99 1,000.00 ms)" in text
     assert "The server had requests waiting at 8 in flight (up to 3), 16 in flight (up to 9)" in text
-    assert "At 16 in flight the server's mean request queued 200.0 ms and was prefilled in 30.0 ms" in text
+    assert "At 16 in flight the server's mean request queued 200.00 ms and was prefilled in 30.00 ms" in text
 
 
 def test_a_sweep_without_a_queue_says_the_server_never_had_one():
@@ -185,8 +185,8 @@ def test_prefix_markdown_says_what_the_shared_prefix_saved():
     text = prefix_markdown(prefix_run(0, 4800, 0.8, 0.12), prefix_run(3584, 4096, 0.16, 0.03))
     assert "87.5% of the prompt tokens the server looked up were already in its prefix cache (without it: 0.0%)" \
         in text
-    assert "TTFT p50 went from 120.0 ms to 30.0 ms (-90.0 ms, -75%)" in text
-    assert "mean prefill went from 100.0 ms to 20.0 ms (-80.0 ms, -80%)" in text
+    assert "TTFT p50 went from 120.00 ms to 30.00 ms (-90.0 ms, -75%)" in text
+    assert "mean prefill went from 100.00 ms to 20.00 ms (-80.0 ms, -80%)" in text
 
 
 def test_history_row_is_flat_and_never_holds_the_key():
@@ -211,7 +211,7 @@ def test_the_engine_comparison_says_both_engines_numbers():
     and the engine's requests each wait for the 1 ahead."""
     text = engine_vs_server_markdown(result(duration_s=2.0), result(duration_s=4.0))
     assert "The same load, 2 in flight, 3 requests of 4 tokens" in text
-    assert "vLLM (continuous batching): 4 tokens/s, TTFT p50 150.0 ms, TPOT p50 100.0 ms" in text
+    assert "vLLM (continuous batching): 4 tokens/s, TTFT p50 150.00 ms, TPOT p50 100.00 ms" in text
     assert "kvviz's engine (one request at a time): 2 tokens/s" in text
     assert "Batching made 2.0× the tokens per second" in text and "the 1 request(s) ahead" in text
     single = engine_vs_server_markdown(result(concurrency=1), result(concurrency=1, duration_s=1.0))
@@ -227,14 +227,14 @@ def test_the_client_paragraph_and_its_warning_in_both_languages():
                             limits=(BUSY, LATE_READS))
     text = run_markdown(replace(base, client=client))
     assert ("**The client's own cost**: CPU 1.60 s (80% of a core, 200,000.0 µs per output token); its reads waited "
-            "2.0 ms/30.0 ms (p50/p90) after the bytes arrived, and 0% of the output chunks came in one read with a "
-            "later one (their gap reads 0); response headers 10.0 ms (p50) after each send.") in text
+            "2.00 ms/30.00 ms (p50/p90) after the bytes arrived, and 0% of the output chunks came in one read with a "
+            "later one (their gap reads 0); response headers 10.00 ms (p50) after each send.") in text
     assert ("**Warning: the client, not the server, limited this run** (its event loop was busy 80% of the run, over "
-            "75%; its reads waited 30.0 ms at p90, over 2.5% of a request's 450.0 ms)") in text
+            "75%; its reads waited 30.00 ms at p90, over 2.5% of a request's 450.00 ms)") in text
     zh = run_markdown(replace(base, client=client), "zh")
     assert "**客户端自身的开销**：CPU 1.60 秒（单核的 80%，每个输出 token 200,000.0 µs）" in zh
     assert ("**警告：限制本次运行的是客户端而不是服务器**（其事件循环忙碌了运行时间的 80%，超过 75%；其读取在 p90 "
-            "等待了 30.0 ms，超过请求耗时 450.0 ms 的 2.5%）") in zh
+            "等待了 30.00 ms，超过请求耗时 450.00 ms 的 2.5%）") in zh
     assert "Warning" not in run_markdown(replace(base, client=replace(client, limits=()))), "no warning unless limited"
 
 
@@ -248,7 +248,7 @@ def test_an_open_loops_rates_and_its_cap_in_both_languages():
                     stats, False)
     text = run_markdown(run)
     assert ("**Open loop**: 4.00 requests/s asked, 2.00 sent, 1.00 completed. The cap of 2 in flight held back 1 of 3 "
-            "arrivals in bursts (mean wait 100.0 ms); it carries at most 4.44 requests/s, more than the rate asked."
+            "arrivals in bursts (mean wait 100.00 ms); it carries at most 4.44 requests/s, more than the rate asked."
             ) in text
     assert "**开环**：请求速率 4.00 个/秒，实际发送 2.00，完成 1.00。并发上限 2 在突发时挡住了 3 个到达中的 1 个" in \
         run_markdown(run, "zh")

@@ -15,7 +15,7 @@ from kvviz.engine.loop import run_to_end
 from kvviz.engine.request import GenerationRequest
 from kvviz.serving.load import POISSON, Load
 from kvviz.serving.prompts import synthetic
-from kvviz.ui.live import RunRecord, Throttle
+from kvviz.ui.generation.live import RunRecord, Throttle
 from kvviz.ui.worker import (
     KINDS,
     WAIT_PERIOD_S,

@@ -19,9 +19,7 @@ from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, known_architecture
 from kvviz.i18n import t
 from kvviz.lesson import QUESTIONS, answers
-from kvviz.ui.lang import L
-from kvviz.ui.present import RunHistory
-from kvviz.ui.tabs.common import (
+from kvviz.ui.common import (
     DEVICE,
     build_request,
     follow_answer,
@@ -29,6 +27,8 @@ from kvviz.ui.tabs.common import (
     model_picker,
     start,
 )
+from kvviz.ui.generation.history import RunHistory
+from kvviz.ui.lang import L
 from kvviz.ui.worker import Lesson
 
 # A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6).

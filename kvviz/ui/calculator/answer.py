@@ -1,4 +1,4 @@
-"""The KV-cache calculator's answer for one position of its controls (its tab is kvviz.ui.tabs.calculator).
+"""The KV-cache calculator's answer for one position of its controls (its tab is kvviz.ui.calculator.tab).
 
 `calculate` answers one slider position: it resolves the architecture (a preset, a config path or
 hub id, and the layers / KV heads / head_dim sliders applied on top), runs kvviz's memory report and
@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from kvviz.base.errors import InputError
 from kvviz.base.inputs import choice, text, whole_number
-from kvviz.base.units import GIB, fmt_bytes, fmt_int
+from kvviz.base.units import GIB, fmt_bytes, fmt_int, fmt_ms
 from kvviz.calc.arch import (
     Architecture,
     ConfigError,
@@ -40,7 +40,8 @@ from kvviz.calc.report import (
     state_why,
 )
 from kvviz.i18n import t
-from kvviz.ui import calc_figures, figures
+from kvviz.ui import figures
+from kvviz.ui.calculator import figures as calc_figures
 
 DEFAULT_PRESET = "llama-3-8b"
 CURVE_BATCHES = (1, 4, 16, 64)
@@ -180,7 +181,7 @@ def _summary(r, lang: str = "en") -> str:
         t("calc.sum.fits" if cap.fits else "calc.sum.no_fit", lang),
     ]
     if r.decode is not None:
-        lines.append(t("calc.sum.bounds", lang, ms=f"{r.decode.lower_bound_s * 1e3:,.2f}",
+        lines.append(t("calc.sum.bounds", lang, ms=fmt_ms(r.decode.lower_bound_s),
                        decode_bound=t(f"calc.bound.{r.decode.bound}", lang),
                        tps=f"{q.batch / r.decode.lower_bound_s:,.0f}", s=f"{r.prefill.lower_bound_s:,.3f}",
                        prefill_bound=t(f"calc.bound.{r.prefill.bound}", lang)))

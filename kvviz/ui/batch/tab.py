@@ -4,7 +4,7 @@ One batch runs on the device worker (a Batch job): its rows, each forward pass, 
 the memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one
 history row per sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures
 B = 1, 2, 4, ... beside the roofline's prediction (kvviz.engine.batch_sweep) and explains where they part
-(kvviz.ui.batch_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
+(kvviz.ui.batch.sweep_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
 the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals.
 """
 
@@ -18,11 +18,10 @@ from kvviz.base.inputs import flag, text, whole_number
 from kvviz.engine.batch import BatchRequest
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
-from kvviz.ui import batch_figures, batch_run_figures, batch_text
-from kvviz.ui.lang import L
-from kvviz.ui.present import batch_history_rows, batch_markdown, batch_rows, sweep_history_rows
-from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import (
+from kvviz.ui.batch import run_figures, sweep_figures
+from kvviz.ui.batch.run_text import batch_history_rows, batch_markdown, batch_rows, sweep_history_rows
+from kvviz.ui.batch.sweep_text import sweep_markdown
+from kvviz.ui.common import (
     CHAT_EXAMPLES,
     DEVICE,
     follow_answer,
@@ -32,6 +31,8 @@ from kvviz.ui.tabs.common import (
     refusal,
     start,
 )
+from kvviz.ui.lang import L
+from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.worker import Batch, BatchSweep
 
 MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.request.MAX_BATCH)
@@ -116,9 +117,9 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         outcome = yield from follow_answer(job, progress, lang, t("batch.what.batch", lang), 6, sessions, request)
         result = outcome.answer.result
         yield (batch_markdown(result, outcome.loaded, lang), batch_rows(result, lang),
-               plot(batch_run_figures.batch_steps(result.steps, lang)),
-               plot(batch_run_figures.batch_kv(result.steps, lang)),
-               plot(batch_run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
+               plot(run_figures.batch_steps(result.steps, lang)),
+               plot(run_figures.batch_kv(result.steps, lang)),
+               plot(run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
                {"result": result, "rows": batch_history_rows(result, lang)})
 
     def sweep(model, prompt_tokens, new_tokens, max_batch, lang="en", request: gr.Request = None,
@@ -137,9 +138,9 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         job, _ = start(model, ask, policy, lang)
         outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request)
         frame = outcome.answer.frame
-        yield (batch_text.sweep_markdown(frame, lang), plot(batch_figures.step_time(frame, lang)),
-               plot(batch_figures.throughput(frame, lang)), plot(batch_figures.prefill_time(frame, lang)),
-               plot(batch_figures.kv_bytes(frame, lang)), {"rows": sweep_history_rows(frame, lang)})
+        yield (sweep_markdown(frame, lang), plot(sweep_figures.step_time(frame, lang)),
+               plot(sweep_figures.throughput(frame, lang)), plot(sweep_figures.prefill_time(frame, lang)),
+               plot(sweep_figures.kv_bytes(frame, lang)), {"rows": sweep_history_rows(frame, lang)})
 
     ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos, chat_template, lang],
                    [summary, rows, steps, kv, life, last],

@@ -15,6 +15,9 @@ from __future__ import annotations
 import pandas as pd
 
 from kvviz.base.units import GIB
+from kvviz.base.units import fmt_bytes_short as mb
+from kvviz.base.units import fmt_ms as ms
+from kvviz.base.units import fmt_rate as rate
 from kvviz.engine.batch_sweep import STOP_CANCELLED, STOP_MAX_BATCH, STOP_MEMORY, summarize_sweep
 from kvviz.i18n import CATALOG, t
 from kvviz.i18n.errors import translate
@@ -23,24 +26,6 @@ OVERHEAD_RATIO = 1.5  # a measured step this many times the lower bound at B=1 i
 SHARED_FALL = 0.8  # the ratio counts as falling with B when its lowest is below this share of B=1's
 RISE = 1.2  # ... and as rising again when the last batch's is above this multiple of the lowest
 KERNEL_JUMP = 1.25  # the second batch's step this many times the first's, where the roofline's barely moves
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds with about three significant digits: '3.05 ms', '41.2 ms', '1,234 ms'."""
-    v = seconds * 1e3
-    return f"{v:,.0f} ms" if v >= 100 else f"{v:.1f} ms" if v >= 10 else f"{v:.2f} ms"
-
-
-def rate(per_s: float) -> str:
-    """A rate in tokens/s: '8,000', '12.5'."""
-    return f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.1f}"
-
-
-def mb(n_bytes: float) -> str:
-    """Bytes in GB, MB or KB (10^9, 10^6, 10^3 bytes): '1.98 GB', '20.5 MB', '96.3 KB'."""
-    if n_bytes >= 1e9:
-        return f"{n_bytes / 1e9:,.2f} GB"
-    return f"{n_bytes / 1e6:,.1f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:,.1f} KB"
 
 
 def bound_name(kind: str, lang: str = "en", short: bool = False) -> str:

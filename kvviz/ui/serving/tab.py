@@ -2,7 +2,7 @@
 /metrics say, live while the load runs; at the end the sweep's curves, tied to the lesson's questions 5 and 6.
 
 The target is the local vLLM that kvviz starts (kvviz.serving.local, one per app) or any OpenAI-compatible
-endpoint (hosted: only those the operator listed). Start checks every value (kvviz.ui.serving_plan) and runs
+endpoint (hosted: only those the operator listed). Start checks every value (kvviz.ui.serving.plan) and runs
 the job on a thread (kvviz.serving.live); the handler redraws from its progress once a second and ends with
 the finished figures, the explanation and the run as JSON. Loads run one at a time in the whole app (two
 loads on one server would measure each other). A finished load goes into the history (build_app chains
@@ -36,12 +36,14 @@ from kvviz.serving.prompts import load_tokenizer, synthetic
 from kvviz.serving.redact import redact
 from kvviz.serving.sweep import sweep_frame
 from kvviz.serving.vllm import VllmError
-from kvviz.ui import figures, serving_figures, serving_text
+from kvviz.ui import figures
+from kvviz.ui.common import DEVICE, follow_answer, no_answer, plot, refusal, start
+from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
-from kvviz.ui.present import time_limit_message
-from kvviz.ui.serving_plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
+from kvviz.ui.serving import figures as serving_figures
+from kvviz.ui.serving import text as serving_text
+from kvviz.ui.serving.plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
 from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import DEVICE, follow_answer, no_answer, plot, refusal, start
 from kvviz.ui.worker import EngineLoad
 
 # The catalogue's key of each choice's words; the choices' values stay the API's (English) values.

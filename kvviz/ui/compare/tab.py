@@ -12,11 +12,7 @@ import gradio as gr
 
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
-from kvviz.ui import figures
-from kvviz.ui.lang import L
-from kvviz.ui.present import compare_verdict, time_limit_message
-from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import (
+from kvviz.ui.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
     build_request,
@@ -29,6 +25,11 @@ from kvviz.ui.tabs.common import (
     start,
     unchanged,
 )
+from kvviz.ui.compare.text import compare_verdict
+from kvviz.ui.generation import figures
+from kvviz.ui.generation.text import time_limit_message
+from kvviz.ui.lang import L
+from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.worker import Compare
 
 OUTPUTS = 8  # verdict, three texts, four figures

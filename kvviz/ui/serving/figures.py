@@ -6,7 +6,7 @@ a transparent background, an empty-state message when there is nothing to draw).
 turns what was measured into what is drawn: arrivals binned into tokens/s, a counter's deltas into a rate,
 seconds into ms. The live figures are redrawn about once a second during a run, so they bin with numpy and
 send plotly.js a few hundred points, never the raw arrivals. Knows no HTTP, no gradio, and nothing of how a
-run is started; the Serving tab (kvviz.ui.tabs.serving) decides when each figure is drawn. Every figure takes
+run is started; the Serving tab (kvviz.ui.serving.tab) decides when each figure is drawn. Every figure takes
 lang ("en" or "zh") for its titles, axes, legend names and hover texts (kvviz.i18n.serving).
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from kvviz.base.units import fmt_ms
 from kvviz.engine.metrics import percentile
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
@@ -258,8 +259,8 @@ def ttft_itl(records: Sequence[RequestRecord], lang: str = "en") -> Figure:
     x, counts, widths = _itl_histogram(done)
     gaps = [g for r in done for g in r.itl_s]
     itl = t("serving.fig.itl", lang) if not gaps else \
-        t("serving.fig.itl.percentiles", lang, p50=f"{percentile(gaps, 50) * 1e3:,.1f}",
-          p99=f"{percentile(gaps, 99) * 1e3:,.1f}")
+        t("serving.fig.itl.percentiles", lang, p50=fmt_ms(percentile(gaps, 50)),
+          p99=fmt_ms(percentile(gaps, 99)))
     data = [{"type": "scatter", "mode": "markers", "x": [r.sent_s for r in done], "y": [r.ttft_s * 1e3 for r in done],
              "name": t("serving.fig.ttft.name", lang), "marker": {"color": PHASE["first"], "size": 7},
              "customdata": [r.index for r in done],
@@ -301,7 +302,7 @@ def _stack_bar(row: str, parts: dict[str, float], colors: Sequence[str], legendg
     for (name, value), color in zip(parts.items(), colors, strict=False):
         part = t(f"serving.fig.mean.{name}", lang)
         bars.append({"type": "bar", "orientation": "h", "y": [row], "x": [value * 1e3],
-                     "name": t("serving.fig.stack.name", lang, who=who, part=part, ms=f"{value * 1e3:,.1f}"),
+                     "name": t("serving.fig.stack.name", lang, who=who, part=part, ms=fmt_ms(value)),
                      "marker": {"color": color}, "legendgroup": legendgroup,
                      "hovertemplate": t("serving.fig.stack.hover", lang, who=who, part=part)})
     return bars
@@ -324,7 +325,7 @@ def client_vs_server(records: Sequence[RequestRecord], view: ServerView | None, 
         data += _stack_bar(s_row, server, [COLORS[5], COLORS[1], COLORS[0]], "server", lang)
         if view.ttft_mean_s is not None:
             data.append({"type": "scatter", "mode": "markers", "y": [s_row], "x": [view.ttft_mean_s * 1e3],
-                         "name": t("serving.fig.server_ttft", lang, ms=f"{view.ttft_mean_s * 1e3:,.1f}"),
+                         "name": t("serving.fig.server_ttft", lang, ms=fmt_ms(view.ttft_mean_s)),
                          "legendgroup": "server",
                          "marker": {"symbol": "diamond", "size": 12, "color": INK},
                          "hovertemplate": t("serving.fig.server_ttft.hover", lang)})

@@ -25,8 +25,8 @@ from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
 from kvviz.i18n import Said, said
 from kvviz.i18n.errors import translate
+from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
-from kvviz.ui.present import time_limit_message
 from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.worker import Done, Failed, Loaded, Message, Payload, Progress, Tick, Tokens, WorkerJob, start_job
 

@@ -18,12 +18,7 @@ from gradio.components.plot import PlotData
 from kvviz.base.inputs import whole_number
 from kvviz.engine.hosting import HostPolicy
 from kvviz.i18n import t
-from kvviz.ui import figures
-from kvviz.ui.lang import L
-from kvviz.ui.live import RunRecord, Throttle
-from kvviz.ui.present import final_metrics, metrics_markdown, run_details, time_limit_message
-from kvviz.ui.sessions import SessionStore, session_id
-from kvviz.ui.tabs.common import (
+from kvviz.ui.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
     build_request,
@@ -35,6 +30,11 @@ from kvviz.ui.tabs.common import (
     refusal,
     start,
 )
+from kvviz.ui.generation import figures
+from kvviz.ui.generation.live import RunRecord, Throttle
+from kvviz.ui.generation.text import final_metrics, metrics_markdown, run_details, time_limit_message
+from kvviz.ui.lang import L
+from kvviz.ui.sessions import SessionStore, session_id
 from kvviz.ui.worker import Generate, Loaded
 
 TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second

@@ -1,4 +1,4 @@
-"""The KV-cache calculator tab: controls, readouts and figures, wired to kvviz.ui.calculator.calculate.
+"""The KV-cache calculator tab: controls, readouts and figures, wired to kvviz.ui.calculator.answer.calculate.
 
 Its events take the values as sent (preprocess=False): the handler checks them itself, so a wrong type
 from the API gets the same clear message as a wrong value. Its API endpoint, /kv_memory, names its
@@ -17,9 +17,9 @@ from kvviz.calc.dtypes import KV_DTYPES
 from kvviz.calc.hardware import ACCELERATORS
 from kvviz.calc.presets import preset_names
 from kvviz.engine.hosting import HostPolicy
-from kvviz.ui.calculator import INPUT_DEFAULTS, calculate, preset_dims, resolve
+from kvviz.ui.calculator.answer import INPUT_DEFAULTS, calculate, preset_dims, resolve
+from kvviz.ui.common import plot, refusal
 from kvviz.ui.lang import L
-from kvviz.ui.tabs.common import plot, refusal
 
 D = INPUT_DEFAULTS
 

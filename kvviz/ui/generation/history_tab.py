@@ -1,6 +1,6 @@
 """The history tab: every run of this session as a table, its CSV, and chosen runs' latency overlaid.
 
-The runs live in the page's session state (a kvviz.ui.present.RunHistory), which build_app adds each
+The runs live in the page's session state (a kvviz.ui.generation.history.RunHistory), which build_app adds each
 finished run to; this tab only reads it.
 """
 
@@ -13,10 +13,11 @@ from pathlib import Path
 import gradio as gr
 
 from kvviz.i18n import t
-from kvviz.ui import figures
+from kvviz.ui.common import plot
+from kvviz.ui.figures import empty
+from kvviz.ui.generation import figures
+from kvviz.ui.generation.history import RunHistory
 from kvviz.ui.lang import L
-from kvviz.ui.present import RunHistory
-from kvviz.ui.tabs.common import plot
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
     def overlay_runs(history: RunHistory, picked, lang="en"):
         frame = history.overlay(picked)
         if frame is None:
-            return plot(figures.empty(t("history.empty", lang)))
+            return plot(empty(t("history.empty", lang)))
         return plot(figures.token_latency(frame, t("history.overlay", lang), lang))
 
     def show(history: RunHistory, lang="en"):

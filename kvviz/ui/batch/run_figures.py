@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kvviz.base.units import fmt_ms
 from kvviz.i18n import t
 from kvviz.ui.figures import COLORS, GRID, INK, LOG_FULL, PHASE_COLORS, Figure, base_layout, empty, vline
 
@@ -24,7 +25,7 @@ def batch_lifecycle(summary, rows, tokens: pd.DataFrame, lang: str = "en") -> Fi
     shared = t("batch.fig.shared", lang, size=summary.batch_size)
     names = {phase: t(f"batch.fig.phase.{phase}", lang) for phase, _, _ in spans}
     data = [{"type": "bar", "orientation": "h", "y": [shared], "x": [(end - start) * 1e3], "base": [start * 1e3],
-             "name": t("batch.fig.phase_bar", lang, name=names[phase], ms=f"{(end - start) * 1e3:,.2f}"),
+             "name": t("batch.fig.phase_bar", lang, name=names[phase], ms=fmt_ms(end - start)),
              "marker": {"color": PHASE_COLORS[phase]},
              "hovertemplate": t("batch.fig.phase_hover", lang, name=names[phase])}
             for phase, start, end in spans]
@@ -40,7 +41,7 @@ def batch_lifecycle(summary, rows, tokens: pd.DataFrame, lang: str = "en") -> Fi
                      "x": (tokens["t_s"] * 1e3).tolist(), "name": t("batch.fig.tokens_out", lang),
                      "marker": {"symbol": "line-ns-open", "size": 10, "color": INK},
                      "hovertemplate": t("batch.fig.token_hover", lang)})
-    shape, note = vline(summary.ttft_s * 1e3, t("batch.fig.first_token", lang, ms=f"{summary.ttft_s * 1e3:,.1f}"),
+    shape, note = vline(summary.ttft_s * 1e3, t("batch.fig.first_token", lang, ms=fmt_ms(summary.ttft_s)),
                         top=False)
     layout = base_layout(t("batch.fig.lifecycle_title", lang), t("batch.fig.lifecycle_x", lang), "",
                          height=220 + 26 * len(rows), barmode="overlay", shapes=[shape], annotations=[note])
@@ -101,7 +102,7 @@ def batch_ttft_parts(summary, lang: str = "en") -> Figure:
               summary.ttft_s - summary.queue_s - summary.tokenize_s)]
     ttft = summary.ttft_s or 1.0
     data = [{"type": "bar", "x": [name], "y": [value * 1e3], "name": name, "marker": {"color": color},
-             "text": [f"{value * 1e3:,.2f} ms ({value / ttft:.0%})"], "textposition": "outside", "cliponaxis": False}
+             "text": [f"{fmt_ms(value)} ({value / ttft:.0%})"], "textposition": "outside", "cliponaxis": False}
             for (name, value), color in zip(parts, ("#b279a2", "#72b7b2", "#f58518"), strict=True)]
-    title = t("batch.fig.ttft_title", lang, ttft=f"{summary.ttft_s * 1e3:,.1f}")
+    title = t("batch.fig.ttft_title", lang, ttft=fmt_ms(summary.ttft_s))
     return {"data": data, "layout": base_layout(title, "", "ms", showlegend=False)}

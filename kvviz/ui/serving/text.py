@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from kvviz.base.units import fmt_ms as ms
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 from kvviz.serving.loadgen import RunResult
@@ -28,11 +29,6 @@ from kvviz.serving.sweep import CLIENT, stop_reason
 SATURATION_SHARE = 0.05
 Q5 = "TTFT、TPOT、throughput 分别衡量什么?它们之间有哪些常见权衡?"
 Q6 = "如果一个服务首 token 很慢但后续 token 很快,你会优先检查哪些环节?"
-
-
-def ms(seconds: float | None) -> str:
-    """Seconds as milliseconds with one decimal ('12.3 ms'), or n/a."""
-    return "n/a" if seconds is None or pd.isna(seconds) else f"{seconds * 1e3:,.1f} ms"
 
 
 def pct(fraction: float | None, digits: int = 1) -> str:

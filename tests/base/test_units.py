@@ -1,0 +1,30 @@
+"""kvviz.base.units: one rule per unit, checked on values worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+from kvviz.base.units import fmt_bytes_short, fmt_ms, fmt_rate, fmt_seconds
+
+
+def test_a_latency_is_milliseconds_with_two_decimals():
+    assert [fmt_ms(0.00305), fmt_ms(0.0412), fmt_ms(1.2345), fmt_ms(0.0)] == \
+        ["3.05 ms", "41.20 ms", "1,234.50 ms", "0.00 ms"]
+
+
+def test_a_missing_latency_is_said_so():
+    assert [fmt_ms(None), fmt_ms(math.nan), fmt_ms(None, "无")] == ["n/a", "n/a", "无"]
+
+
+def test_a_duration_takes_the_unit_that_reads_best():
+    assert [fmt_seconds(23.4), fmt_seconds(0.0123), fmt_seconds(0.0002)] == ["23.400 s", "12.300 ms", "200.000 µs"]
+
+
+def test_a_rate_keeps_the_digits_that_matter():
+    assert [fmt_rate(8000), fmt_rate(333.3), fmt_rate(12.46)] == ["8,000", "333", "12.5"]
+
+
+def test_bytes_in_a_sentence_take_a_decimal_prefix():
+    # 20,462,592 B = 20.46 MB; 96,256 B = 96.3 KB; 1.98e9 B = 1.98 GB
+    assert [fmt_bytes_short(1.98e9), fmt_bytes_short(20_462_592), fmt_bytes_short(96_256)] == \
+        ["1.98 GB", "20.5 MB", "96.3 KB"]
