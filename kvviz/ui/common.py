@@ -27,7 +27,7 @@ from kvviz.i18n import Said, said
 from kvviz.i18n.errors import translate
 from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
-from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Done, Failed, Loaded, Message, Payload, Progress, Tick, Tokens, WorkerJob, start_job
 
 DEVICE = "device"  # concurrency id: everything that runs a model queues on the one device
@@ -160,15 +160,17 @@ def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], t
 
 
 @contextmanager
-def held(job: WorkerJob, sessions: SessionStore | None = None, request: object = None) -> Iterator[WorkerJob]:
-    """The job for the block's time, Stop reaching it through `sessions` when given (by the request's session).
+def held(job: WorkerJob, sessions: SessionStore | None = None, request: object = None,
+         tab: str = "") -> Iterator[WorkerJob]:
+    """The job for the block's time, Stop reaching it through `sessions` when given (by the request's session and
+    the `tab`: each tab's Stop reaches its own run).
 
     Whatever ends the block ends the job: its own end (the job is done already), an error here, the app shutting
     down, or Gradio closing the handler because the tab closed or the client cancelled. Gradio closes it from its
     event loop, so the job is stopped (within a token) and followed on a thread of its own (WorkerJob.abandon)
     rather than waited for here, which would stall the whole server meanwhile.
     """
-    session = session_id(request)
+    session = stop_handle(request, tab)
     if sessions is not None:
         sessions.begin(session, job)
     try:
@@ -180,11 +182,12 @@ def held(job: WorkerJob, sessions: SessionStore | None = None, request: object =
 
 
 def follow_answer(job: WorkerJob, progress: Callable, lang: str, what: str, outputs: int,
-           sessions: SessionStore | None = None, request: object = None, **kw) -> Generator[tuple, None, Outcome]:
+                  sessions: SessionStore | None = None, request: object = None, tab: str = "",
+                  **kw) -> Generator[tuple, None, Outcome]:
     """Follow a job whose handler shows nothing new until it ends (its `outputs` left unchanged meanwhile), held
-    as held() holds it; what came back, or the refusal for `what` ending without its answer (no_answer). `kw`: what
-    else follow takes."""
-    with held(job, sessions, request):
+    as held() holds it (for `tab`'s Stop); what came back, or the refusal for `what` ending without its answer
+    (no_answer). `kw`: what else follow takes."""
+    with held(job, sessions, request, tab):
         outcome = yield from follow(job, progress, lang, unchanged(outputs), **kw)
     if outcome.answer is None:
         raise no_answer(job, outcome.failure, what, lang)

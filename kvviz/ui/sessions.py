@@ -31,8 +31,15 @@ def session_id(request: object) -> str:
     return getattr(request, "session_hash", None) or "api"
 
 
+def stop_handle(request: object, tab: str) -> str:
+    """Where a tab's running job is kept for Stop: the session and the tab, so that each tab's Stop reaches its
+    own run only (a generation's Stop never ends the same visitor's serving load, nor the other way)."""
+    return f"{session_id(request)}/{tab}"
+
+
 class SessionStore:
-    """Running jobs (for Stop) and finished runs (for the drawing step), by session; safe across threads."""
+    """Running jobs (for Stop, by stop_handle: a session's tab) and finished runs (for the drawing step, by
+    session); safe across threads."""
 
     def __init__(self, keep: int = LAST_KEPT) -> None:
         self.keep = keep

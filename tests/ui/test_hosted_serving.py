@@ -200,3 +200,26 @@ def test_a_key_that_cannot_be_a_header_is_refused_naming_the_field(hosted, key, 
     assert re.search(r"the API key must be printable ASCII text.*" + what, message), message
     assert "X-Injected" not in message and "ключ" not in message and "abc" not in message, message
     assert "\n" not in message.strip()
+
+
+def test_each_tab_stops_its_own_run(hosted):
+    """One visitor (one client, one session): a generation finishes, then a serving load runs on the server that
+    holds every request. The Live generation tab's Stop (/stop) leaves the load running; the Serving tab's Stop
+    (/stop_serving) ends it at once, long before the time limit would (once one shared handle per session let
+    the finished generation's slot swallow the serving Stop)."""
+    app, held, *_ = hosted
+    client = Client(app, verbose=False)
+    text, *_ = client.predict(model="tiny", prompt="The kernel", max_new_tokens=4, api_name="/generate")
+    assert text
+    job = client.submit(target=REMOTE, url=held, model="timed", requests=4, concurrency=2, output_tokens=4,
+                        duration=TIME_LIMIT_S, api_name="/serve")
+    started = time.monotonic()
+    time.sleep(1.5)
+    client.predict(api_name="/stop")  # the generation tab's Stop: not this run's
+    time.sleep(1.0)
+    assert not job.done(), "the generation tab's Stop ended the serving load"
+    client.predict(api_name="/stop_serving")
+    *_, details = job.result(timeout=TIME_LIMIT_S + MARGIN_S)
+    took = time.monotonic() - started
+    assert details["cancelled"] and details.get("stopped_by") != "time_limit", details.get("stopped_by")
+    assert took < TIME_LIMIT_S - 1, f"the load ran {took:.1f} s: Stop did not end it"

@@ -32,7 +32,7 @@ from kvviz.ui.common import (
     start,
 )
 from kvviz.ui.lang import L
-from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Batch, BatchSweep
 
 MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.request.MAX_BATCH)
@@ -114,7 +114,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         except ValueError as exc:
             raise refusal(exc, lang) from None
         job, _ = start(model, Batch(req), policy, lang)
-        outcome = yield from follow_answer(job, progress, lang, t("batch.what.batch", lang), 6, sessions, request)
+        outcome = yield from follow_answer(job, progress, lang, t("batch.what.batch", lang), 6, sessions, request,
+                                           "batch")
         result = outcome.answer.result
         yield (batch_markdown(result, outcome.loaded, lang), batch_rows(result, lang),
                plot(run_figures.batch_steps(result.steps, lang)),
@@ -136,7 +137,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         except ValueError as exc:
             raise refusal(exc, lang) from None
         job, _ = start(model, ask, policy, lang)
-        outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request)
+        outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request,
+                                           "batch")
         frame = outcome.answer.frame
         yield (sweep_markdown(frame, lang), plot(sweep_figures.step_time(frame, lang)),
                plot(sweep_figures.throughput(frame, lang)), plot(sweep_figures.prefill_time(frame, lang)),
@@ -151,7 +153,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                            concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
     def stop(request: gr.Request):
         """Stop this session's running batch or sweep before its next forward pass."""
-        sessions.stop(session_id(request))
+        sessions.stop(stop_handle(request, "batch"))
 
     for button in (stop_run, stop_sweep):
         button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)

@@ -29,7 +29,7 @@ from kvviz.ui.compare.text import compare_verdict
 from kvviz.ui.generation import figures
 from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
-from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Compare
 
 OUTPUTS = 8  # verdict, three texts, four figures
@@ -68,7 +68,7 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
         req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
         job, _ = start(model, Compare(req), policy, lang)
         # Stop reaches the job; loading fills the first half of the bar, the runs (their phase and tokens) the second
-        with held(job, sessions, request):
+        with held(job, sessions, request, "compare"):
             outcome = yield from follow(job, progress, lang, unchanged(OUTPUTS), loading=0.5,
                                         on_loaded=lambda _: progress(0.5, desc=t("compare.progress", lang)))
         result = outcome.answer.comparison if outcome.answer is not None else None
@@ -91,6 +91,6 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
 
     def stop(request: gr.Request):
         """Stop this session's running comparison within a token."""
-        sessions.stop(session_id(request))
+        sessions.stop(stop_handle(request, "compare"))
 
     stop_button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)

@@ -34,7 +34,7 @@ from kvviz.ui.generation import figures
 from kvviz.ui.generation.live import RunRecord, Throttle
 from kvviz.ui.generation.text import final_metrics, metrics_markdown, run_details, time_limit_message
 from kvviz.ui.lang import L
-from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.sessions import SessionStore, session_id, stop_handle
 from kvviz.ui.worker import Generate, Loaded
 
 TEXT_INTERVAL_S = 0.2  # streamed text reaches the page five times a second
@@ -116,7 +116,7 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
                             static=static, lang=lang)
         job, spec = start(model, Generate(req), policy, lang)
         record = RunRecord(model=spec, mode=req.mode, prompt=req.prompt)
-        with held(job, sessions, request):  # Stop reaches the job; a closed tab or a cancelled call ends it
+        with held(job, sessions, request, "generation"):  # Stop reaches it; a closed tab or a cancelled call ends it
             outcome = yield from follow(job, progress, lang, live_update(record, lang), period_s=TEXT_INTERVAL_S,
                                         on_loaded=lambda loaded: take_loaded(record, loaded), on_event=record.add)
         failed = None
@@ -141,7 +141,7 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
 
     def stop(request: gr.Request):
         """Stop this session's running generation before its next token."""
-        sessions.stop(session_id(request))
+        sessions.stop(stop_handle(request, "generation"))
 
     generated = go.click(generate, [model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template,
                                     use_cache, static, lang], [text, metrics, latency, kv, details],

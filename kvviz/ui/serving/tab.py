@@ -43,7 +43,7 @@ from kvviz.ui.lang import L
 from kvviz.ui.serving import figures as serving_figures
 from kvviz.ui.serving import text as serving_text
 from kvviz.ui.serving.plan import ARRIVALS, LOCAL, REMOTE, PageValues, plan_from_page
-from kvviz.ui.sessions import SessionStore, session_id
+from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import EngineLoad
 
 # The catalogue's key of each choice's words; the choices' values stay the API's (English) values.
@@ -261,7 +261,7 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         except (ValueError, EndpointError) as exc:  # a value may quote what was typed: the key too
             yield from said_and_raised(refusal(redact(first_line(exc), (api_key,) if isinstance(api_key, str) else ()),
                                                lang), lang)
-        job, session, started = LiveJob(plan), session_id(request), time.monotonic()
+        job, session, started = LiveJob(plan), stop_handle(request, "serving"), time.monotonic()
         sessions.begin(session, job)
         try:
             while not job.wait(REDRAW_S):
@@ -283,14 +283,17 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         raise failed
 
     def stop(request: gr.Request):
-        sessions.stop(session_id(request))
+        """Stop this session's serving load and its run on kvviz's engine, whichever runs."""
+        for tab in ("serving", "serving-engine"):
+            sessions.stop(stop_handle(request, tab))
 
     def on_engine(model, last_run, lang="en", request: gr.Request = None, progress=gr.Progress()):
         """The last load (its last run: a sweep's top level) again on kvviz's own engine in the device worker,
         with prompts of the same length; yields nothing new while it runs, then the comparison in `lang`."""
         server, load, prompts, spec = same_load_on_engine(model, last_run, lang)
         job, _ = start(spec, EngineLoad(load, prompts), policy, lang)
-        outcome = yield from follow_answer(job, progress, lang, t("serving.engine_run", lang), 3, sessions, request)
+        outcome = yield from follow_answer(job, progress, lang, t("serving.engine_run", lang), 3, sessions, request,
+                                           "serving-engine")
         if outcome.failure is not None:  # a load that failed part way is not shown beside vLLM's
             raise no_answer(job, outcome.failure, t("serving.engine_run", lang), lang)
         served = outcome.answer.result
