@@ -9,6 +9,7 @@ the server holds, in kvviz.ui.sessions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -22,7 +23,7 @@ from kvviz.ui.calculator.tab import CalculatorTab, calculator_tab
 from kvviz.ui.common import plot
 from kvviz.ui.compare.tab import compare_tab
 from kvviz.ui.generation import figures
-from kvviz.ui.generation.history import RunHistory
+from kvviz.ui.generation.history import CsvExports, RunHistory
 from kvviz.ui.generation.history_tab import history_tab
 from kvviz.ui.generation.lifecycle_tab import lifecycle_tab
 from kvviz.ui.generation.tab import generation_tab
@@ -111,6 +112,15 @@ def wire_language(demo: gr.Blocks, lang: gr.Radio, tabs: list[gr.Tab], note: gr.
     lang.input(None, lang, lang, js=SWITCH_JS, api_visibility="private").then(**relabelled).then(**answer)
 
 
+def forget_exports(exports: CsvExports) -> Callable:
+    """What runs when a page closes: its session's History CSV is removed."""
+
+    def forget(request: gr.Request) -> None:
+        exports.forget(session_id(request))
+
+    return forget
+
+
 def page_header() -> tuple[gr.Radio, gr.Button]:
     """The title and intro, where to start for each kind of visitor (its button opens the Lesson), and the
     language switch."""
@@ -183,4 +193,5 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
         batch.swept.success(add_rows, [runs, batch.last_sweep], [runs, history.table], api_visibility="private",
                             concurrency_limit=None)
         wire_language(demo, lang, tabs, note, calculator, policy)
+        demo.unload(forget_exports(history.exports))
     return demo

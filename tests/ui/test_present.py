@@ -302,3 +302,33 @@ def test_the_history_shows_readable_columns_and_keeps_the_raw_ones_for_the_csv()
     assert second["TTFT p50 (ms)"] == 302.1 and second["TTFT (ms)"] == "" and second["output_tokens_per_s"] == 952.0
     assert "bandwidth_achieved" in history.table() and "bandwidth_achieved" not in view
     assert "TTFT（ms）" in history.view("zh")
+
+
+def test_a_hundred_exports_leave_one_file_and_a_closed_page_none():
+    """The History's CSV: 100 exports by one session rewrite one file (not 100 folders in /tmp), two sessions
+    have one each, an id that is not a plain name gets a hashed folder inside the exports' folder (never a path
+    outside it), forget removes a session's file, and the whole folder goes with the exports."""
+    import tempfile
+    from pathlib import Path
+
+    from kvviz.ui.generation.history import CsvExports
+
+    before = set(Path(tempfile.gettempdir()).iterdir())
+    exports = CsvExports()
+    history = RunHistory().with_run(finished_record(run_id=1))
+    paths = {exports.write(history, "session-a") for _ in range(100)}
+    assert len(paths) == 1 and next(iter(paths)).read_text().startswith("run,")
+    odd = exports.write(history, "../../etc")
+    assert odd.parent.parent == exports.folder
+    exports.write(history, "session-b")
+    assert sorted(p.name for p in exports.folder.iterdir() if p.is_dir())[-2:] == ["session-a", "session-b"]
+    exports.forget("session-a")
+    assert not (exports.folder / "session-a").exists() and (exports.folder / "session-b").exists()
+    made = set(Path(tempfile.gettempdir()).iterdir()) - before
+    assert exports.folder in made and not [p for p in made if p.name.startswith("tmp")], "mkdtemp's folders"
+    folder = exports.folder
+    del exports
+    import gc
+
+    gc.collect()
+    assert not folder.exists()

@@ -6,8 +6,12 @@ No gradio; the History tab (kvviz.ui.generation.history_tab) shows it. Its text 
 
 from __future__ import annotations
 
+import hashlib
 import math
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -93,3 +97,31 @@ def run_ids(picked: object) -> list[int]:
     items = picked if isinstance(picked, list) else []
     return [int(r) for r in items if isinstance(r, (str, int)) and not isinstance(r, bool) and str(r).isdecimal()
             and len(str(r)) < 12]
+
+
+class CsvExports:
+    """Where the History's CSV downloads are written: one folder for the app (a TemporaryDirectory, removed when
+    the app's process ends), one file per session in it, rewritten at each export, and removed when the session
+    ends (forget). So a hundred exports leave one file, and a closed page none."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="kvviz-exports-")
+
+    @property
+    def folder(self) -> Path:
+        return Path(self._dir.name)
+
+    def write(self, history: RunHistory, session: str) -> Path:
+        """The session's history as CSV (every raw column, English keys), in the session's own file."""
+        path = self._session_folder(session) / "kvviz-history.csv"
+        path.parent.mkdir(exist_ok=True)
+        history.table().to_csv(path, index=False)
+        return path
+
+    def forget(self, session: str) -> None:
+        shutil.rmtree(self._session_folder(session), ignore_errors=True)
+
+    def _session_folder(self, session: str) -> Path:
+        """A folder name from the session's id: its hash when the id is not plain letters, digits, - or _."""
+        plain = session and len(session) <= 64 and all(c.isalnum() or c in "-_" for c in session)
+        return self.folder / (session if plain else hashlib.sha256(session.encode()).hexdigest()[:32])

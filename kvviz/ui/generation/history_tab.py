@@ -6,9 +6,7 @@ finished run to; this tab only reads it.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
@@ -16,14 +14,16 @@ from kvviz.i18n import t
 from kvviz.ui.common import plot
 from kvviz.ui.figures import empty
 from kvviz.ui.generation import figures
-from kvviz.ui.generation.history import RunHistory
+from kvviz.ui.generation.history import CsvExports, RunHistory
 from kvviz.ui.lang import L
+from kvviz.ui.sessions import session_id
 
 
 @dataclass(frozen=True)
 class HistoryTab:
     table: gr.DataFrame
     run_picker: gr.Dropdown
+    exports: CsvExports  # the CSV downloads' files: build_app forgets a session's when its page closes
 
 
 def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
@@ -36,10 +36,10 @@ def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
         run_picker = gr.Dropdown([], multiselect=True, label=L("history.pick"))
     overlay = gr.Plot(show_label=False, elem_id="overlay-plot")
 
-    def to_csv(history: RunHistory) -> str:
-        path = Path(tempfile.mkdtemp()) / "kvviz-history.csv"
-        history.table().to_csv(path, index=False)
-        return str(path)
+    exports = CsvExports()
+
+    def to_csv(history: RunHistory, request: gr.Request):
+        return str(exports.write(history, session_id(request)))
 
     def overlay_runs(history: RunHistory, picked, lang="en"):
         frame = history.overlay(picked)
@@ -55,4 +55,4 @@ def history_tab(runs: gr.State, lang: gr.Radio) -> HistoryTab:
           show_progress="hidden")
     gr.on([run_picker.change, lang.change], overlay_runs, [runs, run_picker, lang], overlay, api_visibility="private",
           concurrency_limit=None, preprocess=False)
-    return HistoryTab(table, run_picker)
+    return HistoryTab(table, run_picker, exports)
