@@ -9,6 +9,8 @@ EN = {
     "app.intro": "# kvviz\nSee how LLM inference really behaves: the KV cache, prefill and decode, TTFT and TPOT.",
     "app.start": "**New here?** A student or a teacher starts with the **Lesson**: its six questions, each answered "
                  "from a run you make on this page. An engineer sizing GPUs starts with the calculator below.",
+    "common.progress_line": "⏳ {what} ({pct})",
+    "common.running": "⏳ running…",
     "app.start_lesson": "Start the lesson →",
     "app.language": "Language / 语言",
     "tab.calculator": "KV-cache calculator",
@@ -40,6 +42,8 @@ ZH = {
                  "首 token 延迟（TTFT）与每 token 延迟（TPOT）。",
     "app.start": "**第一次来？** 学生和老师从**课程**开始：六个问题，每个都用你在本页跑出的结果来回答。"
                  "要为部署估算 GPU 的工程师，从下面的计算器开始。",
+    "common.progress_line": "⏳ {what}（{pct}）",
+    "common.running": "⏳ 运行中…",
     "app.start_lesson": "开始课程 →",
     "app.language": "Language / 语言",
     "tab.calculator": "KV Cache 显存计算器",

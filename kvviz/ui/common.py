@@ -23,7 +23,7 @@ from kvviz.base.errors import first_line
 from kvviz.engine.events import Event
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.request import GenerationRequest
-from kvviz.i18n import Said, said
+from kvviz.i18n import Said, said, t
 from kvviz.i18n.errors import translate
 from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
@@ -118,6 +118,27 @@ def unchanged(outputs: int) -> Callable[[], tuple]:
     return lambda: (gr.skip(),) * outputs
 
 
+class Told:
+    """A handler's gr.Progress that also keeps what it was last told, so that the redraw can write it in the page:
+    Gradio stops drawing its own bar once a generator handler has yielded, and these handlers yield on every tick
+    (so that a closed tab ends them)."""
+
+    def __init__(self, progress: Callable) -> None:
+        self.progress, self.fraction, self.desc = progress, 0.0, ""
+
+    def __call__(self, fraction: float, desc: str | None = None, **kw) -> None:
+        self.fraction, self.desc = fraction, desc or self.desc
+        self.progress(fraction, desc=desc, **kw)
+
+    def redraw(self, outputs: int, lang: str) -> Callable[[], tuple]:
+        """The redraw that writes the phase and how far it is in the first output, the others left as they are."""
+        def line() -> tuple:
+            text = (t("common.progress_line", lang, what=self.desc, pct=f"{self.fraction:.0%}") if self.desc
+                    else t("common.running", lang))
+            return (text, *(gr.skip(),) * (outputs - 1))
+        return line
+
+
 def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], tuple], *, period_s: float = POLL_S,
            loading: float = 1.0, on_loaded: Callable[[Loaded], None] | None = None,
            on_event: Callable[[Event], None] | None = None) -> Generator[tuple, None, Outcome]:
@@ -184,11 +205,12 @@ def held(job: WorkerJob, sessions: SessionStore | None = None, request: object =
 def follow_answer(job: WorkerJob, progress: Callable, lang: str, what: str, outputs: int,
                   sessions: SessionStore | None = None, request: object = None, tab: str = "",
                   **kw) -> Generator[tuple, None, Outcome]:
-    """Follow a job whose handler shows nothing new until it ends (its `outputs` left unchanged meanwhile), held
-    as held() holds it (for `tab`'s Stop); what came back, or the refusal for `what` ending without its answer
-    (no_answer). `kw`: what else follow takes."""
+    """Follow a job whose handler shows nothing new until it ends but its progress (the phase, in its first
+    output; the others left unchanged meanwhile), held as held() holds it (for `tab`'s Stop); what came back, or
+    the refusal for `what` ending without its answer (no_answer). `kw`: what else follow takes."""
+    told = Told(progress)
     with held(job, sessions, request, tab):
-        outcome = yield from follow(job, progress, lang, unchanged(outputs), **kw)
+        outcome = yield from follow(job, told, lang, told.redraw(outputs, lang), **kw)
     if outcome.answer is None:
         raise no_answer(job, outcome.failure, what, lang)
     return outcome

@@ -149,8 +149,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                    api_name="batch", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
     swept = sweep_go.click(sweep, [model, sweep_prompt, sweep_new, sweep_top, lang],
                            [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot, last_sweep],
-                           api_name="batch_sweep",
-                           concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+                           api_name="batch_sweep", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+
     def stop(request: gr.Request):
         """Stop this session's running batch or sweep before its next forward pass."""
         sessions.stop(stop_handle(request, "batch"))

@@ -15,6 +15,7 @@ from kvviz.i18n import t
 from kvviz.ui.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
+    Told,
     build_request,
     follow,
     held,
@@ -23,7 +24,6 @@ from kvviz.ui.common import (
     plot,
     refusal,
     start,
-    unchanged,
 )
 from kvviz.ui.compare.text import compare_verdict
 from kvviz.ui.generation import figures
@@ -68,9 +68,10 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
         req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
         job, _ = start(model, Compare(req), policy, lang)
         # Stop reaches the job; loading fills the first half of the bar, the runs (their phase and tokens) the second
+        told = Told(progress)  # the phase is written in the verdict's place while it runs
         with held(job, sessions, request, "compare"):
-            outcome = yield from follow(job, progress, lang, unchanged(OUTPUTS), loading=0.5,
-                                        on_loaded=lambda _: progress(0.5, desc=t("compare.progress", lang)))
+            outcome = yield from follow(job, told, lang, told.redraw(OUTPUTS, lang), loading=0.5,
+                                        on_loaded=lambda _: told(0.5, desc=t("compare.progress", lang)))
         result = outcome.answer.comparison if outcome.answer is not None else None
         if job.timed_out and result is None:
             raise refusal(time_limit_message(job.time_limit_s, lang), lang)
