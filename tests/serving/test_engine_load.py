@@ -140,11 +140,13 @@ def test_more_in_flight_adds_waiting_not_throughput(tiny, one_torch_thread):
 
 
 def test_cancel_ends_the_run(tiny):
-    """A cancel mid-run ends it soon: cancelled, the requests in flight recorded as cancelled, no more sent."""
+    """A cancel mid-run ends it soon: cancelled, the requests in flight recorded as cancelled, no more sent. 400
+    tokens a request keep the first one running at the cancel (64 took 0.30 s on an idle CI machine: it ended just
+    as the cancel came)."""
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()
     started = time.perf_counter()
-    result = engine_load(tiny, Load(concurrency=2, requests=200, output_tokens=64), PROMPTS, cancel)
+    result = engine_load(tiny, Load(concurrency=2, requests=200, output_tokens=400), PROMPTS, cancel)
     took = time.perf_counter() - started
     assert result.cancelled and len(result.records) < 200
     stopped = [r for r in result.records if r.error == CANCELLED]
