@@ -56,10 +56,17 @@ def persist_compile_cache() -> None:
 def _compile_key(model: torch.nn.Module, length: int) -> str:
     """What a compile is told apart by on this machine: the model, device, dtype, cache length and (on a CPU)
     the thread count, as static_decoder keys its decoders."""
+    device, dtype, length, threads = _decoder_key(model, length)
+    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+    return f"{name}|{device}|{dtype}|{length}|{threads}"
+
+
+def _decoder_key(model: torch.nn.Module, length: int) -> tuple[str, torch.dtype, int, int]:
+    """A compiled step's shape: device, dtype, cache length and (on a CPU) the thread count, which inductor
+    writes into the kernels it compiles."""
     param = next(model.parameters())
     threads = torch.get_num_threads() if param.device.type == "cpu" else 0
-    name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
-    return f"{name}|{param.device}|{param.dtype}|{length}|{threads}"
+    return str(param.device), param.dtype, length, threads
 
 
 def _times_file() -> Path:
@@ -90,10 +97,8 @@ def _record_compile_s(model: torch.nn.Module, length: int, seconds: float) -> No
 
 def has_decoder(model: torch.nn.Module, length: int) -> bool:
     """Whether this process holds a compiled step for `model` at `length` already (no compile to wait for)."""
-    param = next(model.parameters())
-    threads = torch.get_num_threads() if param.device.type == "cpu" else 0
     with _DECODERS_LOCK:
-        return (str(param.device), param.dtype, length, threads) in _DECODERS.get(model, {})
+        return _decoder_key(model, length) in _DECODERS.get(model, {})
 
 
 class StaticCacheFull(KvvizError, RuntimeError):
@@ -251,9 +256,7 @@ _DECODERS_LOCK = threading.Lock()
 def static_decoder(model: torch.nn.Module, length: int) -> tuple[StaticDecoder, bool]:
     """The decoder for `model` with a static cache of `length` tokens, and whether it was reused: built and
     compiled on first use (seconds to minutes), handed out again to every later request of the same shape."""
-    param = next(model.parameters())
-    threads = torch.get_num_threads() if param.device.type == "cpu" else 0
-    key = (str(param.device), param.dtype, length, threads)
+    key = _decoder_key(model, length)
     with _DECODERS_LOCK:
         decoders = _DECODERS.setdefault(model, {})
         if key in decoders:
