@@ -1,8 +1,7 @@
 """kvviz's errors and progress messages in Chinese: real errors, raised by the real validators and the real
-loader, read in the Chinese written out here by hand. The memory model's labels and notes, the last texts
-translated by template (kvviz.i18n.calculator.memory_text): every template has the same fields in both languages
-and Chinese in its Chinese, and none is hidden behind an earlier, more general one. (tests/test_error_keys.py
-checks every keyed error kind the source raises.)"""
+loader, and the memory model's labels, notes and schemes made by the real model, read in the Chinese written out
+here by hand; nothing is translated by matching its English. (tests/test_error_keys.py checks every keyed text the
+source builds.)"""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ import pytest
 from kvviz.base.urls import base_url
 from kvviz.calc.arch import architecture_from_dict, architecture_from_dims
 from kvviz.calc.dtypes import kv_dtype
+from kvviz.calc.hardware import ACCELERATORS, bandwidth_source
 from kvviz.calc.presets import load_preset
 from kvviz.calc.report import MemoryQuery, memory_report
 from kvviz.engine.batch import BatchRequest
@@ -26,7 +26,7 @@ from kvviz.engine.batch_sweep import batch_sizes, decode_context
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.loading import LoadError, load_model, resolve_device, resolve_dtype
 from kvviz.engine.request import GenerationRequest
-from kvviz.i18n import calculator, said
+from kvviz.i18n import said
 from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import endpoint
 from kvviz.serving.http1 import HttpError
@@ -37,13 +37,6 @@ from tests.helpers import REPO
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CONFIG_ONLY = REPO / "tests" / "serving" / "config-only"  # tiny's config.json alone: no weights
 HOSTED = HostPolicy(hosted=True)
-
-
-OWN = calculator.TEMPLATES  # the memory model's labels and notes: kvviz's last texts translated by template
-
-
-def fields(template: str) -> list[str]:
-    return re.findall(r"\{(\w+)\}", template)
 
 
 # (what raises, the Chinese a person reads), the Chinese typed out by hand.
@@ -160,27 +153,45 @@ def test_the_serving_clients_failures_read_in_chinese(made, zh):
 
 
 def test_translate_matches_no_english():
-    """translate() renders keys only: an English text, even one a memory-model template knows, stays as it is."""
-    assert translate("KV cache", "zh") == "KV cache" and calculator.memory_text("KV cache", "zh") == "KV Cache"
+    """translate() renders keys only: an English text, even the English of a memory-model label, stays as it is;
+    the label made as a keyed text reads in Chinese."""
+    assert translate("KV cache", "zh") == "KV cache"
+    assert translate(said("calc.label.kv"), "zh") == "KV Cache"
 
 
-@pytest.mark.parametrize(("en", "zh"), OWN, ids=[en[:40] for en, _ in OWN])
-def test_template_has_the_same_fields_and_chinese(en, zh):
-    """A template's Chinese fills the same fields as its English (no field lost or renamed) and is Chinese."""
-    assert sorted(fields(en)) == sorted(fields(zh)), f"{en!r}: fields differ"
-    assert len(set(fields(en))) == len(fields(en)), f"{en!r}: a field named twice cannot be matched"
-    if len(re.findall(r"\b[a-z]{3,}\b", re.sub(r"\{\w+\}", "", en))) >= 2:  # a phrase, not a term (KV cache)
-        assert CJK.search(zh), f"{en!r}: its zh template has no Chinese"
+def _report(preset: str, **query):
+    return memory_report(load_preset(preset), MemoryQuery(**query))
 
 
-def test_no_template_is_hidden_by_an_earlier_one():
-    """Each template's own message (its fields filled) translates by that template: a general one placed before
-    a specific one would take its messages. No English template is listed twice."""
-    ens = [en for en, _ in OWN]
-    assert len(set(ens)) == len(ens), "an English template listed twice: the second is never used"
-    hidden = []
-    for en, zh in OWN:
-        values = {name: f"V{i}x" for i, name in enumerate(fields(en))}
-        if calculator.memory_text(en.format(**values), "zh") != zh.format(**values):
-            hidden.append(en)
-    assert not hidden, f"templates taken by an earlier one: {hidden}"
+# (what the memory model says, the Chinese a person reads), made by the real model, the Chinese typed out by hand.
+MEMORY_MODEL = [
+    (lambda: _report("llama-3-8b").kv.formula.label, "KV Cache"),
+    (lambda: _report("gemma-2-9b").kv.formula.label, "KV Cache（应用滑动窗口）"),
+    (lambda: _report("qwen3-next-80b-a3b").kv.formula.label, "KV Cache，48 层中有 12 层保留逐 token 的 KV"),
+    (lambda: _report("jamba-1.5-mini").kv.state_formula.label, "Mamba 状态（每条序列固定，不随 seq_len 增长）"),
+    (lambda: _report("deepseek-v2-lite").kv.formula.label,
+     "KV Cache，MLA 潜在向量（vLLM、SGLang 和 transformers >= 5.15 保存的形式）"),
+    (lambda: _report("gemma-2-9b").kv.no_window_formula.label,
+     "推理引擎忽略滑动窗口时的 KV Cache（为每个 token 分配）"),
+    (lambda: _report("llama-3-8b", tp=2, pp=2).parallel.formulas[-1].label,
+     "单块 GPU 上每 token 的 KV 字节数（第 1 段：16 层）"),  # stage 1 also holds lm_head and the final norm
+    (lambda: _report("llama-3-8b").decode.formulas[-1].label, "解码每步时间（下界）"),
+    (lambda: _report("llama-3-8b").prefill.formulas[1].symbolic, "权重读一次 + 写入的 KV Cache"),
+    (lambda: _report("llama-3-8b", seq_len=100_000).notes[0], "seq_len 100,000 超出了模型 8,192 个 token 的上下文"),
+    (lambda: _report("llama-3-8b", tp=2).notes[0],
+     "屋顶线下界按整个模型放在一块 H100 SXM 上计算，没有模拟张量并行或流水线并行"),
+    (lambda: load_preset("falcon-7b").notes[0],
+     "取自 transformers 的 FalconConfig 默认值（config 中没有给出）：num_hidden_layers=32, num_attention_heads=71"),
+    (lambda: kv_dtype("bf16").scheme, "bfloat16，无缩放因子"),
+    (lambda: bandwidth_source(ACCELERATORS["h100-sxm"]), "H100 SXM：公开数据"),
+    (lambda: bandwidth_source(ACCELERATORS["t4"]), "T4：不支持 bf16：fp16 张量核心，65 TFLOP/s"),
+]
+
+
+@pytest.mark.parametrize(("made", "zh"), MEMORY_MODEL, ids=[zh[:24] for _, zh in MEMORY_MODEL])
+def test_the_memory_models_texts_read_in_chinese(made, zh):
+    """A formula's label and words, a report's and a config's notes, a format's scheme, a bandwidth's source, as
+    the memory model makes them, read in Chinese; in English as they are (their str, what the JSON holds)."""
+    text = made()
+    assert translate(text, "zh") == zh
+    assert translate(text, "en") == str(text) and not CJK.search(text)

@@ -86,15 +86,69 @@ def test_emphasis_renders(lang):
     assert not left, f"literal asterisks on the page: {left}"
 
 
-def test_every_number_format_scheme_reads_in_chinese():
-    """The text report's line on a KV or weight format says its scheme in Chinese: a scheme reworded in
-    kvviz.calc.dtypes without its translation shows here (a bare name such as "IEEE float32" stays)."""
-    from kvviz.calc.dtypes import KV_DTYPES, WEIGHT_DTYPES
-    from kvviz.i18n.calculator import memory_text
+# English the memory model says (a formula's label or words, a note): two words, the second in lower case.
+PHRASE = re.compile(r"\b[A-Za-z]{2,}\s+[a-z]{3,}\b")
+LATIN_TERMS = {"calc.label.kv"}  # "KV Cache" in Chinese (tests/test_error_keys.py)
 
-    for fmt in [*KV_DTYPES.values(), *WEIGHT_DTYPES.values()]:
-        if len(re.findall(r"\b[a-z]{3,}\b", fmt.scheme)) >= 2:
-            assert CJK.search(memory_text(fmt.scheme, "zh")), f"{fmt.name}: {fmt.scheme!r} has no Chinese"
+
+def _memory_model_texts() -> list[tuple[str, str]]:
+    """(where, text) for every label, formula, note, scheme and accelerator text the memory model makes over a
+    spread of models and queries: MLA, sliding and chunked windows, Mamba and DeltaNet state, quantised formats,
+    tp/pp/dp, a GPU with no room, a length past the context, dimensions only, a config's defaults, the measured CPU."""
+    from kvviz.calc.arch import architecture_from_dims
+    from kvviz.calc.dtypes import KV_DTYPES, WEIGHT_DTYPES
+    from kvviz.calc.hardware import ACCELERATORS, bandwidth_source, measure_device
+    from kvviz.calc.presets import load_preset
+    from kvviz.calc.report import MemoryQuery, memory_report
+
+    cpu = measure_device("cpu", matvec_mib=4, matmul_n=64, repeats=1)
+    cases = [("deepseek-v3", MemoryQuery(tp=8, pp=2, seq_len=200_000)),
+             ("deepseek-v2-lite", MemoryQuery(kv_dtype="fp8")),
+             ("gemma-2-9b", MemoryQuery(kv_dtype="int4", weight_dtype="int4", tp=2)),
+             ("llama-4-scout", MemoryQuery(kv_dtype="int8", weight_dtype="fp8")),
+             ("qwen3-next-80b-a3b", MemoryQuery(tp=4, dp=2)), ("jamba-1.5-mini", MemoryQuery(accelerator="t4")),
+             ("gemma-3-27b", MemoryQuery(accelerator="l4")), ("falcon-7b", MemoryQuery(pp=2)),
+             ("llama-3-70b", MemoryQuery(accelerator="l4", tp=2)), ("qwen2.5-0.5b", MemoryQuery(accelerator="cpu"))]
+    reports = [memory_report(load_preset(p), q, cpu if q.accelerator == "cpu" else None) for p, q in cases]
+    reports.append(memory_report(architecture_from_dims(4, 2, 64, sliding_layers=2, sliding_window=8), MemoryQuery()))
+    found = []
+    for r in reports:
+        name = r.arch.name
+        kv = r.kv
+        formulas = [kv.formula, kv.per_token_formula, kv.no_window_formula, kv.mla_expanded_formula,
+                    kv.state_formula, r.paged.formula, r.capacity.formula, *r.parallel.formulas,
+                    *(r.prefill.formulas if r.prefill else ()), *(r.decode.formulas if r.decode else ())]
+        for f in filter(None, formulas):
+            found += [(f"{name}: label", f.label)]
+            found += [(f"{name}: {f.label}", part) for part in (f.symbolic, f.substituted) if PHRASE.search(part)]
+        if r.params:  # its formula, in the JSON only, sums the components by their names ("routed experts")
+            found.append((f"{name}: label", r.params.formula.label))
+        found += [(f"{name}: note", note) for note in r.notes]
+    found += [(f"scheme {d.name}", d.scheme) for d in [*KV_DTYPES.values(), *WEIGHT_DTYPES.values()]
+              if len(d.scheme.split()) > 2 or "," in d.scheme]  # more than a bare name ("IEEE float32")
+    accels = [*ACCELERATORS.values(), cpu]
+    found += [(f"{a.key}: note", a.note) for a in accels if a.note] + [("cpu: name", cpu.name)]
+    found += [(f"{a.key}: bandwidth source", bandwidth_source(a)) for a in accels]
+    return found
+
+
+def test_every_memory_model_text_is_keyed_and_reads_in_chinese():
+    """What the memory model says in words (a formula's label, the words inside a formula, a report's or a config's
+    note, a format's scheme, an accelerator's name and note, where a bandwidth figure came from) is a keyed text
+    (kvviz.i18n.Said) whose Chinese is Chinese: a label written as plain English, or a key whose Chinese is lost,
+    would show English on the Chinese page, and fails here. The walk itself finds every kind it must."""
+    from kvviz.i18n import Said
+
+    texts = _memory_model_texts()
+    assert len(texts) > 150, len(texts)
+    english = [(where, text) for where, text in texts if not isinstance(text, Said)]
+    assert not english, f"said as plain English, not as a key: {english[:5]}"
+    lost = [(where, text.key) for where, text in texts
+            if not CJK.search(text.render("zh")) and text.key not in LATIN_TERMS]
+    assert not lost, f"no Chinese: {lost[:5]}"
+    assert {text.key for _, text in texts} >= {"calc.label.kv_mla", "calc.label.kv_window", "calc.label.state",
+                                                "calc.note.no_room_gpu", "calc.note.defaults", "calc.accel.this_cpu",
+                                                "calc.formula.paged", "calc.scheme.kv_groupwise"}
 
 
 @pytest.mark.parametrize("argv,environ,lang", [

@@ -28,7 +28,7 @@ from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
 from kvviz.calc.config_error import ConfigError
 from kvviz.calc.state import State, layer_state
-from kvviz.i18n import t
+from kvviz.i18n import Said, said, t
 
 FULL = "full"
 SLIDING = "sliding"
@@ -119,7 +119,7 @@ class Architecture:
     tie_word_embeddings: bool = False
     config: str = field(default="", repr=False)
     source: str = ""
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Said, ...] = field(default=())  # what the reader should know of the config, as keyed texts
     # What the calculator's sliders changed from the model as read ("kv_heads=4"): data beside the name, never in it.
     modified: tuple[str, ...] = ()
 
@@ -355,7 +355,7 @@ def _same_kv_shape_everywhere(text: Any, kinds: tuple[str, ...], kv_heads: int, 
             raise ConfigError("config.layer_kv_shape", i=i, heads=heads, dim=dim, kv_heads=kv_heads, head_dim=head_dim)
 
 
-def _defaulted(raw: dict, text: Any) -> tuple[str, ...]:
+def _defaulted(raw: dict, text: Any) -> tuple[Said, ...]:
     """A note naming the size keys the config left to its class's defaults, with the values they took."""
     nested = raw.get("text_config")
     given = nested if isinstance(nested, dict) and text.model_type != raw.get("model_type") else raw
@@ -368,7 +368,7 @@ def _defaulted(raw: dict, text: Any) -> tuple[str, ...]:
     if not missing:
         return ()
     values = ", ".join(f"{k}={getattr(text, k)}" for k in missing)
-    return (f"taken from transformers' {type(text).__name__} defaults (the config leaves them out): {values}",)
+    return (said("calc.note.defaults", cls=type(text).__name__, values=values),)
 
 
 # Families whose cache the config alone does not describe: kvviz refuses them by name rather than answer wrongly.

@@ -17,6 +17,7 @@ from kvviz.calc.dtypes import DType
 from kvviz.calc.formula import Formula
 from kvviz.calc.hardware import Accelerator
 from kvviz.calc.memory import bytes_per_token, paged_bytes, state_bytes, state_elem_bytes
+from kvviz.i18n import said
 
 NO_CONTEXT_LIMIT = 10**9  # search bound for models whose config gives no max_position_embeddings
 
@@ -92,7 +93,7 @@ def capacity(
     usable = int(accel.memory_bytes * mem_util)
     budget = usable - weights_bytes - reserve_bytes - arch.kv_layers * dtype.tensor_overhead_bytes
     formula = Formula(
-        "KV budget",
+        said("calc.label.budget"),
         "accelerator_memory × mem_util − weights − reserve",
         f"{accel.memory_bytes:,} × {mem_util:g} − {weights_bytes:,} − {reserve_bytes:,}",
         max(budget, 0),

@@ -1,7 +1,8 @@
 """Storage formats for the KV cache and for weights, and what each one really costs in bytes.
 
 A 16- or 32-bit format costs its width and nothing else. The 8- and 4-bit formats also store
-scales, and the scheme assumed is written on each format so the app and the CLI can say it.
+scales, and the scheme assumed is written on each format so the app and the CLI can say it: a keyed text
+(kvviz.i18n.said), English as a str and rendered in the reader's language where it is shown, or a bare name.
 This module knows nothing about models; it only turns a count of numbers into bytes.
 """
 
@@ -11,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from kvviz.base.errors import InputError
+from kvviz.i18n import said
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class DType:
 
     name: str
     bits: int
-    scheme: str
+    scheme: str  # a keyed text (kvviz.i18n.Said), or a bare name ("IEEE float32")
     group_size: int | None = None
     group_overhead_bytes: int = 0
     tensor_overhead_bytes: int = 0
@@ -43,40 +45,28 @@ class DType:
         return self.bits / 8
 
 
-_GROUPWISE = (
-    "group-wise asymmetric quantisation along each head vector, groups of 64 values, one fp16 scale "
-    "and one fp16 zero-point per group (4 bytes per 64 values), as transformers' QuantizedCache "
-    "does; its full-precision window of recent tokens is not counted"
-)
-
+# The KV formats' group-wise scheme: group-wise asymmetric quantisation along each head vector, groups of 64 values,
+# one fp16 scale and one fp16 zero-point per group, as transformers' QuantizedCache does (calc.scheme.kv_groupwise).
 KV_DTYPES: dict[str, DType] = {
-    "fp32": DType("fp32", 32, "IEEE float32, no scales"),
-    "fp16": DType("fp16", 16, "IEEE float16, no scales"),
-    "bf16": DType("bf16", 16, "bfloat16, no scales"),
-    "fp8": DType(
-        "fp8",
-        8,
-        "float8 e4m3 with one fp32 scale for K and one for V per layer (vLLM's per-tensor kv scales, "
-        "8 bytes per layer)",
-        tensor_overhead_bytes=8,
-    ),
-    "int8": DType("int8", 8, "int8, " + _GROUPWISE, group_size=64, group_overhead_bytes=4),
-    "int4": DType("int4", 4, "int4, " + _GROUPWISE, group_size=64, group_overhead_bytes=4),
+    "fp32": DType("fp32", 32, said("calc.scheme.no_scales", fmt="IEEE float32")),
+    "fp16": DType("fp16", 16, said("calc.scheme.no_scales", fmt="IEEE float16")),
+    "bf16": DType("bf16", 16, said("calc.scheme.no_scales", fmt="bfloat16")),
+    "fp8": DType("fp8", 8, said("calc.scheme.kv_fp8"), tensor_overhead_bytes=8),
+    "int8": DType("int8", 8, said("calc.scheme.kv_groupwise", fmt="int8"), group_size=64, group_overhead_bytes=4),
+    "int4": DType("int4", 4, said("calc.scheme.kv_groupwise", fmt="int4"), group_size=64, group_overhead_bytes=4),
 }
 
-_WEIGHT_GROUPWISE = (
-    "group-wise quantisation of every weight matrix, groups of 128 values along the input dimension, "
-    "one fp16 scale and one fp16 zero-point per group (GPTQ/AWQ-style layout); vectors (norms, biases) "
-    "stay in bf16"
-)
-
+# The weight formats' group-wise scheme: groups of 128 values along each matrix's input dimension, one fp16 scale and
+# one fp16 zero-point per group, GPTQ/AWQ's layout (calc.scheme.weight_groupwise).
 WEIGHT_DTYPES: dict[str, DType] = {
     "fp32": DType("fp32", 32, "IEEE float32"),
     "fp16": DType("fp16", 16, "IEEE float16"),
     "bf16": DType("bf16", 16, "bfloat16"),
-    "fp8": DType("fp8", 8, "float8 e4m3, per-tensor scales (negligible, not counted); vectors stay in bf16"),
-    "int8": DType("int8", 8, "int8, " + _WEIGHT_GROUPWISE, group_size=128, group_overhead_bytes=4),
-    "int4": DType("int4", 4, "int4, " + _WEIGHT_GROUPWISE, group_size=128, group_overhead_bytes=4),
+    "fp8": DType("fp8", 8, said("calc.scheme.weight_fp8")),
+    "int8": DType("int8", 8, said("calc.scheme.weight_groupwise", fmt="int8"), group_size=128,
+                  group_overhead_bytes=4),
+    "int4": DType("int4", 4, said("calc.scheme.weight_groupwise", fmt="int4"), group_size=128,
+                  group_overhead_bytes=4),
 }
 
 

@@ -2,7 +2,9 @@
 
 Every figure kvviz reports carries one of these, so the app and the CLI print exactly the
 arithmetic the code evaluated. Byte results are rendered in bytes, GiB (2^30) and GB (10^9),
-each under its own label.
+each under its own label. A formula's label, and any words in its formula ("weights read once + KV cache
+written"), are keyed texts (kvviz.i18n.said): English here, in the reader's language where
+kvviz.calc.report.formula_text renders them.
 """
 
 from __future__ import annotations

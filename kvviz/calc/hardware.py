@@ -3,7 +3,9 @@
 A GPU preset is a vendor's data-sheet figure (memory in GB = 10^9 bytes, bandwidth, dense 16-bit
 tensor FLOP/s). A CPU has no data sheet worth trusting, so it is measured on request: memory
 bandwidth with a large matrix-vector product, compute with a large matmul, and the result says
-it was measured. This module knows nothing of models.
+it was measured. What it says of a device (the measured CPU's name, a note, where a bandwidth figure came from) it
+says as keyed texts (kvviz.i18n.said), rendered in the reader's language where they are shown. This module knows
+nothing of models.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from kvviz.base.device import Stopwatch, sync
 from kvviz.base.errors import InputError
+from kvviz.i18n import Said, said
 
 
 @dataclass(frozen=True)
@@ -20,13 +23,13 @@ class Accelerator:
     """What bounds inference on a device: memory size, memory bandwidth and peak matmul rate."""
 
     key: str
-    name: str
+    name: str  # a GPU's model name; the measured CPU's is a keyed text ("this CPU, 2 cores")
     memory_bytes: int
     bandwidth: float  # bytes per second
     peak_flops: float  # FLOP per second, dense, in peak_dtype
     peak_dtype: str
     default_dtype: str  # the 16-bit format the device runs best (fp16 where there is no bf16)
-    note: str = ""
+    note: str = ""  # a keyed text: a data sheet's caveat, or how the device was measured
     measured: bool = False
 
     @property
@@ -35,7 +38,7 @@ class Accelerator:
         return self.peak_flops / self.bandwidth
 
 
-def _gpu(key: str, name: str, mem_gb: float, bw_tbs: float, tflops: float, note: str = "",
+def _gpu(key: str, name: str, mem_gb: float, bw_tbs: float, tflops: float, note: Said | str = "",
          dtype: str = "bf16") -> Accelerator:
     return Accelerator(key, name, int(mem_gb * 1e9), bw_tbs * 1e12, tflops * 1e12, dtype, dtype, note)
 
@@ -50,9 +53,9 @@ ACCELERATORS: dict[str, Accelerator] = {
         _gpu("a100-80gb-pcie", "A100 80GB PCIe", 80, 1.935, 312),
         _gpu("a100-40gb", "A100 40GB", 40, 1.555, 312),
         _gpu("l4", "L4", 24, 0.300, 121),
-        _gpu("rtx-4090", "RTX 4090", 24, 1.008, 165, "165 TFLOP/s is the fp32-accumulate figure"),
-        _gpu("a10g", "A10G", 24, 0.600, 70, "about 70 TFLOP/s; the AWS g5 part"),
-        _gpu("t4", "T4", 16, 0.320, 65, "no bf16: fp16 tensor cores, 65 TFLOP/s", dtype="fp16"),
+        _gpu("rtx-4090", "RTX 4090", 24, 1.008, 165, said("calc.accel.rtx_4090")),
+        _gpu("a10g", "A10G", 24, 0.600, 70, said("calc.accel.a10g")),
+        _gpu("t4", "T4", 16, 0.320, 65, said("calc.accel.t4"), dtype="fp16"),
         _gpu("mi300x", "MI300X", 192, 5.3, 1307),
     )
 }
@@ -112,13 +115,17 @@ def measure_device(device: str = "cpu", matvec_mib: int = 256, matmul_n: int = 2
     dtype_name = "bf16" if cuda else "fp32"
     if cuda:
         name, memory = torch.cuda.get_device_name(dev), torch.cuda.get_device_properties(dev).total_memory
-        how = f"{dtype_name} matvec over {matvec_mib} MiB and a {matmul_n}x{matmul_n} matmul, best of {repeats}"
+        note = said("calc.accel.measured", dtype=dtype_name, mib=matvec_mib, n=matmul_n, k=repeats)
     else:
-        name, memory = f"this CPU, {os.cpu_count()} cores", _physical_memory_bytes()
-        how = (f"{torch.get_num_threads()} torch threads: {dtype_name} matvec over {matvec_mib} MiB and a "
-               f"{matmul_n}x{matmul_n} matmul, best of {repeats}")
-    return Accelerator(dev.type, name, memory, bandwidth, flops, dtype_name, dtype_name,
-                       note=f"measured now with {how}", measured=True)
+        name, memory = said("calc.accel.this_cpu", n=os.cpu_count()), _physical_memory_bytes()
+        note = said("calc.accel.measured_cpu", threads=torch.get_num_threads(), dtype=dtype_name, mib=matvec_mib,
+                    n=matmul_n, k=repeats)
+    return Accelerator(dev.type, name, memory, bandwidth, flops, dtype_name, dtype_name, note=note, measured=True)
+
+
+def bandwidth_source(accel: Accelerator) -> Said:
+    """Where `accel`'s bandwidth figure comes from, "<device>: <how>": its note, or the data sheet."""
+    return said("calc.accel.source", name=accel.name, how=accel.note or said("calc.accel.published"))
 
 
 def stream_read_bandwidth(device: str = "cpu", mib: int = 512, repeats: int = 5) -> float:

@@ -20,6 +20,7 @@ from kvviz.base.errors import InputError
 from kvviz.calc.arch import NONE, Architecture
 from kvviz.calc.dtypes import DType
 from kvviz.calc.formula import Factor, Formula, product, total
+from kvviz.i18n import Said, said
 
 LATENT = "latent"  # what an engine implementing MLA keeps (vLLM, SGLang)
 EXPANDED = "expanded"  # per-head K/V of an MLA model, as a naive implementation (transformers < 5.15) keeps
@@ -211,7 +212,7 @@ def _per_token_layer(arch: Architecture, dtype: DType, mla_mode: str) -> list[Fa
     return [Factor("2", "2"), Factor("kv_heads", str(arch.num_kv_heads)), *_vector("head_dim", arch.head_dim, dtype)]
 
 
-def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, label: str, *,
+def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, label: Said, *,
                 apply_window: bool, mla_mode: str) -> Formula:
     groups = layer_groups(arch)
     if not apply_window:
@@ -229,7 +230,7 @@ def _kv_formula(arch: Architecture, batch: int, seq_len: int, dtype: DType, labe
     if dtype.tensor_overhead_bytes:
         terms.append(product(Factor("kv_layers", str(arch.kv_layers)),
                              Factor("scale_bytes_per_layer", str(dtype.tensor_overhead_bytes))))
-    symbolic, substituted = total(*terms) if terms else ("0 (no layer keeps per-token KV)", "0")
+    symbolic, substituted = total(*terms) if terms else (said("calc.formula.no_kv"), "0")
     value = kv_cache_bytes(arch, batch, seq_len, dtype, apply_window=apply_window, mla_mode=mla_mode)
     return Formula(label, symbolic, substituted, value)
 
@@ -238,26 +239,17 @@ def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> 
     """The KV cache of `batch` sequences of `seq_len` tokens with every labelled variant and formula."""
     if batch < 1 or seq_len < 0:
         raise InputError("calc.error.batch_seq")
-    kept_label = "KV cache (window applied)" if arch.n_sliding else "KV cache"
-    if arch.state is not None:
-        kept_label += f", {arch.kv_layers} of {arch.num_layers} layers keep per-token KV"
-    if arch.mla is not None:
-        kept_label = "KV cache, MLA latent (what vLLM, SGLang and transformers >= 5.15 keep)"
-    formula = _kv_formula(arch, batch, seq_len, dtype, kept_label, apply_window=True, mla_mode=LATENT)
+    formula = _kv_formula(arch, batch, seq_len, dtype, _kept_label(arch), apply_window=True, mla_mode=LATENT)
     per_token = product(Factor("kv_layers", str(arch.kv_layers)), *_per_token_layer(arch, dtype, LATENT))
-    per_token_formula = Formula("KV bytes per token (all layers, one sequence)", *per_token,
-                                bytes_per_token(arch, dtype))
+    per_token_formula = Formula(said("calc.label.per_token"), *per_token, bytes_per_token(arch, dtype))
     no_window = None
     if arch.n_sliding:
-        no_window = _kv_formula(arch, batch, seq_len, dtype,
-                                "KV cache if the engine ignores the sliding window (allocates every token)",
-                                apply_window=False, mla_mode=LATENT)
+        no_window = _kv_formula(arch, batch, seq_len, dtype, said("calc.label.kv_no_window"), apply_window=False,
+                                mla_mode=LATENT)
     expanded = None
     if arch.mla is not None:
-        expanded = _kv_formula(arch, batch, seq_len, dtype,
-                               "KV cache, MLA expanded per-head K/V (a naive implementation; transformers "
-                               "before 5.15 kept this)",
-                               apply_window=True, mla_mode=EXPANDED)
+        expanded = _kv_formula(arch, batch, seq_len, dtype, said("calc.label.kv_mla_expanded"), apply_window=True,
+                               mla_mode=EXPANDED)
     per_layer = token_layer_bytes(arch, dtype)
     groups = tuple(
         GroupBytes(g, cached_tokens(seq_len, g.window), batch * cached_tokens(seq_len, g.window) * g.count * per_layer)
@@ -274,13 +266,25 @@ def kv_breakdown(arch: Architecture, batch: int, seq_len: int, dtype: DType) -> 
     )
 
 
+def _kept_label(arch: Architecture) -> Said:
+    """The label of the cache an engine keeps: MLA's latent, or the KV cache with its windows applied and, beside
+    a linear layer's state, how many layers keep per-token KV."""
+    if arch.mla is not None:
+        return said("calc.label.kv_mla")
+    if arch.state is not None and arch.n_sliding:
+        return said("calc.label.kv_window_state", kv=arch.kv_layers, n=arch.num_layers)
+    if arch.state is not None:
+        return said("calc.label.kv_state", kv=arch.kv_layers, n=arch.num_layers)
+    return said("calc.label.kv_window") if arch.n_sliding else said("calc.label.kv")
+
+
 def state_formula(arch: Architecture, batch: int, dtype: DType) -> Formula | None:
     """The state of the linear layers as a formula (None for a model without one)."""
     st = arch.state
     if st is None:
         return None
     elem = state_elem_bytes(dtype)
-    return Formula(f"{st.kind} state (fixed per sequence, does not grow with seq_len)",
+    return Formula(said("calc.label.state", kind=st.kind),
                    "batch × state_layers × (conv_values × bytes_per_elem + recurrent_values × 4 (fp32))",
                    f"{batch} × {st.layers} × ({st.conv:,} × {_fmt_num(elem)} + {st.recurrent:,} × "
                    f"{RECURRENT_STATE_BYTES})", state_bytes(arch, batch, elem))
@@ -322,9 +326,10 @@ def paged_allocation(
     allocated = paged_bytes(arch, batch, seq_len, dtype, block_size)
     exact = kv_cache_bytes(arch, batch, seq_len, dtype) - arch.kv_layers * dtype.tensor_overhead_bytes
     formula = Formula(
-        "Paged KV cache (each layer's tokens rounded up to whole blocks)",
+        said("calc.label.paged"),
         "batch × Σ_layers ⌈tokens_kept / block_size⌉ × block_size × bytes_per_token_per_layer",
-        f"{batch} × {allocated // (batch * per * block_size)} (layer-blocks per sequence) × {block_size} × {per}",
+        said("calc.formula.paged", batch=batch, blocks=allocated // (batch * per * block_size), block=block_size,
+             per=per),
         allocated,
     )
     return PagedAllocation(

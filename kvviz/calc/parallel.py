@@ -243,19 +243,19 @@ def formulas(arch: Architecture, par: Parallelism, binding: Stage) -> tuple[Form
     the KV bytes one token leaves on one GPU."""
     tp, pp, dp = par.tp, par.pp, par.dp
     if arch.mla is None:
-        heads = Formula("KV heads on one GPU", "max(1, ⌊kv_heads / tp⌋)", f"max(1, ⌊{arch.num_kv_heads} / {tp}⌋)",
-                        kv_heads_per_gpu(arch.num_kv_heads, tp), "KV heads")
+        heads = Formula(said("calc.label.kv_heads_gpu"), "max(1, ⌊kv_heads / tp⌋)",
+                        f"max(1, ⌊{arch.num_kv_heads} / {tp}⌋)", kv_heads_per_gpu(arch.num_kv_heads, tp), "KV heads")
     else:
-        heads = Formula("MLA latent on one GPU (whole on every tensor-parallel GPU)", "kv_lora_rank + qk_rope_head_dim",
+        heads = Formula(said("calc.label.mla_gpu"), "kv_lora_rank + qk_rope_head_dim",
                         f"{arch.mla.kv_lora_rank} + {arch.mla.qk_rope_head_dim}", arch.mla.latent_dim,
                         "values per token and layer")
     per_token = binding.kv.per_token_formula
     return (
-        Formula("GPUs in all", "tp × pp × dp", f"{tp} × {pp} × {dp}", par.gpus, "GPUs"),
+        Formula(said("calc.label.gpus"), "tp × pp × dp", f"{tp} × {pp} × {dp}", par.gpus, "GPUs"),
         heads,
-        Formula("Layers on one GPU (the largest pipeline stage)", "⌈layers / pp⌉", f"⌈{arch.num_layers} / {pp}⌉",
+        Formula(said("calc.label.layers_gpu"), "⌈layers / pp⌉", f"⌈{arch.num_layers} / {pp}⌉",
                 max(stage_layers(arch.num_layers, pp)), "layers"),
-        replace(per_token, label=f"KV bytes per token on one GPU (stage {binding.index}: {binding.layers} layers)"),
+        replace(per_token, label=said("calc.label.per_token_gpu", stage=binding.index, layers=binding.layers)),
     )
 
 
@@ -264,7 +264,7 @@ def _pipeline_capacity(stages: tuple[Stage, ...], binding: Stage, gpus: int) -> 
     caps = [s.capacity for s in stages]
     formula = binding.capacity.formula
     if gpus > 1:
-        formula = replace(formula, label="KV budget on one GPU",
+        formula = replace(formula, label=said("calc.label.budget_gpu"),
                           symbolic=formula.symbolic.replace("weights", "weights_on_one_GPU"))
     return replace(binding.capacity, token_slots=min(c.token_slots for c in caps),
                    max_batch=min(c.max_batch for c in caps), max_seq_len=min(c.max_seq_len for c in caps),

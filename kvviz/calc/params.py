@@ -27,6 +27,7 @@ from kvviz.calc.arch import (
 )
 from kvviz.calc.dtypes import WEIGHT_DTYPES, DType
 from kvviz.calc.formula import Formula
+from kvviz.i18n import said
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class ParamCount:
     @property
     def formula(self) -> Formula:
         parts = [c for c in self.components if c.total]
-        return Formula("Parameters", " + ".join(c.name for c in parts),
+        return Formula(said("calc.label.params"), " + ".join(c.name for c in parts),
                        " + ".join(f"{c.total:,}" for c in parts), self.total, "params")
 
 

@@ -22,8 +22,9 @@ from kvviz.calc.memory import KVBreakdown, PagedAllocation, kv_breakdown, paged_
 from kvviz.calc.parallel import Deployment, Parallelism, Stage, deploy
 from kvviz.calc.params import ParamCount, count_params, weight_bytes
 from kvviz.calc.roofline import PhaseEstimate, decode_estimate, prefill_estimate
-from kvviz.i18n import normalize, t
-from kvviz.i18n.calculator import COMPONENTS, FORMULA_PHRASES, UNITS, memory_text
+from kvviz.i18n import Said, normalize, said, t
+from kvviz.i18n.calculator import COMPONENTS, UNITS
+from kvviz.i18n.errors import translate
 
 MAX_BATCH = 1_000_000
 MAX_SEQ_LEN = 100_000_000
@@ -70,7 +71,7 @@ class MemoryReport:
     prefill: PhaseEstimate | None
     decode: PhaseEstimate | None
     parallel: Deployment
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Said, ...] = field(default=())  # keyed texts: English in the JSON, rendered by note_text
 
 
 def validate(query: MemoryQuery) -> MemoryQuery:
@@ -99,10 +100,9 @@ def memory_report(arch: Architecture, query: MemoryQuery, accel: Accelerator | N
     params = count_params(arch) if arch.has_weights else None
     weights = weight_bytes(params, wd) if params else None
     if params is None:
-        notes.append("weights unknown (KV dimensions only): capacity counts the KV cache alone")
+        notes.append(said("calc.note.no_weights"))
     if arch.max_position_embeddings and query.seq_len > arch.max_position_embeddings:
-        notes.append(f"seq_len {query.seq_len:,} is beyond the model's context of "
-                     f"{arch.max_position_embeddings:,} tokens")
+        notes.append(said("calc.note.beyond_context", seq_len=query.seq_len, context=arch.max_position_embeddings))
     par = Parallelism(query.tp, query.pp, query.dp)
     deployment = deploy(arch, params, par, accel, kvd, wd, query.batch, query.seq_len, query.mem_util,
                         int(query.reserve_gib * GIB), query.block_size)
@@ -114,22 +114,18 @@ def memory_report(arch: Architecture, query: MemoryQuery, accel: Accelerator | N
         prefill = prefill_estimate(arch, params, accel, wd, kvd, query.batch, query.seq_len)
         decode = decode_estimate(arch, params, accel, wd, kvd, query.batch, query.seq_len)
         if par.gpus > 1:
-            notes.append(f"the roofline bounds are for the whole model on one {accel.name}; they do not model "
-                         "tensor or pipeline parallelism")
+            notes.append(said("calc.note.roofline_one", accel=accel.name))
     return MemoryReport(arch=arch, query=query, accelerator=accel, kv_dtype=kvd, weight_dtype=wd, kv=kv, paged=paged,
                         params=params, weights_bytes=weights, capacity=cap, prefill=prefill, decode=decode,
                         parallel=deployment, notes=tuple(notes))
 
 
-def _no_room(cap: Capacity, accel: Accelerator, par: Parallelism) -> str:
+def _no_room(cap: Capacity, accel: Accelerator, par: Parallelism) -> Said:
     """The note for a GPU whose weights and reserve leave nothing for the cache, with what would help."""
+    weights, usable = cap.weights_bytes / 1e9, cap.usable_bytes / 1e9
     if par.gpus == 1:
-        return (f"weights ({cap.weights_bytes / 1e9:,.1f} GB) and reserve leave no room for a KV cache in "
-                f"{cap.usable_bytes / 1e9:,.1f} GB usable on one {accel.name}: shard the model over several "
-                "devices (tp, pp) or quantise the weights")
-    return (f"one GPU's weights ({cap.weights_bytes / 1e9:,.1f} GB at tp {par.tp} × pp {par.pp}) and reserve leave "
-            f"no room for a KV cache in {cap.usable_bytes / 1e9:,.1f} GB usable on one {accel.name}: raise tp or pp, "
-            "or quantise the weights")
+        return said("calc.note.no_room", weights=weights, usable=usable, accel=accel.name)
+    return said("calc.note.no_room_gpu", weights=weights, tp=par.tp, pp=par.pp, usable=usable, accel=accel.name)
 
 
 def _phase_dict(p: PhaseEstimate | None) -> dict | None:
@@ -241,15 +237,13 @@ def _indent(text: str, by: str = "  ") -> str:
 
 
 def formula_text(f: Formula, lang: str = "en") -> str:
-    """A formula as Formula.text() renders it, in `lang`: in Chinese its label, the words inside its formula and
-    its units translated, its identifiers (batch, seq_len, kv_heads) and numbers as they are."""
+    """A formula as Formula.text() renders it, in `lang`: its label and the words inside its formula (keyed
+    texts, kvviz.i18n.Said) rendered in it, in Chinese its units too, its identifiers (batch, seq_len, kv_heads)
+    and numbers as they are."""
     if normalize(lang) == "en":
         return f.text()
-    symbolic, substituted = f.symbolic, f.substituted
-    for en, zh in FORMULA_PHRASES.items():
-        symbolic, substituted = symbolic.replace(en, zh), substituted.replace(en, zh)
-    lines = replace(f, label=memory_text(f.label, lang), symbolic=symbolic, substituted=substituted,
-                    unit=UNITS.get(f.unit, f.unit)).text().splitlines()
+    lines = replace(f, label=translate(f.label, lang), symbolic=translate(f.symbolic, lang),
+                    substituted=translate(f.substituted, lang), unit=UNITS.get(f.unit, f.unit)).text().splitlines()
     byte_lines = (" bytes", " GiB (2^30 bytes)", " GB (10^9 bytes)")
     return "\n".join(_zh_bytes(line) if line.endswith(byte_lines) else line for line in lines)
 
@@ -260,13 +254,15 @@ def _zh_bytes(line: str) -> str:
 
 
 def accelerator_name(acc: Accelerator, lang: str = "en") -> str:
-    """The accelerator's name in `lang`: a preset's as it is, the measured CPU's ("this CPU, 2 cores") translated."""
-    return memory_text(acc.name, lang) if acc.measured else acc.name
+    """The accelerator's name in `lang`: a preset's as it is, the measured CPU's ("this CPU, 2 cores", a keyed
+    text) rendered in it."""
+    return translate(acc.name, lang)
 
 
 def note_text(note: str, lang: str = "en") -> str:
-    """One of a report's notes (kept in English in MemoryReport.notes and the JSON) in `lang`."""
-    return memory_text(note, lang)
+    """One of a report's notes, a format's scheme or an accelerator's note (a keyed text, English in
+    MemoryReport.notes and the JSON) in `lang`; a plain text (a format's bare name) as it is."""
+    return translate(note, lang)
 
 
 def state_why(lang: str = "en") -> str:

@@ -17,6 +17,7 @@ from kvviz.calc.formula import Formula
 from kvviz.calc.hardware import Accelerator
 from kvviz.calc.memory import bytes_per_token, kv_cache_bytes, layer_groups
 from kvviz.calc.params import ParamCount, experts_touched, weight_bytes, weight_bytes_read_per_step
+from kvviz.i18n import said
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ def _estimate(phase: str, arch: Architecture, accel: Accelerator, batch: int, to
     memory_s = traffic / accel.bandwidth
     bound = "compute" if compute_s >= memory_s else "memory"
     lower = max(compute_s, memory_s)
+    label = said("calc.label.prefill_time") if phase == "prefill" else said("calc.label.decode_time")
     formulas.append(Formula(
-        f"{phase} time (lower bound)", "max(FLOPs / peak_FLOP/s, bytes / bandwidth)",
+        label, "max(FLOPs / peak_FLOP/s, bytes / bandwidth)",
         f"max({flops:.4g} / {accel.peak_flops:.4g}, {traffic:.4g} / {accel.bandwidth:.4g})", lower, "s"))
     return PhaseEstimate(phase, batch, tokens, flops, traffic, flops / traffic, accel.ridge_point,
                          compute_s, memory_s, lower, bound, tuple(formulas))
@@ -88,12 +90,12 @@ def prefill_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, 
         weights -= weight_bytes(count, weight_dtype) * count.routed_expert_params / count.total * idle
     written = kv_cache_bytes(arch, batch, prompt_len, kv_dtype)
     formulas = [
-        Formula("prefill FLOPs",
+        Formula(said("calc.label.prefill_flops"),
                 "2 × (matmul_params_per_token − lm_head) × batch × prompt_len + 2 × lm_head × batch "
                 f"+ batch × Σ_layers pairs × {pair_sym}",
                 f"2 × {body:,} × {batch} × {prompt_len} + 2 × {head:,} × {batch} + {batch} × {pairs:,} × {per_pair:,}",
                 linear + attention, "FLOP"),
-        Formula("prefill bytes", "weights read once + KV cache written",
+        Formula(said("calc.label.prefill_bytes"), said("calc.formula.prefill_bytes"),
                 f"{weights:,.0f} + {written:,}", weights + written),
     ]
     return _estimate("prefill", arch, accel, batch, prompt_len, linear + attention, weights + written, formulas)
@@ -110,10 +112,11 @@ def decode_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, w
     kv_read = kv_cache_bytes(arch, batch, context_len, kv_dtype)
     kv_written = batch * bytes_per_token(arch, kv_dtype)
     formulas = [
-        Formula("decode FLOPs per step", f"2 × matmul_params_per_token × batch + batch × Σ_layers keys × {pair_sym}",
+        Formula(said("calc.label.decode_flops"),
+                f"2 × matmul_params_per_token × batch + batch × Σ_layers keys × {pair_sym}",
                 f"2 × {count.matmul_per_token:,} × {batch} + {batch} × {keys:,} × {per_pair:,}",
                 linear + attention, "FLOP"),
-        Formula("decode bytes per step", "weights read + KV cache read + new token's K/V written",
+        Formula(said("calc.label.decode_bytes"), said("calc.formula.decode_bytes"),
                 f"{weights:,.0f} + {kv_read:,} + {kv_written:,}", weights + kv_read + kv_written),
     ]
     return _estimate("decode", arch, accel, batch, context_len, linear + attention,

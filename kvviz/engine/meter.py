@@ -22,7 +22,7 @@ import torch
 
 from kvviz.base.device import Stopwatch
 from kvviz.calc.dtypes import kv_dtype
-from kvviz.calc.hardware import device_accelerator
+from kvviz.calc.hardware import bandwidth_source, device_accelerator
 from kvviz.calc.memory import (
     EXPANDED,
     LATENT,
@@ -200,7 +200,7 @@ class Meter:
             prompt_tokens=self._prompt_tokens, token_times=self._log.times, queue_s=self._queue_s,
             tokenize_s=self._tokenized_s - self._queue_s, prefill_s=self._prefill_s, weight_bytes=lm.weight_bytes,
             kv_bytes_read=self._kv_read, bandwidth_bound=accel.bandwidth,
-            bandwidth_source=f"{accel.name}: {accel.note or 'published figure'}", compile_s=self._compile_s,
+            bandwidth_source=bandwidth_source(accel), compile_s=self._compile_s,
         )
 
 

@@ -1,19 +1,18 @@
 """The KV-cache calculator's texts: its tab's controls, its summary, its figures, the memory report the CLI prints,
-and the English sentences of kvviz's memory model (formula labels, notes, refusals) it shows in Chinese.
+and what kvviz's memory model says (formula labels, the words inside a formula, notes, formats, accelerators).
 
 Keys: calc.* for the tab and its summary, calc.fig.* for the figures, report.* for the text report. The memory
-model's own English (a formula's label, a report's note) is translated by template (memory_text): the last
-regex templates of kvviz, until the memory model says its labels and notes as keys (kvviz.i18n.said) as its
-errors already do; FORMULA_PHRASES and UNITS translate the words inside a formula, whose identifiers (batch,
-seq_len, kv_heads) stay as they are.
+model (kvviz/calc) says its own texts as keys where it makes them, kvviz.i18n.said("calc.label.kv", ...), as its
+errors do: calc.label.* a formula's label, calc.formula.* the words inside a formula, calc.note.* a report's or a
+config's note, calc.scheme.* a number format's scheme, calc.accel.* an accelerator's name and note. Each is a str
+in English (the JSON report's, the logs') that the report renders in the reader's language (kvviz.calc.report);
+nothing is matched against English. UNITS and COMPONENTS below name a formula's unit and a parameter component by
+the identifier the memory model gives them.
 """
 
 from __future__ import annotations
 
-import re
-from functools import cache
-
-from kvviz.i18n import normalize, register
+from kvviz.i18n import register
 
 EN = {
     # The tab's static texts (kvviz.ui.calculator.tab).
@@ -182,6 +181,72 @@ recomputed from the same formula, shown with your numbers.
     "report.bound.memory": "memory",
     "report.tokens_per_s": "  decode tokens/s at batch {batch} cannot exceed {tps}",
     "report.note": "note: {note}",
+    # The memory model's own texts (kvviz.calc.*), said as keys (kvviz.i18n.said) where they are made and rendered
+    # in the reader's language where they are shown: formula labels (memory, capacity, params, roofline, parallel),
+    # the words inside a formula, a report's and a config's notes, the formats' schemes, the accelerators' notes.
+    "calc.label.kv": "KV cache",
+    "calc.label.kv_window": "KV cache (window applied)",
+    "calc.label.kv_state": "KV cache, {kv} of {n} layers keep per-token KV",
+    "calc.label.kv_window_state": "KV cache (window applied), {kv} of {n} layers keep per-token KV",
+    "calc.label.kv_mla": "KV cache, MLA latent (what vLLM, SGLang and transformers >= 5.15 keep)",
+    "calc.label.kv_mla_expanded":
+        "KV cache, MLA expanded per-head K/V (a naive implementation; transformers before 5.15 kept this)",
+    "calc.label.kv_no_window": "KV cache if the engine ignores the sliding window (allocates every token)",
+    "calc.label.per_token": "KV bytes per token (all layers, one sequence)",
+    "calc.label.per_token_gpu": "KV bytes per token on one GPU (stage {stage}: {layers} layers)",
+    "calc.label.state": "{kind} state (fixed per sequence, does not grow with seq_len)",
+    "calc.label.paged": "Paged KV cache (each layer's tokens rounded up to whole blocks)",
+    "calc.label.budget": "KV budget",
+    "calc.label.budget_gpu": "KV budget on one GPU",
+    "calc.label.params": "Parameters",
+    "calc.label.prefill_flops": "prefill FLOPs",
+    "calc.label.prefill_bytes": "prefill bytes",
+    "calc.label.prefill_time": "prefill time (lower bound)",
+    "calc.label.decode_flops": "decode FLOPs per step",
+    "calc.label.decode_bytes": "decode bytes per step",
+    "calc.label.decode_time": "decode time (lower bound)",
+    "calc.label.kv_heads_gpu": "KV heads on one GPU",
+    "calc.label.mla_gpu": "MLA latent on one GPU (whole on every tensor-parallel GPU)",
+    "calc.label.gpus": "GPUs in all",
+    "calc.label.layers_gpu": "Layers on one GPU (the largest pipeline stage)",
+    "calc.formula.no_kv": "0 (no layer keeps per-token KV)",
+    "calc.formula.prefill_bytes": "weights read once + KV cache written",
+    "calc.formula.decode_bytes": "weights read + KV cache read + new token's K/V written",
+    "calc.formula.paged": "{batch} × {blocks} (layer-blocks per sequence) × {block} × {per}",
+    "calc.note.no_weights": "weights unknown (KV dimensions only): capacity counts the KV cache alone",
+    "calc.note.beyond_context": "seq_len {seq_len:,} is beyond the model's context of {context:,} tokens",
+    "calc.note.no_room":
+        "weights ({weights:,.1f} GB) and reserve leave no room for a KV cache in {usable:,.1f} GB usable on one "
+        "{accel}: shard the model over several devices (tp, pp) or quantise the weights",
+    "calc.note.no_room_gpu":
+        "one GPU's weights ({weights:,.1f} GB at tp {tp} × pp {pp}) and reserve leave no room for a KV cache in "
+        "{usable:,.1f} GB usable on one {accel}: raise tp or pp, or quantise the weights",
+    "calc.note.roofline_one":
+        "the roofline bounds are for the whole model on one {accel}; they do not model tensor or pipeline "
+        "parallelism",
+    "calc.note.defaults": "taken from transformers' {cls} defaults (the config leaves them out): {values}",
+    "calc.scheme.no_scales": "{fmt}, no scales",
+    "calc.scheme.kv_fp8":
+        "float8 e4m3 with one fp32 scale for K and one for V per layer (vLLM's per-tensor kv scales, 8 bytes per "
+        "layer)",
+    "calc.scheme.weight_fp8": "float8 e4m3, per-tensor scales (negligible, not counted); vectors stay in bf16",
+    "calc.scheme.kv_groupwise":
+        "{fmt}, group-wise asymmetric quantisation along each head vector, groups of 64 values, one fp16 scale and "
+        "one fp16 zero-point per group (4 bytes per 64 values), as transformers' QuantizedCache does; its "
+        "full-precision window of recent tokens is not counted",
+    "calc.scheme.weight_groupwise":
+        "{fmt}, group-wise quantisation of every weight matrix, groups of 128 values along the input dimension, "
+        "one fp16 scale and one fp16 zero-point per group (GPTQ/AWQ-style layout); vectors (norms, biases) stay "
+        "in bf16",
+    "calc.accel.this_cpu": "this CPU, {n} cores",
+    "calc.accel.published": "published figure",
+    "calc.accel.source": "{name}: {how}",
+    "calc.accel.rtx_4090": "165 TFLOP/s is the fp32-accumulate figure",
+    "calc.accel.a10g": "about 70 TFLOP/s; the AWS g5 part",
+    "calc.accel.t4": "no bf16: fp16 tensor cores, 65 TFLOP/s",
+    "calc.accel.measured_cpu":
+        "measured now with {threads} torch threads: {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
+    "calc.accel.measured": "measured now with {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
 }
 
 ZH = {
@@ -341,119 +406,66 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "report.bound.memory": "带宽",
     "report.tokens_per_s": "  batch {batch} 时解码 tokens/s 不会超过 {tps}",
     "report.note": "注意：{note}",
+    "calc.label.kv": "KV Cache",
+    "calc.label.kv_window": "KV Cache（应用滑动窗口）",
+    "calc.label.kv_state": "KV Cache，{n} 层中有 {kv} 层保留逐 token 的 KV",
+    "calc.label.kv_window_state": "KV Cache（应用滑动窗口），{n} 层中有 {kv} 层保留逐 token 的 KV",
+    "calc.label.kv_mla": "KV Cache，MLA 潜在向量（vLLM、SGLang 和 transformers >= 5.15 保存的形式）",
+    "calc.label.kv_mla_expanded": "KV Cache，MLA 按头展开的 K/V（朴素实现；transformers 5.15 之前如此保存）",
+    "calc.label.kv_no_window": "推理引擎忽略滑动窗口时的 KV Cache（为每个 token 分配）",
+    "calc.label.per_token": "每 token 的 KV 字节数（所有层，一条序列）",
+    "calc.label.per_token_gpu": "单块 GPU 上每 token 的 KV 字节数（第 {stage} 段：{layers} 层）",
+    "calc.label.state": "{kind} 状态（每条序列固定，不随 seq_len 增长）",
+    "calc.label.paged": "分页 KV Cache（每层的 token 向上取整到整块）",
+    "calc.label.budget": "KV 预算",
+    "calc.label.budget_gpu": "单块 GPU 的 KV 预算",
+    "calc.label.params": "参数量",
+    "calc.label.prefill_flops": "预填充 FLOPs",
+    "calc.label.prefill_bytes": "预填充字节数",
+    "calc.label.prefill_time": "预填充时间（下界）",
+    "calc.label.decode_flops": "解码每步 FLOPs",
+    "calc.label.decode_bytes": "解码每步字节数",
+    "calc.label.decode_time": "解码每步时间（下界）",
+    "calc.label.kv_heads_gpu": "单块 GPU 上的 KV 头数",
+    "calc.label.mla_gpu": "单块 GPU 上的 MLA 潜在向量（每块张量并行 GPU 都存完整一份）",
+    "calc.label.gpus": "GPU 总数",
+    "calc.label.layers_gpu": "单块 GPU 上的层数（最大的流水线段）",
+    "calc.formula.no_kv": "0（没有层保留逐 token 的 KV）",
+    "calc.formula.prefill_bytes": "权重读一次 + 写入的 KV Cache",
+    "calc.formula.decode_bytes": "读权重 + 读 KV Cache + 写入新 token 的 K/V",
+    "calc.formula.paged": "{batch} × {blocks} （每条序列的层块数） × {block} × {per}",
+    "calc.note.no_weights": "权重未知（只有 KV 维度）：容量只计算 KV Cache",
+    "calc.note.beyond_context": "seq_len {seq_len:,} 超出了模型 {context:,} 个 token 的上下文",
+    "calc.note.no_room":
+        "权重（{weights:,.1f} GB）加上预留之后，一块 {accel} 上可用的 {usable:,.1f} GB 已经放不下 KV Cache：把模型切到"
+        "多个设备上（tp、pp），或量化权重",
+    "calc.note.no_room_gpu":
+        "单块 GPU 的权重（tp {tp} × pp {pp} 时 {weights:,.1f} GB）加上预留之后，一块 {accel} 上可用的 {usable:,.1f} GB "
+        "已经放不下 KV Cache：增大 tp 或 pp，或量化权重",
+    "calc.note.roofline_one": "屋顶线下界按整个模型放在一块 {accel} 上计算，没有模拟张量并行或流水线并行",
+    "calc.note.defaults": "取自 transformers 的 {cls} 默认值（config 中没有给出）：{values}",
+    "calc.scheme.no_scales": "{fmt}，无缩放因子",
+    "calc.scheme.kv_fp8": "float8 e4m3，每层 K 和 V 各一个 fp32 缩放因子（vLLM 的逐张量 kv 缩放，每层 8 字节）",
+    "calc.scheme.weight_fp8": "float8 e4m3，逐张量缩放因子（可忽略，不计入）；向量保持 bf16",
+    "calc.scheme.kv_groupwise":
+        "{fmt}，沿每个头向量分组的非对称量化，每组 64 个值，每组一个 fp16 缩放因子和一个 fp16 零点（每 64 个值 4 "
+        "字节），与 transformers 的 QuantizedCache 相同；其最近 token 的全精度窗口不计入",
+    "calc.scheme.weight_groupwise":
+        "{fmt}，每个权重矩阵分组量化，沿输入维度每组 128 个值，每组一个 fp16 缩放因子和一个 fp16 零点（GPTQ/AWQ 式"
+        "布局）；向量（归一化、偏置）保持 bf16",
+    "calc.accel.this_cpu": "本机 CPU（{n} 核）",
+    "calc.accel.published": "公开数据",
+    "calc.accel.source": "{name}：{how}",
+    "calc.accel.rtx_4090": "165 TFLOP/s 是 fp32 累加时的数字",
+    "calc.accel.a10g": "约 70 TFLOP/s；AWS g5 实例所用的型号",
+    "calc.accel.t4": "不支持 bf16：fp16 张量核心，65 TFLOP/s",
+    "calc.accel.measured_cpu":
+        "刚刚实测（{threads} 个 torch 线程）：{dtype} 矩阵向量乘 {mib} MiB、{n}x{n} 矩阵乘，取 {k} 次中最快的一次",
+    "calc.accel.measured": "刚刚实测：{dtype} 矩阵向量乘 {mib} MiB、{n}x{n} 矩阵乘，取 {k} 次中最快的一次",
 }
 register(EN, ZH)
 
-# The memory model's English, matched whole (memory_text): formula labels and report notes (its refusals are
-# keyed errors, kvviz/i18n/errors.py).
-TEMPLATES: list[tuple[str, str]] = [
-    # Formula labels (kvviz.calc.memory, capacity, parallel, params, roofline).
-    ("KV cache", "KV Cache"),
-    ("KV cache (window applied)", "KV Cache（应用滑动窗口）"),
-    ("KV cache (window applied), {kv} of {n} layers keep per-token KV",
-     "KV Cache（应用滑动窗口），{n} 层中有 {kv} 层保留逐 token 的 KV"),
-    ("KV cache, {kv} of {n} layers keep per-token KV", "KV Cache，{n} 层中有 {kv} 层保留逐 token 的 KV"),
-    ("KV cache, MLA latent (what vLLM, SGLang and transformers >= 5.15 keep)",
-     "KV Cache，MLA 潜在向量（vLLM、SGLang 和 transformers >= 5.15 保存的形式）"),
-    ("KV cache, MLA expanded per-head K/V (a naive implementation; transformers before 5.15 kept this)",
-     "KV Cache，MLA 按头展开的 K/V（朴素实现；transformers 5.15 之前如此保存）"),
-    ("KV cache if the engine ignores the sliding window (allocates every token)",
-     "推理引擎忽略滑动窗口时的 KV Cache（为每个 token 分配）"),
-    ("KV bytes per token (all layers, one sequence)", "每 token 的 KV 字节数（所有层，一条序列）"),
-    ("KV bytes per token on one GPU (stage {stage}: {layers} layers)",
-     "单块 GPU 上每 token 的 KV 字节数（第 {stage} 段：{layers} 层）"),
-    ("{kind} state (fixed per sequence, does not grow with seq_len)", "{kind} 状态（每条序列固定，不随 seq_len 增长）"),
-    ("Paged KV cache (each layer's tokens rounded up to whole blocks)", "分页 KV Cache（每层的 token 向上取整到整块）"),
-    ("KV budget", "KV 预算"),
-    ("KV budget on one GPU", "单块 GPU 的 KV 预算"),
-    ("Parameters", "参数量"),
-    ("prefill FLOPs", "预填充 FLOPs"),
-    ("prefill bytes", "预填充字节数"),
-    ("decode FLOPs per step", "解码每步 FLOPs"),
-    ("decode bytes per step", "解码每步字节数"),
-    ("prefill time (lower bound)", "预填充时间（下界）"),
-    ("decode time (lower bound)", "解码每步时间（下界）"),
-    ("KV heads on one GPU", "单块 GPU 上的 KV 头数"),
-    ("MLA latent on one GPU (whole on every tensor-parallel GPU)",
-     "单块 GPU 上的 MLA 潜在向量（每块张量并行 GPU 都存完整一份）"),
-    ("GPUs in all", "GPU 总数"),
-    ("Layers on one GPU (the largest pipeline stage)", "单块 GPU 上的层数（最大的流水线段）"),
-    # Notes of the memory report (kvviz.calc.report) and of a config (kvviz.calc.arch).
-    ("weights unknown (KV dimensions only): capacity counts the KV cache alone",
-     "权重未知（只有 KV 维度）：容量只计算 KV Cache"),
-    ("seq_len {seq_len} is beyond the model's context of {context} tokens",
-     "seq_len {seq_len} 超出了模型 {context} 个 token 的上下文"),
-    ("weights ({weights} GB) and reserve leave no room for a KV cache in {usable} GB usable on one {accel}: shard "
-     "the model over several devices (tp, pp) or quantise the weights",
-     "权重（{weights} GB）加上预留之后，一块 {accel} 上可用的 {usable} GB 已经放不下 KV Cache：把模型切到多个设备上"
-     "（tp、pp），或量化权重"),
-    ("one GPU's weights ({weights} GB at tp {tp} × pp {pp}) and reserve leave no room for a KV cache in {usable} GB "
-     "usable on one {accel}: raise tp or pp, or quantise the weights",
-     "单块 GPU 的权重（tp {tp} × pp {pp} 时 {weights} GB）加上预留之后，一块 {accel} 上可用的 {usable} GB 已经放不下 "
-     "KV Cache：增大 tp 或 pp，或量化权重"),
-    ("the roofline bounds are for the whole model on one {accel}; they do not model tensor or pipeline parallelism",
-     "屋顶线下界按整个模型放在一块 {accel} 上计算，没有模拟张量并行或流水线并行"),
-    ("taken from transformers' {cls} defaults (the config leaves them out): {values}",
-     "取自 transformers 的 {cls} 默认值（config 中没有给出）：{values}"),
-    # The CPU measured as an accelerator (kvviz.calc.hardware.measure_device): its name and how it was measured.
-    ("this CPU, {n} cores", "本机 CPU（{n} 核）"),
-    ("published figure", "公开数据"),
-    ("165 TFLOP/s is the fp32-accumulate figure", "165 TFLOP/s 是 fp32 累加时的数字"),
-    ("about 70 TFLOP/s; the AWS g5 part", "约 70 TFLOP/s；AWS g5 实例所用的型号"),
-    ("no bf16: fp16 tensor cores, 65 TFLOP/s", "不支持 bf16：fp16 张量核心，65 TFLOP/s"),
-    ("measured now with {threads} torch threads: {dtype} matvec over {mib} MiB and a {n}x{m} matmul, best of {k}",
-     "刚刚实测（{threads} 个 torch 线程）：{dtype} 矩阵向量乘 {mib} MiB、{n}x{m} 矩阵乘，取 {k} 次中最快的一次"),
-    ("measured now with {dtype} matvec over {mib} MiB and a {n}x{m} matmul, best of {k}",
-     "刚刚实测：{dtype} 矩阵向量乘 {mib} MiB、{n}x{m} 矩阵乘，取 {k} 次中最快的一次"),
-]
-# The number formats' schemes (kvviz.calc.dtypes), as the text report names them.
-_GROUPWISE_KV = ("group-wise asymmetric quantisation along each head vector, groups of 64 values, one fp16 scale "
-                 "and one fp16 zero-point per group (4 bytes per 64 values), as transformers' QuantizedCache "
-                 "does; its full-precision window of recent tokens is not counted")
-_GROUPWISE_KV_ZH = ("沿每个头向量分组的非对称量化，每组 64 个值，每组一个 fp16 缩放因子和一个 fp16 零点（每 64 个值 4 "
-                    "字节），与 transformers 的 QuantizedCache 相同；其最近 token 的全精度窗口不计入")
-_GROUPWISE_W = ("group-wise quantisation of every weight matrix, groups of 128 values along the input dimension, "
-                "one fp16 scale and one fp16 zero-point per group (GPTQ/AWQ-style layout); vectors (norms, biases) "
-                "stay in bf16")
-_GROUPWISE_W_ZH = ("每个权重矩阵分组量化，沿输入维度每组 128 个值，每组一个 fp16 缩放因子和一个 fp16 零点（GPTQ/AWQ 式"
-                   "布局）；向量（归一化、偏置）保持 bf16")
-TEMPLATES += [
-    ("{fmt}, no scales", "{fmt}，无缩放因子"),
-    ("float8 e4m3 with one fp32 scale for K and one for V per layer (vLLM's per-tensor kv scales, 8 bytes per layer)",
-     "float8 e4m3，每层 K 和 V 各一个 fp32 缩放因子（vLLM 的逐张量 kv 缩放，每层 8 字节）"),
-    ("float8 e4m3, per-tensor scales (negligible, not counted); vectors stay in bf16",
-     "float8 e4m3，逐张量缩放因子（可忽略，不计入）；向量保持 bf16"),
-    ("{fmt}, " + _GROUPWISE_KV, "{fmt}，" + _GROUPWISE_KV_ZH),
-    ("{fmt}, " + _GROUPWISE_W, "{fmt}，" + _GROUPWISE_W_ZH),
-]
-
-
-@cache
-def _pattern(template: str) -> re.Pattern:
-    """The template as a regular expression: its text literal, each {field} a named group matching any text."""
-    parts = re.split(r"\{(\w+)\}", template)
-    regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts))
-    return re.compile(f"{regex}$", re.DOTALL)
-
-
-def memory_text(text: str, lang: object) -> str:
-    """A label or note of the memory model in `lang`: as it is in English (or when no template knows it), else
-    the Chinese of the first template that matches it whole, with the values it carried."""
-    if normalize(lang) == "en":
-        return text
-    for en, zh in TEMPLATES:
-        found = _pattern(en).match(text)
-        if found:
-            return zh.format(**found.groupdict())
-    return text
-
-# Words inside a formula's symbolic and substituted text (its identifiers stay), and the units of its result.
-FORMULA_PHRASES = {
-    "weights read once + KV cache written": "权重读一次 + 写入的 KV Cache",
-    "weights read + KV cache read + new token's K/V written": "读权重 + 读 KV Cache + 写入新 token 的 K/V",
-    "0 (no layer keeps per-token KV)": "0（没有层保留逐 token 的 KV）",
-    "(layer-blocks per sequence)": "（每条序列的层块数）",
-}
+# The units of a formula's result (Formula.unit, an identifier), as the Chinese report writes them.
 UNITS = {
     "bytes": "字节",
     "GPUs": "块 GPU",

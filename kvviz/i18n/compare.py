@@ -51,7 +51,6 @@ shows how close each loop comes to the device's limit.
     "compare.reused": "its compiled step was reused from an earlier request: no compile",
     "compare.static_line": "**{label}**: {pace}; {agree}; {compiled}. Its cache was allocated for {tokens:,} "
                            "tokens before the first step.",
-    "compare.source": "{name}: {how}",
     "compare.why_none": "Too few decode tokens to weigh the two loops against the bandwidth limit.",
     "compare.how_cuda": "replayed as one CUDA graph, so the GPU is handed the whole step at once",
     "compare.how_cpu": "compiled by inductor into fused kernels, the weights prepacked for its matrix kernels",
@@ -127,7 +126,6 @@ ZH = {
     "compare.reused": "编译好的解码步复用自之前的请求：无需编译",
     "compare.static_line": "**{label}**：{pace}；{agree}；{compiled}。它的缓存在第一步之前就按 {tokens:,} 个 token "
                            "分配好。",
-    "compare.source": "{name}：{how}",
     "compare.why_none": "解码 token 太少，无法把两种循环与带宽上限对比。",
     "compare.how_cuda": "以一个 CUDA graph 重放，GPU 一次拿到整个解码步",
     "compare.how_cpu": "由 inductor 编译成融合算子，权重为其矩阵算子预先打包",

@@ -11,7 +11,7 @@ from kvviz.base.units import fmt_ms
 from kvviz.engine.compare import Comparison
 from kvviz.engine.request import mode_label
 from kvviz.i18n import t
-from kvviz.i18n.calculator import memory_text
+from kvviz.i18n.errors import translate
 from kvviz.ui.worker import Loaded
 
 
@@ -69,13 +69,9 @@ def static_verdict(result: Comparison, lang: str = "en") -> str:
 
 
 def source_text(source: str, lang: str = "en") -> str:
-    """Where a run's bandwidth limit came from, "<device>: <how it was found>" (kvviz.engine.meter), in `lang`:
-    the device's name and the how, each translated (the memory model's texts: kvviz.i18n.calculator.memory_text)."""
-    if not source:
-        return t("compare.its_bandwidth", lang)
-    name, _, how = source.partition(": ")
-    return t("compare.source", lang, name=memory_text(name, lang), how=memory_text(how, lang)) if how else \
-        memory_text(source, lang)
+    """Where a run's bandwidth limit came from, "<device>: <how it was found>", in `lang`: a keyed text
+    (kvviz.calc.hardware.bandwidth_source) rendered in it."""
+    return translate(source, lang) if source else t("compare.its_bandwidth", lang)
 
 
 def fast_path_why(result: Comparison, device: str, lang: str = "en") -> str:
