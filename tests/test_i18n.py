@@ -89,6 +89,7 @@ def test_emphasis_renders(lang):
 # English the memory model says (a formula's label or words, a note): two words, the second in lower case.
 PHRASE = re.compile(r"\b[A-Za-z]{2,}\s+[a-z]{3,}\b")
 LATIN_TERMS = {"calc.label.kv"}  # "KV Cache" in Chinese (tests/test_error_keys.py)
+SYMBOL_UNITS = {"B", "s", "FLOP", "FLOP/s", "B/s", "FLOP/B"}  # a formula's unit the same in both languages
 
 
 def _memory_model_texts() -> list[tuple[str, str]]:
@@ -121,6 +122,7 @@ def _memory_model_texts() -> list[tuple[str, str]]:
         for f in filter(None, formulas):
             found += [(f"{name}: label", f.label)]
             found += [(f"{name}: {f.label}", part) for part in (f.symbolic, f.substituted) if PHRASE.search(part)]
+            found += [(f"{name}: {f.label}: unit", f.unit)] if f.unit not in SYMBOL_UNITS else []
         if r.params:  # its formula, in the JSON only, sums the components by their names ("routed experts")
             found.append((f"{name}: label", r.params.formula.label))
         found += [(f"{name}: note", note) for note in r.notes]
@@ -133,10 +135,11 @@ def _memory_model_texts() -> list[tuple[str, str]]:
 
 
 def test_every_memory_model_text_is_keyed_and_reads_in_chinese():
-    """What the memory model says in words (a formula's label, the words inside a formula, a report's or a config's
-    note, a format's scheme, an accelerator's name and note, where a bandwidth figure came from) is a keyed text
-    (kvviz.i18n.Said) whose Chinese is Chinese: a label written as plain English, or a key whose Chinese is lost,
-    would show English on the Chinese page, and fails here. The walk itself finds every kind it must."""
+    """What the memory model says in words (a formula's label, the words inside a formula, a unit that is a word, a
+    report's or a config's note, a format's scheme, an accelerator's name and note, where a bandwidth figure came
+    from) is a keyed text (kvviz.i18n.Said) whose Chinese is Chinese: a label written as plain English, or a key
+    whose Chinese is lost, would show English on the Chinese page, and fails here. The walk itself finds every kind
+    it must."""
     from kvviz.i18n import Said
 
     texts = _memory_model_texts()
@@ -148,7 +151,8 @@ def test_every_memory_model_text_is_keyed_and_reads_in_chinese():
     assert not lost, f"no Chinese: {lost[:5]}"
     assert {text.key for _, text in texts} >= {"calc.label.kv_mla", "calc.label.kv_window", "calc.label.state",
                                                 "calc.note.no_room_gpu", "calc.note.defaults", "calc.accel.this_cpu",
-                                                "calc.formula.paged", "calc.scheme.kv_groupwise"}
+                                                "calc.formula.paged", "calc.scheme.kv_groupwise",
+                                                "calc.unit.gpus"}
 
 
 @pytest.mark.parametrize("argv,environ,lang", [

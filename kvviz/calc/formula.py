@@ -2,9 +2,9 @@
 
 Every figure kvviz reports carries one of these, so the app and the CLI print exactly the
 arithmetic the code evaluated. Byte results are rendered in bytes, GiB (2^30) and GB (10^9),
-each under its own label. A formula's label, and any words in its formula ("weights read once + KV cache
-written"), are keyed texts (kvviz.i18n.said): English here, in the reader's language where
-kvviz.calc.report.formula_text renders them.
+each under its own label. A formula's label, any words in its formula ("weights read once + KV cache
+written") and a unit that is a word ("GPUs") are keyed texts (kvviz.i18n.said): str() is their English, and
+text(lang) renders the formula in the reader's language, its identifiers (batch, seq_len) and numbers as they are.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvviz.base.units import fmt_int, fmt_scaled, fmt_seconds, fmt_si, to_gb, to_gib
+from kvviz.i18n import t
+from kvviz.i18n.errors import translate
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,8 @@ def total(*terms: tuple[str, str]) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Formula:
-    """label: symbolic = substituted = value, with value in `unit` ('B', 's', 'FLOP', 'FLOP/B', ...)."""
+    """label: symbolic = substituted = value, with value in `unit`: a symbol ('B', 's', 'FLOP', 'FLOP/B', ...) or a
+    keyed word (said("calc.unit.gpus"))."""
 
     label: str
     symbolic: str
@@ -44,28 +47,30 @@ class Formula:
     value: float
     unit: str = "B"
 
-    def value_lines(self) -> list[str]:
-        """The result in each unit that applies, one labelled line each."""
+    def value_lines(self, lang: str = "en") -> list[str]:
+        """The result in each unit that applies, one labelled line each, in `lang`."""
         if self.unit == "B":
             return [
-                f"{fmt_int(self.value)} bytes",
-                f"{fmt_scaled(to_gib(self.value))} GiB (2^30 bytes)",
-                f"{fmt_scaled(to_gb(self.value))} GB (10^9 bytes)",
+                t("calc.value.bytes", lang, n=fmt_int(self.value)),
+                t("calc.value.gib", lang, n=fmt_scaled(to_gib(self.value))),
+                t("calc.value.gb", lang, n=fmt_scaled(to_gb(self.value))),
             ]
         if self.unit == "s":
             return [fmt_seconds(self.value)]
         if self.unit in ("FLOP", "FLOP/s", "B/s"):
             return [f"{fmt_int(self.value)} {self.unit}", fmt_si(self.value, self.unit)]
+        unit = translate(self.unit, lang)
         if float(self.value).is_integer():
-            return [f"{fmt_int(self.value)} {self.unit}"]
-        return [f"{self.value:,.3f} {self.unit}"]
+            return [f"{fmt_int(self.value)} {unit}"]
+        return [f"{self.value:,.3f} {unit}"]
 
-    def text(self) -> str:
-        """Multi-line rendering: the label and formula, then '= substituted', then '= value' lines."""
-        lines = [f"{self.label}: {self.symbolic}"]
-        if self.substituted and self.substituted != self.symbolic:
-            lines.append(f"  = {self.substituted}")
-        lines += [f"  = {line}" for line in self.value_lines()]
+    def text(self, lang: str = "en") -> str:
+        """Multi-line rendering in `lang`: the label and formula, then '= substituted', then '= value' lines."""
+        symbolic, substituted = translate(self.symbolic, lang), translate(self.substituted, lang)
+        lines = [f"{translate(self.label, lang)}: {symbolic}"]
+        if substituted and self.substituted != self.symbolic:
+            lines.append(f"  = {substituted}")
+        lines += [f"  = {line}" for line in self.value_lines(lang)]
         return "\n".join(lines)
 
     def as_dict(self) -> dict:

@@ -244,17 +244,18 @@ def formulas(arch: Architecture, par: Parallelism, binding: Stage) -> tuple[Form
     tp, pp, dp = par.tp, par.pp, par.dp
     if arch.mla is None:
         heads = Formula(said("calc.label.kv_heads_gpu"), "max(1, ⌊kv_heads / tp⌋)",
-                        f"max(1, ⌊{arch.num_kv_heads} / {tp}⌋)", kv_heads_per_gpu(arch.num_kv_heads, tp), "KV heads")
+                        f"max(1, ⌊{arch.num_kv_heads} / {tp}⌋)", kv_heads_per_gpu(arch.num_kv_heads, tp),
+                        said("calc.unit.kv_heads"))
     else:
         heads = Formula(said("calc.label.mla_gpu"), "kv_lora_rank + qk_rope_head_dim",
                         f"{arch.mla.kv_lora_rank} + {arch.mla.qk_rope_head_dim}", arch.mla.latent_dim,
-                        "values per token and layer")
+                        said("calc.unit.latent"))
     per_token = binding.kv.per_token_formula
     return (
-        Formula(said("calc.label.gpus"), "tp × pp × dp", f"{tp} × {pp} × {dp}", par.gpus, "GPUs"),
+        Formula(said("calc.label.gpus"), "tp × pp × dp", f"{tp} × {pp} × {dp}", par.gpus, said("calc.unit.gpus")),
         heads,
         Formula(said("calc.label.layers_gpu"), "⌈layers / pp⌉", f"⌈{arch.num_layers} / {pp}⌉",
-                max(stage_layers(arch.num_layers, pp)), "layers"),
+                max(stage_layers(arch.num_layers, pp)), said("calc.unit.layers")),
         replace(per_token, label=said("calc.label.per_token_gpu", stage=binding.index, layers=binding.layers)),
     )
 

@@ -70,7 +70,7 @@ class ParamCount:
     def formula(self) -> Formula:
         parts = [c for c in self.components if c.total]
         return Formula(said("calc.label.params"), " + ".join(c.name for c in parts),
-                       " + ".join(f"{c.total:,}" for c in parts), self.total, "params")
+                       " + ".join(f"{c.total:,}" for c in parts), self.total, said("calc.unit.params"))
 
 
 # Component rules, tried in order on a parameter's dotted name (as named_parameters gives it).

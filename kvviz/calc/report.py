@@ -23,7 +23,7 @@ from kvviz.calc.parallel import Deployment, Parallelism, Stage, deploy
 from kvviz.calc.params import ParamCount, count_params, weight_bytes
 from kvviz.calc.roofline import PhaseEstimate, decode_estimate, prefill_estimate
 from kvviz.i18n import Said, normalize, said, t
-from kvviz.i18n.calculator import COMPONENTS, UNITS
+from kvviz.i18n.calculator import COMPONENTS
 from kvviz.i18n.errors import translate
 
 MAX_BATCH = 1_000_000
@@ -237,20 +237,10 @@ def _indent(text: str, by: str = "  ") -> str:
 
 
 def formula_text(f: Formula, lang: str = "en") -> str:
-    """A formula as Formula.text() renders it, in `lang`: its label and the words inside its formula (keyed
-    texts, kvviz.i18n.Said) rendered in it, in Chinese its units too, its identifiers (batch, seq_len, kv_heads)
-    and numbers as they are."""
-    if normalize(lang) == "en":
-        return f.text()
-    lines = replace(f, label=translate(f.label, lang), symbolic=translate(f.symbolic, lang),
-                    substituted=translate(f.substituted, lang), unit=UNITS.get(f.unit, f.unit)).text().splitlines()
-    byte_lines = (" bytes", " GiB (2^30 bytes)", " GB (10^9 bytes)")
-    return "\n".join(_zh_bytes(line) if line.endswith(byte_lines) else line for line in lines)
-
-
-def _zh_bytes(line: str) -> str:
-    return (line.replace(" GiB (2^30 bytes)", " GiB（2^30 字节）").replace(" GB (10^9 bytes)", " GB（10^9 字节）")
-            .replace(" bytes", " 字节"))
+    """A formula as Formula.text renders it in `lang`: its label, the words inside its formula and a unit that is a
+    word (keyed texts, kvviz.i18n.Said) in that language, its identifiers (batch, seq_len, kv_heads) and numbers as
+    they are."""
+    return f.text(lang)
 
 
 def accelerator_name(acc: Accelerator, lang: str = "en") -> str:

@@ -4,10 +4,10 @@ and what kvviz's memory model says (formula labels, the words inside a formula, 
 Keys: calc.* for the tab and its summary, calc.fig.* for the figures, report.* for the text report. The memory
 model (kvviz/calc) says its own texts as keys where it makes them, kvviz.i18n.said("calc.label.kv", ...), as its
 errors do: calc.label.* a formula's label, calc.formula.* the words inside a formula, calc.note.* a report's or a
-config's note, calc.scheme.* a number format's scheme, calc.accel.* an accelerator's name and note. Each is a str
-in English (the JSON report's, the logs') that the report renders in the reader's language (kvviz.calc.report);
-nothing is matched against English. UNITS and COMPONENTS below name a formula's unit and a parameter component by
-the identifier the memory model gives them.
+config's note, calc.scheme.* a number format's scheme, calc.accel.* an accelerator's name and note, calc.unit.* a
+formula's unit that is a word, calc.value.* a byte count's lines. Each is a str in English (the JSON report's, the
+logs') that the report renders in the reader's language (kvviz.calc.formula, kvviz.calc.report); nothing is matched
+against English. COMPONENTS below names a parameter component by the identifier kvviz.calc.params gives it.
 """
 
 from __future__ import annotations
@@ -213,6 +213,14 @@ recomputed from the same formula, shown with your numbers.
     "calc.formula.prefill_bytes": "weights read once + KV cache written",
     "calc.formula.decode_bytes": "weights read + KV cache read + new token's K/V written",
     "calc.formula.paged": "{batch} × {blocks} (layer-blocks per sequence) × {block} × {per}",
+    "calc.unit.gpus": "GPUs",
+    "calc.unit.kv_heads": "KV heads",
+    "calc.unit.latent": "values per token and layer",
+    "calc.unit.layers": "layers",
+    "calc.unit.params": "params",
+    "calc.value.bytes": "{n} bytes",
+    "calc.value.gib": "{n} GiB (2^30 bytes)",
+    "calc.value.gb": "{n} GB (10^9 bytes)",
     "calc.note.no_weights": "weights unknown (KV dimensions only): capacity counts the KV cache alone",
     "calc.note.beyond_context": "seq_len {seq_len:,} is beyond the model's context of {context:,} tokens",
     "calc.note.no_room":
@@ -434,6 +442,14 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "calc.formula.prefill_bytes": "权重读一次 + 写入的 KV Cache",
     "calc.formula.decode_bytes": "读权重 + 读 KV Cache + 写入新 token 的 K/V",
     "calc.formula.paged": "{batch} × {blocks} （每条序列的层块数） × {block} × {per}",
+    "calc.unit.gpus": "块 GPU",
+    "calc.unit.kv_heads": "个 KV 头",
+    "calc.unit.latent": "个值（每 token 每层）",
+    "calc.unit.layers": "层",
+    "calc.unit.params": "个参数",
+    "calc.value.bytes": "{n} 字节",
+    "calc.value.gib": "{n} GiB（2^30 字节）",
+    "calc.value.gb": "{n} GB（10^9 字节）",
     "calc.note.no_weights": "权重未知（只有 KV 维度）：容量只计算 KV Cache",
     "calc.note.beyond_context": "seq_len {seq_len:,} 超出了模型 {context:,} 个 token 的上下文",
     "calc.note.no_room":
@@ -465,15 +481,6 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
 }
 register(EN, ZH)
 
-# The units of a formula's result (Formula.unit, an identifier), as the Chinese report writes them.
-UNITS = {
-    "bytes": "字节",
-    "GPUs": "块 GPU",
-    "KV heads": "个 KV 头",
-    "values per token and layer": "个值（每 token 每层）",
-    "layers": "层",
-    "params": "个参数",
-}
 # Parameter components (kvviz.calc.params) as the text report's table names them.
 COMPONENTS = {
     "embedding": "嵌入",
