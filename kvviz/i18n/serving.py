@@ -77,7 +77,8 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.setup.stop": "Stop the set-up",
     "serving.setup.offer": "**No vLLM environment** at `{venv}`. Set it up here: vLLM's CPU build and its own "
                            "torch, about 3.4 GB downloaded and installed into a virtual environment of its own, a "
-                           "few minutes (about 5 on 2 CPU cores). Or from a terminal: `python -m kvviz.serving setup`.",
+                           "few minutes (5 to 12 on 2 busy CPU cores). Or from a terminal: "
+                           "`python -m kvviz.serving setup`.",
     "serving.setup.hosted_missing": "This demo's host has no vLLM environment (its operator sets it up): point the "
                                     "tab at an endpoint instead.",
     "serving.setup.running": "**Setting up vLLM**: {line}.  \nIts log: `{log}`. Stop ends pip and removes what it "
@@ -362,7 +363,7 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
     "serving.setup.button": "安装 vLLM（约 3.4 GB，需几分钟）",
     "serving.setup.stop": "停止安装",
     "serving.setup.offer": "`{venv}` **没有 vLLM 环境**。可以在这里安装：vLLM 的 CPU 版及其自带的 torch，"
-                           "约 3.4 GB，下载并安装到它自己的虚拟环境中，需几分钟（2 核 CPU 上约 5 分钟）。"
+                           "约 3.4 GB，下载并安装到它自己的虚拟环境中，需几分钟（在繁忙的 2 核 CPU 上 5 到 12 分钟）。"
                            "也可以在终端中运行 `python -m kvviz.serving setup`。",
     "serving.setup.hosted_missing": "本演示的主机没有 vLLM 环境（由其运营者安装）：请让本页指向一个服务端点。",
     "serving.setup.running": "**正在安装 vLLM**：{line}。  \n日志：`{log}`。停止会结束 pip 并移除它已创建的内容。",

