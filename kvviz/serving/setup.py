@@ -13,6 +13,7 @@ small local wheel with --no-index). Knows venvs, pip and processes; nothing of p
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import re
@@ -217,6 +218,10 @@ class SetupJob:
         self._process: subprocess.Popen | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
+        # Set once the build has ended and cleaned up. Waited on rather than the thread: a signal's exception
+        # raised inside Thread.join (Ctrl-C, the CLI's SIGTERM) marks the thread ended in Python 3.11, and a
+        # second join returned at once, leaving the clean-up cut off by the process's exit.
+        self._ended_event = threading.Event()
         self._log_file: IO[str] | None = None
         self._ours = False  # whether this build made the venv (and removes it if it does not finish)
 
@@ -262,13 +267,11 @@ class SetupJob:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and not self._ended_event.is_set()
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """True once the build has ended (done, failed or stopped)."""
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        return not self.running
+        """True once the build has ended (done, failed or stopped) and cleaned up after itself."""
+        return self._thread is None or self._ended_event.wait(timeout_s)
 
     def stop(self, timeout_s: float = 120.0) -> None:
         """End the build now: the running step's whole process group, then what it made removed; returns once
@@ -348,15 +351,18 @@ class SetupJob:
         return code, last_words(tail)
 
     def _finish(self) -> None:
-        if (self._stopping or self.error is not None) and self._ours:
-            _clear(self.venv)
-        with self._lock:
-            self._ended = time.monotonic()
-            self.seconds = self._ended - self._started
-            self._phase = STOPPED if self._stopping else FAILED if self.error is not None else DONE
-        if self._log_file is not None:
-            self._log_file.write(f"# {self._phase} after {self.seconds:.0f} s\n")
-            self._log_file.close()  # and the lock with it
+        try:
+            if (self._stopping or self.error is not None) and self._ours:
+                _clear(self.venv)
+            with self._lock:
+                self._ended = time.monotonic()
+                self.seconds = self._ended - self._started
+                self._phase = STOPPED if self._stopping else FAILED if self.error is not None else DONE
+            if self._log_file is not None:
+                self._log_file.write(f"# {self._phase} after {self.seconds:.0f} s\n")
+                self._log_file.close()  # and the lock with it
+        finally:
+            self._ended_event.set()
 
 
 STEP_SAID = {VENV_STEP: said("vllm.setup.step.venv"), INSTALL: said("vllm.setup.step.install"),
@@ -385,13 +391,16 @@ def _clear(venv: Path) -> None:
 
 class SetupSlot:
     """The one build an app runs at a time, for every visitor: start() begins one, or hands back the one under
-    way; job is the latest (running or ended), which a page that reloads reads again."""
+    way; job is the latest (running or ended), which a page that reloads reads again. The app's exit (atexit,
+    which its SIGTERM and SIGHUP reach: kvviz.serving.local.exit_on_stop_signals) stops a build under way, so
+    no pip outlives it."""
 
     def __init__(self, venv: Path, recipe: Callable[[Path], Recipe] = vllm_recipe) -> None:
         self.venv = Path(venv)
         self._recipe = recipe
         self._lock = threading.Lock()
         self.job: SetupJob | None = None
+        atexit.register(self.stop)
 
     def ready(self) -> bool:
         return environment_ready(self.venv)

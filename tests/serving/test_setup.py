@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import io
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -65,11 +66,13 @@ def _digest(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def sleepy_sdist(folder: Path, pids: Path) -> Path:
+def sleepy_sdist(folder: Path, pids: Path, litter: int = 0) -> Path:
     """An sdist whose setup.py, run by pip to read its metadata, starts a child and sleeps: a pip that works
-    for minutes with a process of its own under it. It writes its parent's (pip's), its own and its child's
-    process ids to `pids`."""
+    for minutes with a process of its own under it. It writes `litter` small files into the venv (what a half
+    install leaves to clear), then its parent's (pip's), its own and its child's process ids to `pids`."""
     setup_py = (f"import os, subprocess, sys, time\n"
+                f"os.makedirs(os.path.join(sys.prefix, 'litter'), exist_ok=True)\n"
+                f"for i in range({litter}): open(os.path.join(sys.prefix, 'litter', str(i)), 'w').write('x')\n"
                 f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
                 f"open({str(pids)!r}, 'w').write(f'{{os.getppid()}} {{os.getpid()}} {{child.pid}}')\n"
                 f"time.sleep(600)\n")
@@ -267,3 +270,46 @@ def test_the_cli_setup_prints_progress_and_fails_in_one_line(tmp_path):
                           env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert done.returncode == 2, done
     assert done.stderr.strip().count("\n") == 0 and "holds other files" in done.stderr, done.stderr
+
+
+CLI_WITH_LOCAL_RECIPE = """
+import sys
+from pathlib import Path
+import kvviz.serving.setup as setup
+from kvviz.serving import cli
+from tests.serving.test_setup import local
+index, venv = Path(sys.argv[1]), sys.argv[2]
+setup.vllm_recipe = lambda v, gpu=None: local(Path(v), index, "sleepy", build_isolation=False)  # vLLM's stand-in
+sys.exit(cli.main(["setup", "--venv", venv, "--lang", "en"]))
+"""
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 128 + 2)])
+def test_the_cli_setup_stopped_by_a_signal_ends_pip_and_cleans_up(tmp_path, sig, status):
+    """`setup`, sent SIGTERM or Ctrl-C's SIGINT while pip works (pip has a process group of its own, which a
+    terminal's Ctrl-C does not reach): pip and what it started end, the venv's contents go, the log says it was
+    stopped, the command exits 128 + the signal. (vLLM's recipe swapped for the sleeping sdist; the command line,
+    the build and the signals are the real ones. In Python 3.11 a signal raised inside Thread.join left the
+    clean-up cut off by the exit.)"""
+    index = tmp_path / "index"
+    index.mkdir()
+    pids = tmp_path / "pids"
+    sleepy_sdist(index, pids, litter=20_000)  # a clean-up that takes a while: cut off if the exit does not wait
+    venv = tmp_path / "env"
+    script = tmp_path / "cli.py"
+    script.write_text(CLI_WITH_LOCAL_RECIPE)
+    repo = Path(__file__).resolve().parents[2]
+    cli = subprocess.Popen([sys.executable, str(script), str(index), str(venv)], cwd=repo, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ | {"PYTHONPATH": str(repo)})
+    deadline = time.monotonic() + BUILD_S
+    while not pids.exists() and time.monotonic() < deadline and cli.poll() is None:
+        time.sleep(0.1)
+    assert pids.exists(), cli.communicate(timeout=30)
+    started = [int(x) for x in pids.read_text().split()]
+    cli.send_signal(sig)
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == status, err
+    assert "interrupted" in err.splitlines()[-1], err
+    assert not [p for p in started if alive(p)], "pip or what it started outlived the command"
+    assert not any(venv.iterdir()), "the half-built venv is removed before the command exits"
+    assert log_path(venv).read_text().rstrip().splitlines()[-1].startswith("# stopped after"), "the log says so"
