@@ -73,10 +73,10 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     # --- setting vLLM's environment up from the page (kvviz.serving.setup) ---
     "serving.plots_hint": "*The plots below fill in while a load runs: start vLLM (or pick an endpoint), then "
                           "**Start**.*",
-    "serving.setup.button": "Set up vLLM (about 3.4 GB, a few minutes)",
+    "serving.setup.button": "Set up vLLM (about 3.5 GB, a few minutes)",
     "serving.setup.stop": "Stop the set-up",
     "serving.setup.offer": "**No vLLM environment** at `{venv}`. Set it up here: vLLM's CPU build and its own "
-                           "torch, about 3.4 GB downloaded and installed into a virtual environment of its own, a "
+                           "torch installed into a virtual environment of its own (about 3.5 GB on disk), a "
                            "few minutes (5 to 12 on 2 busy CPU cores). Or from a terminal: "
                            "`python -m kvviz.serving setup`.",
     "serving.setup.hosted_missing": "This demo's host has no vLLM environment (its operator sets it up): point the "
@@ -360,10 +360,11 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
     "serving.refuse.hosted_setup": "本托管演示不安装 vLLM：由其运营者在终端中安装（`python -m kvviz.serving setup`）",
     # --- setting vLLM's environment up from the page (kvviz.serving.setup) ---
     "serving.plots_hint": "*下面的图会在负载运行时逐步画出：先启动 vLLM（或选择一个服务端点），再按 **开始**。*",
-    "serving.setup.button": "安装 vLLM（约 3.4 GB，需几分钟）",
+    "serving.setup.button": "安装 vLLM（约 3.5 GB，需几分钟）",
     "serving.setup.stop": "停止安装",
     "serving.setup.offer": "`{venv}` **没有 vLLM 环境**。可以在这里安装：vLLM 的 CPU 版及其自带的 torch，"
-                           "约 3.4 GB，下载并安装到它自己的虚拟环境中，需几分钟（在繁忙的 2 核 CPU 上 5 到 12 分钟）。"
+                           "安装到它自己的虚拟环境中（占用磁盘约 3.5 GB），需几分钟"
+                           "（在繁忙的 2 核 CPU 上 5 到 12 分钟）。"
                            "也可以在终端中运行 `python -m kvviz.serving setup`。",
     "serving.setup.hosted_missing": "本演示的主机没有 vLLM 环境（由其运营者安装）：请让本页指向一个服务端点。",
     "serving.setup.running": "**正在安装 vLLM**：{line}。  \n日志：`{log}`。停止会结束 pip 并移除它已创建的内容。",

@@ -1,6 +1,6 @@
 """The build of vLLM's environment (kvviz.serving.setup), run for real on small local packages: a real venv, the
 real pip installing wheels and an sdist written here (--no-index --find-links: nothing from the network), real
-processes stopped. vLLM itself is never installed here (3.4 GB); its recipe is checked as data.
+processes stopped. vLLM itself is never installed here (3.5 GB); its recipe is checked as data.
 
 What is expected comes from outside the code under test: pip's own words for a requirement it cannot find, the
 packages each wheel declares, the processes the sdist's setup.py started (it writes their ids), and /proc.

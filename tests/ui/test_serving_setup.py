@@ -18,7 +18,7 @@ from tests.helpers import running_app
 from tests.ui.test_browser import ARGS, CHROMIUM
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-BUTTON = "Set up vLLM (about 3.4 GB, a few minutes)"
+BUTTON = "Set up vLLM (about 3.5 GB, a few minutes)"
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_the_offer_in_chinese(browser, bare):
     url, _ = bare
     page = serving_page(browser, url, "zh-CN")
     expect(page.locator("#serve-engine-status")).to_contain_text("没有 vLLM 环境", timeout=30_000)
-    expect(page.locator("#serve-setup-vllm")).to_have_text("安装 vLLM（约 3.4 GB，需几分钟）")
+    expect(page.locator("#serve-setup-vllm")).to_have_text("安装 vLLM（约 3.5 GB，需几分钟）")
     expect(page.locator("#serve-status")).to_contain_text("下面的图会在负载运行时逐步画出")
     no_error_badge(page)
     page.close()
