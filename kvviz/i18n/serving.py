@@ -18,7 +18,7 @@ engine with many such requests at once, as a service sees them, and measures eac
 every token's arrival, E2E) while reading the server's own view from its Prometheus `/metrics` (requests
 running and waiting, KV-cache usage, its queue, prefill and decode times). A **sweep** raises the requests in
 flight 1, 2, 4, ... until throughput stops growing: the curves show what continuous batching trades (questions
-5 and 6). Start vLLM here (its environment: `python -m kvviz.serving setup`), or point the tab at a server.
+5 and 6). Start vLLM here (with no vLLM environment yet, the tab offers to set one up), or point the tab at a server.
 """,
     "serving.target": "target",
     "serving.target.local": "local vLLM (kvviz starts it)",
@@ -68,6 +68,25 @@ flight 1, 2, 4, ... until throughput stops growing: the curves show what continu
     "serving.final.no_prefix": "the prefix-cache experiment draws here",
     "serving.final.stopped": "**Stopped**: the figures cover what ran before Stop.\n\n",
     "serving.refuse.hosted_vllm": "this hosted demo keeps its vLLM serving for every visitor",
+    "serving.refuse.hosted_setup": "this hosted demo does not set up vLLM: its operator does, from a terminal "
+                                   "(`python -m kvviz.serving setup`)",
+    # --- setting vLLM's environment up from the page (kvviz.serving.setup) ---
+    "serving.plots_hint": "*The plots below fill in while a load runs: start vLLM (or pick an endpoint), then "
+                          "**Start**.*",
+    "serving.setup.button": "Set up vLLM (about 3.5 GB, a few minutes)",
+    "serving.setup.stop": "Stop the set-up",
+    "serving.setup.offer": "**No vLLM environment** at `{venv}`. Set it up here: vLLM's CPU build and its own "
+                           "torch installed into a virtual environment of its own (about 3.5 GB on disk), a "
+                           "few minutes (5 to 12 on 2 busy CPU cores). Or from a terminal: "
+                           "`python -m kvviz.serving setup`.",
+    "serving.setup.hosted_missing": "This demo's host has no vLLM environment (its operator sets it up): point the "
+                                    "tab at an endpoint instead.",
+    "serving.setup.running": "**Setting up vLLM**: {line}.  \nIts log: `{log}`. Stop ends pip and removes what it "
+                             "had made.",
+    "serving.setup.failed": "**The set-up failed**: {why}.  \nSet it up again, or from a terminal: "
+                            "`python -m kvviz.serving setup`.",
+    "serving.setup.done": "**{line}**.  \nStart vLLM now.",
+    "serving.setup.stopped": "**{line}**.",
     "serving.refuse.no_run": "stopped before any run ended",
     "serving.refuse.local_first": "run a load on the local vLLM serving {spec} first: the comparison runs that same "
                                   "load on kvviz's engine",
@@ -289,7 +308,7 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
 同时读取服务端自己的 Prometheus `/metrics`（运行中与排队的请求、KV Cache 占用、队列、预填充与解码时间）。
 **扫描（sweep）** 把并发请求数依次设为 1、2、4……直到吞吐不再增长：
 这些曲线展示了连续批处理（continuous batching）在权衡什么（问题 5 和 6）。
-可以在这里启动 vLLM（其环境：`python -m kvviz.serving setup`），也可以让本页指向一个已有的服务。
+可以在这里启动 vLLM（若还没有 vLLM 环境，本页会提供安装），也可以让本页指向一个已有的服务。
 """,
     "serving.target": "目标",
     "serving.target.local": "本地 vLLM（由 kvviz 启动）",
@@ -338,6 +357,20 @@ kvviz 在这里像线上服务那样同时向一个真实引擎发出许多这�
     "serving.final.no_prefix": "前缀缓存实验的图显示在这里",
     "serving.final.stopped": "**已停止**：图中只包含停止之前运行的部分。\n\n",
     "serving.refuse.hosted_vllm": "本托管演示为所有访客保持 vLLM 运行，不能停止",
+    "serving.refuse.hosted_setup": "本托管演示不安装 vLLM：由其运营者在终端中安装（`python -m kvviz.serving setup`）",
+    # --- setting vLLM's environment up from the page (kvviz.serving.setup) ---
+    "serving.plots_hint": "*下面的图会在负载运行时逐步画出：先启动 vLLM（或选择一个服务端点），再按 **开始**。*",
+    "serving.setup.button": "安装 vLLM（约 3.5 GB，需几分钟）",
+    "serving.setup.stop": "停止安装",
+    "serving.setup.offer": "`{venv}` **没有 vLLM 环境**。可以在这里安装：vLLM 的 CPU 版及其自带的 torch，"
+                           "安装到它自己的虚拟环境中（占用磁盘约 3.5 GB），需几分钟"
+                           "（在繁忙的 2 核 CPU 上 5 到 12 分钟）。"
+                           "也可以在终端中运行 `python -m kvviz.serving setup`。",
+    "serving.setup.hosted_missing": "本演示的主机没有 vLLM 环境（由其运营者安装）：请让本页指向一个服务端点。",
+    "serving.setup.running": "**正在安装 vLLM**：{line}。  \n日志：`{log}`。停止会结束 pip 并移除它已创建的内容。",
+    "serving.setup.failed": "**安装失败**：{why}。  \n可以再次安装，或在终端中运行 `python -m kvviz.serving setup`。",
+    "serving.setup.done": "**{line}**。  \n现在可以启动 vLLM。",
+    "serving.setup.stopped": "**{line}**。",
     "serving.refuse.no_run": "在任何一次运行结束前就已停止",
     "serving.refuse.local_first": "请先在服务 {spec} 的本地 vLLM 上跑一次负载："
                                   "对比会把同样的负载放到 kvviz 的引擎上运行",

@@ -307,10 +307,26 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _setup(args: argparse.Namespace) -> None:
-    from kvviz.serving.vllm import setup
+    """The build the Serving tab's button runs (kvviz.serving.setup), its progress on stderr when it changes
+    (at most every 5 s while pip installs silently); Ctrl-C, SIGTERM or SIGHUP stop it (pip runs in a process
+    group of its own, which a terminal's Ctrl-C does not reach) and remove what it made."""
+    from kvviz.serving.setup import SetupJob, vllm_recipe
+    from kvviz.serving.vllm import stop_signals
 
-    seconds = setup(args.venv, args.gpu)
-    print(t("serving_cli.setup.done", args.lang, venv=args.venv, seconds=seconds))
+    job, shown = SetupJob(vllm_recipe(args.venv, args.gpu)).start(), None
+    try:
+        with stop_signals():
+            while not job.wait(5.0 if shown else 0.5):
+                p = job.progress()
+                if (p.phase, p.package, p.installing) != shown:  # a new phase or package, not only the seconds
+                    print(translate(p.line(), args.lang), file=sys.stderr, flush=True)
+                    shown = (p.phase, p.package, p.installing)
+    except (KeyboardInterrupt, Stopped):
+        job.stop()
+        raise
+    if job.error is not None:
+        raise job.error
+    print(t("serving_cli.setup.done", args.lang, venv=args.venv, seconds=job.seconds))
 
 
 def _start(args: argparse.Namespace) -> None:

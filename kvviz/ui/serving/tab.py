@@ -29,11 +29,12 @@ from kvviz.i18n.errors import translate
 from kvviz.serving.endpoint import APIS, COMPLETIONS, EndpointError
 from kvviz.serving.live import ONE, PREFIX, SWEEP, LiveJob, Outcome
 from kvviz.serving.load import CLOSED, CONSTANT, POISSON
-from kvviz.serving.local import READY, STARTING, LocalEngine
+from kvviz.serving.local import READY, STARTING, STOPPED, LocalEngine
 from kvviz.serving.metrics_reader import server_view
 from kvviz.serving.models import model_folder
 from kvviz.serving.prompts import load_tokenizer, synthetic
 from kvviz.serving.redact import redact
+from kvviz.serving.setup import SetupSlot
 from kvviz.serving.sweep import sweep_frame
 from kvviz.serving.vllm import VllmError
 from kvviz.ui import figures
@@ -138,6 +139,33 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
                 lang: gr.Radio) -> ServingTab:
     """Target, load, Start/Stop; live plots; the finished figures and their explanation."""
     gr.Markdown(L("serving.intro"))
+    setup = SetupSlot(engine.venv)  # one set-up of vLLM's environment for the whole app, every visitor's
+
+    def setup_state(lang="en", refused: str | None = None) -> tuple[str, bool, bool, bool]:
+        """(the status line, whether to offer the set-up, whether one runs, whether to offer Start vLLM) as things
+        stand: vLLM's status when its environment is there; else the set-up under way (its progress), the last
+        one's end, or the offer to set it up (never in a hosted demo). refused: a set-up that could not begin."""
+        job, ready = setup.job, setup.ready()
+        running = job is not None and job.running
+        if refused is not None:
+            line = t("serving.setup.failed", lang, why=refused)
+        elif running:
+            line = t("serving.setup.running", lang, line=translate(job.progress().line(), lang), log=job.log)
+        elif job is not None and job.error is not None and not ready:
+            line = t("serving.setup.failed", lang, why=translate(redact(first_line(job.error, 1000)), lang))
+        elif job is not None and ready and engine.status().state == STOPPED:
+            line = t("serving.setup.done", lang, line=translate(job.progress().line(), lang))
+        elif ready:
+            line = translate(engine.status().line(), lang)
+        elif policy.hosted:
+            line = t("serving.setup.hosted_missing", lang)
+        elif job is not None:  # stopped
+            line = t("serving.setup.stopped", lang, line=translate(job.progress().line(), lang))
+        else:
+            line = t("serving.setup.offer", lang, venv=setup.venv)
+        return line, not (ready or running or policy.hosted), running, ready or policy.hosted
+
+    first = setup_state()  # English; the switch (set on load) and the timer's first tick write the page's own
     last = gr.State(None)
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
@@ -150,9 +178,19 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
                 kv_space = gr.Slider(1, 2 if policy.hosted else 64, value=1, step=1,
                                      label=L("serving.kv_space"))
                 with gr.Row():
-                    start_engine = gr.Button(L("serving.start_vllm"), elem_id="serve-start-vllm")
-                    stop_engine = gr.Button(L("serving.stop_vllm"), variant="stop", visible=not policy.hosted)
-                engine_status = gr.Markdown(engine.status().line(), elem_id="serve-engine-status")
+                    start_engine = gr.Button(L("serving.start_vllm"), elem_id="serve-start-vllm", visible=first[3])
+                    stop_engine = gr.Button(L("serving.stop_vllm"), variant="stop", elem_id="serve-stop-vllm",
+                                            visible=first[3] and not policy.hosted)
+                engine_status = gr.Markdown(first[0], elem_id="serve-engine-status")
+                with gr.Row():
+                    setup_go = gr.Button(L("serving.setup.button"), variant="primary", visible=first[1],
+                                         elem_id="serve-setup-vllm")
+                    setup_halt = gr.Button(L("serving.setup.stop"), variant="stop", visible=first[2],
+                                           elem_id="serve-setup-stop")
+                # Redraws the set-up's progress while one runs. On at each page load (not hosted: no set-up runs
+                # there), so a page opened or reloaded during a set-up follows it; its first tick turns it off
+                # when none runs.
+                setup_timer = gr.Timer(1.0, active=not policy.hosted)
             with gr.Group(visible=False) as remote_box:
                 if policy.hosted:
                     url = gr.Dropdown(list(policy.allowed_endpoints), label=L("serving.endpoint_hosted"),
@@ -194,7 +232,7 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
                 go = gr.Button(L("serving.start"), variant="primary", elem_id="serve-start")
                 halt = gr.Button(L("serving.stop"), variant="stop", elem_id="serve-stop")
         with gr.Column(scale=2):
-            status = gr.Markdown(elem_id="serve-status")
+            status = gr.Markdown(L("serving.plots_hint"), elem_id="serve-status")  # the plots are empty until a run
             with gr.Row():
                 tput = gr.Plot(show_label=False, elem_id="serve-throughput")
                 inflight = gr.Plot(show_label=False, elem_id="serve-requests")
@@ -224,6 +262,35 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
     def engine_line(lang="en"):
         """The local vLLM's status in `lang` (the core says it in English; kvviz.i18n.errors translates it)."""
         return translate(engine.status().line(), lang)
+
+    def engine_view(lang="en", refused: str | None = None, timed: bool = True) -> tuple:
+        """setup_state as the page's updates: the status line, the set-up's two buttons, Start and Stop vLLM, the
+        timer (on while a set-up runs, unless the caller follows it itself: timed=False)."""
+        line, offer, running, startable = setup_state(lang, refused)
+        return (line, gr.update(visible=offer), gr.update(visible=running), gr.update(visible=startable),
+                gr.update(visible=startable and not policy.hosted), gr.Timer(active=running and timed))
+
+    def setup_vllm(lang="en") -> Generator[tuple, None, None]:
+        """Set vLLM's environment up (or follow the set-up under way), its progress redrawn once a second until
+        it ends (the page that pressed the button follows it here: a timer's tick answered late could turn the
+        timer off); refused in a hosted demo. Closing the page leaves the set-up running for the next visit."""
+        if policy.hosted:
+            raise refusal(t("serving.refuse.hosted_setup", lang), lang)
+        try:
+            job = setup.start()
+        except VllmError as exc:  # another process builds it, the folder holds other files, it is there already
+            yield engine_view(lang, refused=translate(redact(first_line(exc, 1000)), lang))
+            return
+        while not job.wait(REDRAW_S):
+            yield engine_view(lang, timed=False)
+        yield engine_view(lang)
+
+    def stop_setup(lang="en") -> tuple:
+        """Stop the set-up under way: pip and everything it started end, what it made is removed."""
+        if policy.hosted:
+            raise refusal(t("serving.refuse.hosted_setup", lang), lang)
+        setup.stop()
+        return engine_view(lang)
 
     def start_vllm(model, kv_space_gib, lang="en"):
         """Start (or keep) the local vLLM for `model`; streams its status until it is ready or failed."""
@@ -325,8 +392,13 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         return server, server.load, prompts, spec
 
     target.change(pick_target, target, [local_box, remote_box], api_visibility="private", queue=False)
-    # The engine's status was written at build time in English; the switch (set on load too) rewrites it.
-    lang.change(engine_line, lang, engine_status, api_visibility="private", queue=False, show_progress="hidden")
+    # The switch (set on load too) writes the status in the page's language; the timer keeps a set-up's current.
+    viewed = [engine_status, setup_go, setup_halt, start_engine, stop_engine, setup_timer]
+    lang.change(engine_view, lang, viewed, api_visibility="private", queue=False, show_progress="hidden")
+    setup_timer.tick(engine_view, lang, viewed, api_visibility="private", queue=False, show_progress="hidden")
+    setup_go.click(setup_vllm, lang, viewed, api_name="setup_vllm", concurrency_limit=None, show_progress="hidden")
+    setup_halt.click(stop_setup, lang, viewed, api_name="stop_vllm_setup", concurrency_limit=None,
+                     show_progress="hidden")
     start_engine.click(start_vllm, [local_model, kv_space, lang], engine_status, api_name="start_vllm",
                        concurrency_id=SERVING, concurrency_limit=1, preprocess=False)
     stop_engine.click(stop_vllm, lang, engine_status, api_name="stop_vllm", concurrency_limit=None)
