@@ -143,7 +143,7 @@ def wire_runs(sessions: SessionStore, runs: gr.State, lang: gr.Radio, generation
     batch.swept.success(add_rows, [runs, batch.last_sweep], [runs, history.table], api_visibility="private",
                         concurrency_limit=None)
     lang.change(lifecycle_in, [drawn, lang], [lifecycle.timeline, lifecycle.ttft], api_visibility="private",
-                concurrency_limit=None, show_progress="hidden")
+                queue=False, show_progress="hidden")
 
 
 def wire_language(demo: gr.Blocks, lang: gr.Radio, tabs: list[gr.Tab], note: gr.Markdown | None,

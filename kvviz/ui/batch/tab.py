@@ -182,7 +182,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
     for button in (stop_run, stop_sweep):
         button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)
     lang.change(batch_shown_in, [last, lang], [summary, rows, steps, kv, life], api_visibility="private",
-                concurrency_limit=None, show_progress="hidden")
+                queue=False, show_progress="hidden")
     lang.change(sweep_shown_in, [last_sweep, lang], [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot],
-                api_visibility="private", concurrency_limit=None, show_progress="hidden")
+                api_visibility="private", queue=False, show_progress="hidden")
     return BatchTab(ran, last, swept, last_sweep)

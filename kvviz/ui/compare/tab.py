@@ -106,7 +106,7 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
              [verdict, cached_text, uncached_text, static_text, latency, cumulative, work, bandwidth, shown],
              api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
     lang.change(shown_in, [shown, lang], [verdict, latency, cumulative, work, bandwidth], api_visibility="private",
-                concurrency_limit=None, show_progress="hidden")
+                queue=False, show_progress="hidden")
 
     def stop(request: gr.Request):
         """Stop this session's running comparison within a token."""

@@ -161,7 +161,7 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
                          api_name="generate", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False,
                          show_progress_on=text)  # progress (and a failure's badge) on the text alone, not on 4 boxes
     stop_button.click(stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
-    lang.change(shown_in, [shown, lang], [metrics, latency, kv], api_visibility="private", concurrency_limit=None,
+    lang.change(shown_in, [shown, lang], [metrics, latency, kv], api_visibility="private", queue=False,
                 show_progress="hidden")
     examples.click(pick_example, [examples, lang], prompt, api_name="load_example", api_visibility="private",
                    queue=False, preprocess=False, show_progress="hidden")

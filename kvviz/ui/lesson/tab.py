@@ -32,14 +32,17 @@ from kvviz.ui.generation.history import RunHistory
 from kvviz.ui.lang import L
 from kvviz.ui.worker import Lesson
 
-# A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6).
+# A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6). The
+# passage is the lesson's own, there for its length; the question at its end is one SmolLM2-135M-Instruct answers
+# well (asked to explain the KV cache, it answered a student with a confident "dynamic data structure that stores
+# the entire path of one user request").
 LONG_PROMPT = ("During training we care about one batch's forward pass, backward pass and optimizer step. During "
                "inference we care about the whole path of one user request: when it queues, when it gets the GPU, "
                "when its first token comes back, and how fast the following tokens flow. LLM inference is not a "
                "uniform process: prefill is like reading the whole question, decode like answering one word at a "
                "time. The two differ in the shape of their computation, their bottleneck and how to optimise them. "
-               "With that in mind, explain in three sentences what the KV cache stores and why it makes decode "
-               "faster.")
+               "The text above is only here to make this prompt long. Now answer this: give three tips for writing "
+               "clear code.")
 # The lesson's worked example on the calculator, with every control its 32 GiB depends on: the config box empty (it
 # wins over the preset), the preset's own depth and heads (sliders moved earlier stay otherwise), bf16 (fp8 halves
 # it), one GPU (tp, pp and dp split the figure). The accelerator, mem_util and block_size change what fits, not it.
@@ -159,7 +162,7 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
                   concurrency_limit=None)
     run.click(lesson_script, [model, prompt, max_new_tokens, lang], [verdict, script_box, kvviz_box, script_result],
               api_name="lesson_script", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
-    lang.change(answers_in, [runs, asked_with, lang], shown, api_visibility="private", concurrency_limit=None,
+    lang.change(answers_in, [runs, asked_with, lang], shown, api_visibility="private", queue=False,
                 show_progress="hidden")
-    lang.change(verdict_in, [script_result, lang], verdict, api_visibility="private", concurrency_limit=None,
+    lang.change(verdict_in, [script_result, lang], verdict, api_visibility="private", queue=False,
                 show_progress="hidden")
