@@ -5,12 +5,14 @@ reading of the worker's messages for every tab, which passes only what it shows 
 follow_answer: the same for a tab that shows nothing until the job's answer came).
 
 A refusal is a gr.Error carrying the exception's first line (kvviz.base.errors.first_line): the page
-and the API show that line, never a traceback. Every request is built by GenerationRequest.from_untrusted
+and the API show that line, never a traceback; every toast's text is escaped in one place (toast), as Gradio
+renders it as HTML. Every request is built by GenerationRequest.from_untrusted
 with the host's policy, and every model is checked by the policy before the worker sees it.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -47,11 +49,19 @@ def plot(fig: dict) -> PlotData:
     return PlotData(type="plotly", plot=json.dumps(fig))
 
 
+def toast(message: str) -> gr.Error:
+    """The gr.Error that shows `message` as written. Gradio renders a toast's message as HTML, where
+    "random:<preset>" would lose "<preset>" as an unknown tag (and a visitor's own text could add markup), so
+    <, > and & are escaped here, for every toast. The API's caller gets the same escaped text; the page's Markdown
+    status lines that repeat a refusal's message render it back as written."""
+    return gr.Error(html.escape(message, quote=False), print_exception=False)
+
+
 def refusal(exc: Exception | str, lang: object = "en") -> gr.Error:
     """The page's (and the API's) message for a refusal: the first line, never a traceback, never huge; in the
     page's language (kvviz.i18n.errors.translate; English where no translation is known)."""
     line = exc if isinstance(exc, Said) else first_line(exc if isinstance(exc, Exception) else ValueError(exc))
-    return gr.Error(translate(line, lang), print_exception=False)
+    return toast(translate(line, lang))
 
 
 def no_answer(job: WorkerJob, failure: Failed | None, what: str, lang: object = "en") -> gr.Error:

@@ -5,7 +5,9 @@ the memory model with its padding, and the batch's life cycle (also drawn on the
 history row per sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures
 B = 1, 2, 4, ... beside the roofline's prediction (kvviz.engine.batch_sweep) and explains where they part
 (kvviz.ui.batch.sweep_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
-the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals.
+the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals; the last batch
+and sweep stay in the page's state, from which a move of the language switch redraws them (batch_shown_in,
+sweep_shown_in).
 """
 
 from __future__ import annotations
@@ -41,9 +43,34 @@ MAX_BATCH = 64  # the page's slider; the engine takes more (kvviz.engine.request
 @dataclass(frozen=True)
 class BatchTab:
     ran: gr.events.Dependency  # Run batch; build_app draws the batch on the life-cycle tab and in the history
-    last: gr.State  # the session's last batch: {"result": BatchResult, "rows": history rows}
+    last: gr.State  # the session's last batch: {"result": BatchResult, "loaded": Loaded, "rows": history rows}
     swept: gr.events.Dependency  # Run the sweep; build_app adds its rows to the history
-    last_sweep: gr.State  # the session's last sweep: {"rows": history rows, one per B}
+    last_sweep: gr.State  # the session's last sweep: {"frame": its DataFrame, "rows": history rows, one per B}
+
+
+def batch_view(result, loaded, lang: str) -> tuple:
+    """What the page shows of a batch in `lang`: the headline, one row per sequence, the passes, the cache, the life
+    cycle."""
+    return (batch_markdown(result, loaded, lang), batch_rows(result, lang),
+            plot(run_figures.batch_steps(result.steps, lang)), plot(run_figures.batch_kv(result.steps, lang)),
+            plot(run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)))
+
+
+def sweep_view(frame, lang: str) -> tuple:
+    """What the page shows of a sweep in `lang`: the explanation and four figures."""
+    return (sweep_markdown(frame, lang), plot(sweep_figures.step_time(frame, lang)),
+            plot(sweep_figures.throughput(frame, lang)), plot(sweep_figures.prefill_time(frame, lang)),
+            plot(sweep_figures.kv_bytes(frame, lang)))
+
+
+def batch_shown_in(last: dict | None, lang: str = "en") -> tuple:
+    """The batch on the page again in `lang` (the language switch moved); nothing when none is."""
+    return (gr.skip(),) * 5 if not last else batch_view(last["result"], last["loaded"], lang)
+
+
+def sweep_shown_in(last: dict | None, lang: str = "en") -> tuple:
+    """The sweep on the page again in `lang`; nothing when none is."""
+    return (gr.skip(),) * 5 if not last else sweep_view(last["frame"], lang)
 
 
 def batch_prompts(prompts: object, batch_size: object, limit: int, lang: str = "en") -> tuple[str, ...]:
@@ -113,15 +140,13 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                                chat_template=flag(chat_template, t("batch.field.chat_template", lang)))
         except ValueError as exc:
             raise refusal(exc, lang) from None
+        yield (*(gr.skip(),) * 5, None)  # the earlier batch leaves the page's state, before the job starts
         job, _ = start(model, Batch(req), policy, lang)
         outcome = yield from follow_answer(job, progress, lang, t("batch.what.batch", lang), 6, sessions, request,
                                            "batch")
         result = outcome.answer.result
-        yield (batch_markdown(result, outcome.loaded, lang), batch_rows(result, lang),
-               plot(run_figures.batch_steps(result.steps, lang)),
-               plot(run_figures.batch_kv(result.steps, lang)),
-               plot(run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)),
-               {"result": result, "rows": batch_history_rows(result, lang)})
+        yield (*batch_view(result, outcome.loaded, lang),
+               {"result": result, "loaded": outcome.loaded, "rows": batch_history_rows(result, lang)})
 
     def sweep(model, prompt_tokens, new_tokens, max_batch, lang="en", request: gr.Request = None,
               progress=gr.Progress()):
@@ -136,13 +161,12 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                                    limit=f"{policy.max_prompt_tokens:,}"))
         except ValueError as exc:
             raise refusal(exc, lang) from None
+        yield (*(gr.skip(),) * 5, None)  # the earlier sweep leaves the page's state, before the job starts
         job, _ = start(model, ask, policy, lang)
         outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request,
                                            "batch")
         frame = outcome.answer.frame
-        yield (sweep_markdown(frame, lang), plot(sweep_figures.step_time(frame, lang)),
-               plot(sweep_figures.throughput(frame, lang)), plot(sweep_figures.prefill_time(frame, lang)),
-               plot(sweep_figures.kv_bytes(frame, lang)), {"rows": sweep_history_rows(frame, lang)})
+        yield (*sweep_view(frame, lang), {"frame": frame, "rows": sweep_history_rows(frame, lang)})
 
     ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos, chat_template, lang],
                    [summary, rows, steps, kv, life, last],
@@ -157,4 +181,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
 
     for button in (stop_run, stop_sweep):
         button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)
+    lang.change(batch_shown_in, [last, lang], [summary, rows, steps, kv, life], api_visibility="private",
+                queue=False, show_progress="hidden")
+    lang.change(sweep_shown_in, [last_sweep, lang], [sweep_text, step_plot, rate_plot, prefill_plot, kv_plot],
+                api_visibility="private", queue=False, show_progress="hidden")
     return BatchTab(ran, last, swept, last_sweep)

@@ -5,10 +5,16 @@ from the API gets the same clear message as a wrong value. Its API endpoint, /kv
 parameters as the CLI does (`python -m kvviz memory --batch ... --gpu ...`), each with the page's default.
 Hosted, the config box takes hub ids only, and the calculator bypasses the queue: a queue full of
 generations never blocks it.
+
+seq_len is a pair: a slider over log₂ of the length, which a visitor drags from a handful of tokens to 262,144 with
+the same care at either end, and a number box holding the exact length, which is the input every other place
+sets (the Lesson's "Show me", the API's seq_len). Dragging writes the nearest whole length into the box; a length
+typed or set there moves the slider to it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import gradio as gr
@@ -22,6 +28,31 @@ from kvviz.ui.common import plot, refusal
 from kvviz.ui.lang import L
 
 D = INPUT_DEFAULTS
+SEQ_LEN_TOP_LOG2 = 18  # the slider's right end: 2^18 = 262,144 tokens (the box takes longer ones)
+SEQ_LEN_STEP = 0.01  # the slider's step in log₂: about 0.7% of the length anywhere on it
+
+
+def length_at(position: float) -> int:
+    """The whole length at a position of the log₂ slider: 2^position, rounded (10 → 1,024)."""
+    return max(1, round(2 ** float(position)))
+
+
+def position_of(length: int) -> float:
+    """The log₂ slider's position for a length, on its step and within its ends (1,000 → 9.97)."""
+    return min(SEQ_LEN_TOP_LOG2, max(0.0, round(math.log2(max(length, 1)) / SEQ_LEN_STEP) * SEQ_LEN_STEP))
+
+
+def slider_follows(length: object, position: object):
+    """The slider's update after the box changed: moved to the box's length, unless it already stands at a
+    position that gives that length (the drag that wrote it), or the box holds no valid length (the calculator
+    says why)."""
+    try:
+        length, position = float(length), float(position)
+    except (TypeError, ValueError):
+        return gr.skip()
+    if not math.isfinite(length) or length < 1 or not math.isfinite(position) or length_at(position) == length:
+        return gr.skip()
+    return position_of(round(length))
 
 
 # The calculator's inputs in their order (the /kv_memory endpoint's parameters, as the CLI names them).
@@ -52,7 +83,10 @@ def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
                                 placeholder="Qwen/Qwen2.5-0.5B-Instruct" if policy.hosted else
                                 L("calc.config.placeholder"))
             batch = gr.Slider(1, 512, value=D["batch"], step=1, label=L("calc.batch"), elem_id="calc-batch")
-            seq_len = gr.Slider(1, 262_144, value=D["seq_len"], step=1, label=L("calc.seq_len"), elem_id="calc-seq-len")
+            seq_drag = gr.Slider(0, SEQ_LEN_TOP_LOG2, value=position_of(D["seq_len"]), step=SEQ_LEN_STEP,
+                                 label=L("calc.seq_len.drag"), elem_id="calc-seq-len-log")
+            seq_len = gr.Number(D["seq_len"], precision=0, minimum=1, label=L("calc.seq_len.exact"),
+                                elem_id="calc-seq-len")
             layers = gr.Slider(1, 128, value=D["layers"], step=1, label=L("calc.layers"), elem_id="calc-layers")
             kv_heads = gr.Slider(1, 128, value=D["kv_heads"], step=1, label=L("calc.kv_heads"),
                                  elem_id="calc-kv-heads")
@@ -115,6 +149,12 @@ def calculator_tab(policy: HostPolicy, lang: gr.Radio) -> CalculatorTab:
         return (gr.skip(),) * 3 if arch is None else (arch.num_layers, arch.num_kv_heads, arch.head_dim)
 
     common = dict(concurrency_limit=None, preprocess=False, queue=not policy.hosted)
+    # The pair kept in step: a drag (input: the visitor's own move, not the update below) writes the box, and the
+    # box moves the slider (its change then recomputes the calculator with the rest).
+    seq_drag.input(length_at, seq_drag, seq_len, api_visibility="private", concurrency_limit=None, queue=False,
+                   show_progress="hidden")
+    seq_len.change(slider_follows, [seq_len, seq_drag], seq_drag, api_visibility="private", queue=False,
+                   preprocess=False, show_progress="hidden")
     # Every control recomputes at once; only the latest position matters while a slider is dragged.
     gr.on([c.change for c in (batch, seq_len, layers, kv_heads, head_dim, kv_dtype, gpu, mem_util, block_size, tp, pp,
                               dp)],

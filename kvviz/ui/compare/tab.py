@@ -3,7 +3,8 @@ on request the third mode beside them, cached on a static cache with a compiled 
 
 Compare runs on the device worker like a generation; there is nothing to draw until both modes ran, but
 the handler yields while it waits, so that Gradio can close it when the tab goes away or the call is
-cancelled (a plain function would hold the device to its end).
+cancelled (a plain function would hold the device to its end). The finished comparison stays in the page's
+state, from which a move of the language switch redraws the verdict and the figures (shown_in).
 """
 
 from __future__ import annotations
@@ -32,7 +33,20 @@ from kvviz.ui.lang import L
 from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Compare
 
-OUTPUTS = 8  # verdict, three texts, four figures
+OUTPUTS = 9  # verdict, three texts, four figures, the comparison kept for a language switch
+
+
+def verdict_and_figures(result, loaded, lang: str) -> tuple:
+    """What the page says of a finished comparison in `lang`: the verdict and the four figures."""
+    return (compare_verdict(result, loaded, lang),
+            plot(figures.token_latency(result.rows, t("fig.compare.latency", lang), lang)),
+            plot(figures.cumulative_time(result.rows, result.prediction, lang)),
+            plot(figures.step_work(result.prediction, lang)), plot(figures.decode_bandwidth(result.runs, lang)))
+
+
+def shown_in(shown: tuple | None, lang: str = "en") -> tuple:
+    """The comparison on the page (its result and its model's Loaded) again in `lang`; nothing when none is."""
+    return (gr.skip(),) * 5 if shown is None else verdict_and_figures(*shown, lang)
 
 
 def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, lang: gr.Radio) -> None:
@@ -58,6 +72,7 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
     with gr.Row():
         work = gr.Plot(show_label=False)
         bandwidth = gr.Plot(show_label=False)
+    shown = gr.State(None)  # the finished comparison on the page, for a language switch
 
     def compare(model, prompt, max_new_tokens, static=False, lang="en", request: gr.Request = None,
                 progress=gr.Progress()):
@@ -66,6 +81,9 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
         the texts (the static one empty when it did not run) and four figures: per-token latency, total time
         against the prediction, the work per step and the decode bandwidth against the device's limit; all in `lang`."""
         req = build_request(policy, prompt, max_new_tokens, static=static, lang=lang)
+        # The earlier comparison leaves the page's state (a language switch meanwhile redraws nothing), before the job
+        # starts: a handler closed at this yield holds no job.
+        yield (*(gr.skip(),) * (OUTPUTS - 1), None)
         job, _ = start(model, Compare(req), policy, lang)
         # Stop reaches the job; loading fills the first half of the bar, the runs (their phase and tokens) the second
         told = Told(progress)  # the phase is written in the verdict's place while it runs
@@ -80,15 +98,15 @@ def compare_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, 
         if result is None:
             raise refusal(t("compare.no_result", lang), lang)
         ran = result.static is not None
-        yield (compare_verdict(result, outcome.loaded, lang), result.cached_text, result.uncached_text,
-               gr.update(value=result.static.text if ran else "", visible=ran),
-               plot(figures.token_latency(result.rows, t("fig.compare.latency", lang), lang)),
-               plot(figures.cumulative_time(result.rows, result.prediction, lang)),
-               plot(figures.step_work(result.prediction, lang)), plot(figures.decode_bandwidth(result.runs, lang)))
+        said, *plots = verdict_and_figures(result, outcome.loaded, lang)
+        yield (said, result.cached_text, result.uncached_text,
+               gr.update(value=result.static.text if ran else "", visible=ran), *plots, (result, outcome.loaded))
 
     go.click(compare, [model, prompt, max_new_tokens, static, lang],
-             [verdict, cached_text, uncached_text, static_text, latency, cumulative, work, bandwidth],
+             [verdict, cached_text, uncached_text, static_text, latency, cumulative, work, bandwidth, shown],
              api_name="compare", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+    lang.change(shown_in, [shown, lang], [verdict, latency, cumulative, work, bandwidth], api_visibility="private",
+                queue=False, show_progress="hidden")
 
     def stop(request: gr.Request):
         """Stop this session's running comparison within a token."""

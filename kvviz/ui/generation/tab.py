@@ -4,7 +4,9 @@ Generate takes its values as sent (preprocess=False) and checks them with the ho
 (tabs.common.build_request); the run happens on the device worker, whose messages tabs.common.follow feeds
 into a RunRecord, and live_update turns into the page's updates: the text five times a second, the plots once a
 second and at the end.
-The finished run is left in the session store for the drawing step build_app chains after it.
+The finished run is left in the session store for the drawing step build_app chains after it, and kept in the
+page's state (with the time limit that stopped it, if one did), from which a move of the language switch redraws
+the metrics and the plots in the new language without running anything again.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def take_loaded(record: RunRecord, loaded: Loaded) -> None:
 
 def live_update(record: RunRecord, lang: str = "en") -> Callable[[], tuple]:
     """The page's update while the run streams: text, metrics, both plots (redrawn once every PLOT_INTERVAL_S),
-    no details yet, in `lang`."""
+    no details yet, in `lang`; no finished run kept meanwhile (a language switch leaves the live view alone)."""
     plots, latest = Throttle(PLOT_INTERVAL_S), (None, None)
 
     def redraw() -> tuple:
@@ -70,9 +72,18 @@ def live_update(record: RunRecord, lang: str = "en") -> Callable[[], tuple]:
             latest = live_plots(record, lang)
         # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
         # which costs more than the model's own step on a small model.
-        return record.text, metrics_markdown(record, lang), *latest, None
+        return record.text, metrics_markdown(record, lang), *latest, None, None
 
     return redraw
+
+
+def shown_in(shown: tuple[RunRecord, float | None] | None, lang: str = "en") -> tuple:
+    """The finished run's metrics and plots again, in `lang` (the language switch moved); nothing when no finished
+    run is on the page. shown: the run and the time limit that stopped it (None when it ended by itself)."""
+    if shown is None:
+        return (gr.skip(),) * 3
+    record, limit = shown
+    return final_metrics(record, limit, lang), *live_plots(record, lang)
 
 
 def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStore,
@@ -107,6 +118,7 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
             kv = gr.Plot(show_label=False)
     with gr.Accordion(L("generation.json"), open=False):
         details = gr.JSON(label=L("generation.json_label"))
+    shown = gr.State(None)  # the finished run on the page, which a language switch redraws (shown_in)
 
     def generate(model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template, use_cache,
                  static=False, lang="en", request: gr.Request = None, progress=gr.Progress()):
@@ -126,12 +138,13 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
             failed = refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
                              (record.finish and record.finish.error) or t("generation.no_result", lang), lang)
         if failed is not None:  # said where "running…" stood (a toast fades), then raised for the toast and the API
-            yield gr.skip(), t("generation.failed", lang, message=failed.message), gr.skip(), gr.skip(), gr.skip()
+            yield gr.skip(), t("generation.failed", lang, message=failed.message), gr.skip(), gr.skip(), gr.skip(), None
             raise failed
         record.run_id = sessions.number(session_id(request))
         sessions.keep_last(session_id(request), record)
-        yield (record.text, final_metrics(record, job.time_limit_s if job.timed_out else None, lang),
-               *live_plots(record, lang), run_details(record, job.timed_out))
+        limit = job.time_limit_s if job.timed_out else None
+        yield (record.text, final_metrics(record, limit, lang), *live_plots(record, lang),
+               run_details(record, job.timed_out), (record, limit))
 
     def pick_example(index, lang="en"):
         try:
@@ -144,10 +157,12 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
         sessions.stop(stop_handle(request, "generation"))
 
     generated = go.click(generate, [model, prompt, max_new_tokens, temperature, top_k, top_p, seed, chat_template,
-                                    use_cache, static, lang], [text, metrics, latency, kv, details],
+                                    use_cache, static, lang], [text, metrics, latency, kv, details, shown],
                          api_name="generate", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False,
                          show_progress_on=text)  # progress (and a failure's badge) on the text alone, not on 4 boxes
     stop_button.click(stop, None, None, api_name="stop", concurrency_limit=None, queue=False)
+    lang.change(shown_in, [shown, lang], [metrics, latency, kv], api_visibility="private", queue=False,
+                show_progress="hidden")
     examples.click(pick_example, [examples, lang], prompt, api_name="load_example", api_visibility="private",
                    queue=False, preprocess=False, show_progress="hidden")
     return GenerationTab(generated, prompt)

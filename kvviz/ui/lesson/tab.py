@@ -5,7 +5,8 @@ generation tab with a long prompt, the Cached vs uncached tab, the calculator at
 control its figure depends on, the Batch tab's sweep), and scrolls to where the answer shows. "Answer with my
 measurements" fills every answer from the session's history (kvviz.lesson, in the page's language). The script
 section runs the lesson's loop and kvviz's on the device worker (a Lesson job) and shows the script's dict beside
-kvviz's metrics for the same request.
+kvviz's metrics for the same request. A move of the language switch writes the answers (once asked for) and the
+script's verdict again in the new language, from the session's runs and the script's kept result.
 """
 
 from __future__ import annotations
@@ -31,14 +32,17 @@ from kvviz.ui.generation.history import RunHistory
 from kvviz.ui.lang import L
 from kvviz.ui.worker import Lesson
 
-# A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6).
+# A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6). The
+# passage is the lesson's own, there for its length; the question at its end is one SmolLM2-135M-Instruct answers
+# well (asked to explain the KV cache, it answered a student with a confident "dynamic data structure that stores
+# the entire path of one user request").
 LONG_PROMPT = ("During training we care about one batch's forward pass, backward pass and optimizer step. During "
                "inference we care about the whole path of one user request: when it queues, when it gets the GPU, "
                "when its first token comes back, and how fast the following tokens flow. LLM inference is not a "
                "uniform process: prefill is like reading the whole question, decode like answering one word at a "
                "time. The two differ in the shape of their computation, their bottleneck and how to optimise them. "
-               "With that in mind, explain in three sentences what the KV cache stores and why it makes decode "
-               "faster.")
+               "The text above is only here to make this prompt long. Now answer this: give three tips for writing "
+               "clear code.")
 # The lesson's worked example on the calculator, with every control its 32 GiB depends on: the config box empty (it
 # wins over the preset), the preset's own depth and heads (sliders moved earlier stay otherwise), bf16 (fp8 halves
 # it), one GPU (tp, pp and dp split the figure). The accelerator, mem_util and block_size change what fits, not it.
@@ -123,6 +127,8 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
     with gr.Row():
         script_box = gr.JSON(label=L("lesson.script.script"), elem_id="lesson-script-dict")
         kvviz_box = gr.JSON(label=L("lesson.script.kvviz"), elem_id="lesson-kvviz-dict")
+    # Kept for a language switch: the model the answers were asked for with (None: not yet), the script's result.
+    asked_with, script_result = gr.State(None), gr.State(None)
 
     def answer(history: RunHistory, model: str, lang: str = "en"):
         """The six answers from the session's runs, in `lang`; Q3 with the chosen model's numbers."""
@@ -133,13 +139,30 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
         """The lesson's script on `model` (prefill, then the last token with past_key_values, greedy, EOS), then
         kvviz's loop on the same raw prompt: whether they agree, the script's dict, kvviz's metrics."""
         req = build_request(policy, prompt, max_new_tokens, chat_template=False, lang=lang)
+        yield gr.skip(), gr.skip(), gr.skip(), None  # the earlier result leaves the page's state before the job starts
         job, _ = start(model, Lesson(req), policy, lang)
         # Loading fills the first half of the bar; the two runs, which report nothing, the second.
-        outcome = yield from follow_answer(job, progress, lang, t("lesson.script.what", lang), 3, loading=0.5,
-                                    on_loaded=lambda _: progress(0.5))
+        outcome = yield from follow_answer(job, progress, lang, t("lesson.script.what", lang), 4, loading=0.5,
+                                           on_loaded=lambda _: progress(0.5))
         result = outcome.answer.result.as_dict()
-        yield script_verdict(result, lang), result["script"], result["kvviz"]
+        yield script_verdict(result, lang), result["script"], result["kvviz"], result
 
-    refresh.click(answer, [runs, model, lang], shown, api_visibility="private", concurrency_limit=None)
-    run.click(lesson_script, [model, prompt, max_new_tokens, lang], [verdict, script_box, kvviz_box],
+    def answered(history: RunHistory, model: str, lang: str = "en"):
+        """The answers and the model they were asked for with, kept for a language switch."""
+        return (*answer(history, model, lang), model)
+
+    def answers_in(history: RunHistory, model: str | None, lang: str = "en"):
+        """The answers again in `lang` (the switch moved), once a visitor asked for them; nothing before."""
+        return (gr.skip(),) * len(shown) if model is None else answer(history, model, lang)
+
+    def verdict_in(result: dict | None, lang: str = "en"):
+        return gr.skip() if result is None else script_verdict(result, lang)
+
+    refresh.click(answered, [runs, model, lang], [*shown, asked_with], api_visibility="private",
+                  concurrency_limit=None)
+    run.click(lesson_script, [model, prompt, max_new_tokens, lang], [verdict, script_box, kvviz_box, script_result],
               api_name="lesson_script", concurrency_id=DEVICE, concurrency_limit=1, preprocess=False)
+    lang.change(answers_in, [runs, asked_with, lang], shown, api_visibility="private", queue=False,
+                show_progress="hidden")
+    lang.change(verdict_in, [script_result, lang], verdict, api_visibility="private", queue=False,
+                show_progress="hidden")
