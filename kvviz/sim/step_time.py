@@ -27,11 +27,14 @@ FORMAT = "kvviz.sim.step_time/1"
 
 @dataclass(frozen=True)
 class StepContents:
-    """What one step computes."""
+    """What one step computes. spans: each scheduled request's (tokens before the step, tokens it computes), for a
+    model that needs more than the sums (the roofline: windows and attention pairs are per request); the linear
+    model reads only the sums."""
 
     prefill_tokens: int
     decode_seqs: int
     kv_tokens_read: int
+    spans: tuple[tuple[int, int], ...] = ()
 
     def features(self) -> tuple[float, float, float, float]:
         return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.kv_tokens_read))
