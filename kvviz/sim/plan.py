@@ -98,6 +98,9 @@ class Shape:
     seed: int = 0
     requests: int = 300
 
+    def __post_init__(self) -> None:
+        self.at(1.0)  # the workload's own checks: lengths from 1, a prefix within the prompt, a count of requests
+
     def at(self, rate: float) -> Workload:
         return open_loop(self.requests, rate, self.prompt_tokens, self.output_tokens, self.prefix_tokens,
                          self.poisson, self.seed)
@@ -355,11 +358,7 @@ class RateSearch:
 def plan(engine: Engine, slo: SloLimits, shape: Shape, search: Search = Search(), target_rate: float | None = None,
          price_per_gpu_hour: float | None = None) -> Plan:
     """The highest rate one replica holds under `slo`, the knee, replicas for the target, and cost."""
-    if target_rate is not None:
-        number(target_rate, "target rate (requests/s)", 0.0, 1e9, low_open=True)
-    if price_per_gpu_hour is not None:
-        number(price_per_gpu_hour, "price per GPU-hour", 0.0, 1e9)
-    shape.at(1.0)  # the lengths and counts are checked before anything runs
+    check_target_and_price(target_rate, price_per_gpu_hour)
     started = time.monotonic()
     saturated = knee(engine, shape, search.max_wall_s)
     left = replace(search, max_wall_s=max(search.max_wall_s - (time.monotonic() - started), 1e-3))
@@ -373,6 +372,14 @@ def plan(engine: Engine, slo: SloLimits, shape: Shape, search: Search = Search()
                     _per_million(replicas * engine.gpus, price_per_gpu_hour, target_rate, shape) if replicas else None)
     return Plan(engine, slo, shape, saturated, tuple(searcher.points), low, high, target_rate, replicas, cost,
                 searcher.stopped)
+
+
+def check_target_and_price(target_rate: float | None, price_per_gpu_hour: float | None) -> None:
+    """A target rate above 0 and a price from 0, when given."""
+    if target_rate is not None:
+        number(target_rate, "target rate (requests/s)", 0.0, 1e9, low_open=True)
+    if price_per_gpu_hour is not None:
+        number(price_per_gpu_hour, "price per GPU-hour", 0.0, 1e9)
 
 
 def _per_million(gpus: int, price: float, rate: float, shape: Shape) -> float | None:
