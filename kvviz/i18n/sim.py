@@ -63,6 +63,8 @@ EN = {
     "sim.plan_knee_stopped": "the knee's closed loop did not finish: {why}",
     "sim.plan_stopped_points": "the search stopped at its limit of {points} points",
     "sim.plan_stopped_wall": "the search stopped after {seconds:g} s of real time ({points} points simulated)",
+    "sim.roofline_spans": "the roofline step time needs each scheduled request's span: the step computes {tokens:,} "
+                          "tokens, its spans {spans:,}",
     "sim_plan.how_roofline": "how: the simulated vLLM scheduler with the roofline lower bound of each step for {model} "
                              "on {gpu} (tp {tp}, pp {pp}); every figure below is a roofline lower bound on time, so "
                              "an upper bound on rates: predicted, not measured",
@@ -147,6 +149,7 @@ ZH = {
     "sim.plan_knee_stopped": "拐点的闭环模拟没有跑完：{why}",
     "sim.plan_stopped_points": "搜索到达 {points} 个点的上限而停止",
     "sim.plan_stopped_wall": "搜索在实际运行 {seconds:g} 秒后停止（已模拟 {points} 个点）",
+    "sim.roofline_spans": "屋顶线步时需要每个被调度请求的区间：这一步计算 {tokens:,} 个 token，区间合计 {spans:,} 个",
     "sim_plan.how_roofline": "方法：模拟的 vLLM 调度器，每一步取 {model} 在 {gpu}（tp {tp}，pp {pp}）上的屋顶线下界；"
                              "以下所有数字都是时间的屋顶线下界，即速率的上界：是预测，不是测量",
     "sim_plan.how_calibrated": "方法：模拟的 vLLM 调度器，步时取 {path} 中的校准拟合"

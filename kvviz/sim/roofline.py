@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvviz.base.errors import InputError
 from kvviz.calc.arch import WINDOWED, Architecture
 from kvviz.calc.dtypes import DType, kv_dtype, weight_dtype
 from kvviz.calc.hardware import Accelerator
@@ -76,6 +77,8 @@ class RooflineStepTime:
 
     def bound(self, step: StepContents) -> StepBound:
         tokens = sum(t for _, t in step.spans)
+        if tokens != step.prefill_tokens + step.decode_seqs:  # sums without spans: the windows cannot be applied
+            raise InputError("sim.roofline_spans", tokens=step.prefill_tokens + step.decode_seqs, spans=tokens)
         weights = weight_bytes_read_per_step(self.arch, self.count, self.weights, tokens) * self.rank_share
         kv_tokens, pairs_flops = 0, 0.0
         for start, computed in step.spans:

@@ -105,3 +105,10 @@ def test_the_simulator_runs_each_step_for_its_bound(llama):
     decode = ((TOTAL - (VOCAB - 1) * HIDDEN) * 2 + 1025 * KV_TOKEN_BYTES) / H100_BYTES_PER_S
     assert result.records[0].tpot_s == pytest.approx(decode, rel=1e-9)
     assert result.trace[0].duration_s == pytest.approx(model.seconds(StepContents(1024, 0, 1024, ((0, 1024),))))
+
+
+def test_a_step_without_its_spans_is_refused(llama):
+    """Sums alone cannot say whose context a window caps: a step of 8 decodes given without spans is refused."""
+    model = roofline_step_time(llama, ACCELERATORS["h100-sxm"])
+    with pytest.raises(ValueError, match="span"):
+        model.seconds(StepContents(0, 8, 8000))
