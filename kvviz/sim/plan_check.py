@@ -65,7 +65,7 @@ def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Seq
 
 
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
-                  requests: int = 60, points: int = 6) -> dict:
+                  requests: int = 60, points: int = 6, factor: float = 1.25) -> dict:
     """One vLLM start on a bundled model: step rows measured and fitted (`python -m kvviz.sim fit`), the plan's
     highest rate predicted with that calibration, then the bounded real search from the prediction. The SLO, set
     from the fit so that it binds below the knee: TTFT p90 <= 3 × the fitted step of one prompt alone, TPOT p90 <=
@@ -104,7 +104,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         prompts = synthetic(requests, prompt_tokens, tokenizer, 7)
         low, high, searcher = real_max_rate(ep, slo, shape, prompts, predicted.max_rate,
-                                            Search(resolution=0.1, max_points=points, max_wall_s=1500))
+                                            Search(resolution=0.1, max_points=points, max_wall_s=1500), factor)
     result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
                             "stopped": str(searcher.stopped) if searcher.stopped else None},
                "ratio_predicted_to_measured": predicted.max_rate / low if low else None}
