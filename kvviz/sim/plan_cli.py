@@ -24,6 +24,7 @@ from kvviz.i18n.errors import translate
 from kvviz.sim.plan import (
     CALIBRATED,
     HOW,
+    Engine,
     Plan,
     Search,
     Shape,
@@ -71,7 +72,7 @@ def add_to(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _engine(args: argparse.Namespace):
+def _engine(args: argparse.Namespace) -> Engine:
     config = {k: getattr(args, k) for k in _OVERRIDES if getattr(args, k) is not None}
     if args.calibration:
         folder = Path(args.model) if (Path(args.model) / "config.json").is_file() else None
