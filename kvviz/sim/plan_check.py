@@ -65,12 +65,13 @@ def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Seq
 
 
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
-                  requests: int = 60, points: int = 6, factor: float = 1.25) -> dict:
+                  requests: int = 60, points: int = 6, factor: float = 1.25, ttft_steps: float = 3.0,
+                  tpot_steps: float = 1.5) -> dict:
     """One vLLM start on a bundled model: step rows measured and fitted (`python -m kvviz.sim fit`), the plan's
     highest rate predicted with that calibration, then the bounded real search from the prediction. The SLO, set
-    from the fit so that it binds below the knee: TTFT p90 <= 3 × the fitted step of one prompt alone, TPOT p90 <=
-    1.5 × the fitted step of one decode alone. Writes steps.csv, cal.json and check.json (the prediction first,
-    then the measurement) to `out`; returns what check.json holds."""
+    from the fit so that it binds below the knee: TTFT p90 <= ttft_steps × the fitted step of one prompt alone, TPOT
+    p90 <= tpot_steps × the fitted step of one decode alone. Writes steps.csv, cal.json and check.json (the
+    prediction first, then the measurement) to `out`; returns what check.json holds."""
     from kvviz.serving.models import model_folder
     from kvviz.serving.prompts import load_tokenizer
     from kvviz.serving.vllm import ServerSpec, free_port, running_vllm
@@ -94,7 +95,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         engine = planning.calibrated_engine(out / "cal.json", folder, config={"max_model_len": 1024})
         prefill = engine.model.seconds(StepContents(prompt_tokens, 0, prompt_tokens))
         decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
-        slo = SloLimits(ttft_s=3 * prefill, tpot_s=1.5 * decode, ttft_percentile=90, tpot_percentile=90)
+        slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
         shape = Shape(prompt_tokens, output_tokens, requests=requests)
         predicted = planning.plan(engine, slo, shape)
         result = {"model": model, "fit": json.loads(printed.getvalue()), "slo": asdict(slo), "shape": asdict(shape),
@@ -112,5 +113,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     return result
 
 
-if __name__ == "__main__":
-    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check")), indent=2))
+if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS]
+    limits = dict(zip(("ttft_steps", "tpot_steps"), map(float, sys.argv[2:4]), strict=False))
+    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits),
+                     indent=2))
