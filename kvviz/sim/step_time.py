@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -34,7 +34,7 @@ class StepContents:
     prefill_tokens: int
     decode_seqs: int
     kv_tokens_read: int
-    spans: tuple[tuple[int, int], ...] = ()
+    spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # a message shows the sums, not 1,024 pairs
 
     def features(self) -> tuple[float, float, float, float]:
         return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.kv_tokens_read))
