@@ -10,7 +10,8 @@ computes) through the model once. On one tensor-parallel rank the step must at l
 - compute 2 × matmul parameters per token for every token (the output projection only for each request's last
   token, whose logits vLLM computes), plus the attention of each computed token over its context (per (query,
   key) pair, kvviz.calc.roofline.attention_widths: MLA's absorbed form for a decode, the expanded one for a
-  prefill; a window caps the keys, a chunked layer counted as a window of its chunk), split tp ways.
+  prefill; a window caps the keys; a chunked layer is counted as a window of its chunk, which can count more keys
+  than it attends: the one term that may exceed the work), split tp ways.
 time = max(bytes / bandwidth, FLOPs / peak FLOP/s) on the preset's published figures.
 
 With pipeline parallelism the simulator keeps one batch in flight (vLLM keeps pp of them: not modelled), so a
@@ -19,8 +20,9 @@ on one rank of each, which a sum of per-stage bounds can only exceed.
 
 Not counted, so the bound holds: activations' traffic, the tensor-parallel all-reduces (the presets carry no
 interconnect figure), sampling, the scheduler's and the HTTP server's time, kernel launches, attention kernels
-that read the KV more than once, async scheduling. Every figure made with this model is labelled LABEL: real
-steps are slower by what these cost.
+that read the KV more than once. (vLLM's async scheduling on a GPU hides the CPU's share of a step, which is not
+counted here anyway.) Every figure made with this model is labelled LABEL: real steps are slower by what these
+cost.
 """
 
 from __future__ import annotations
