@@ -38,7 +38,7 @@ class PhaseEstimate:
     formulas: tuple[Formula, ...]
 
 
-def _attention_widths(arch: Architecture, phase: str) -> tuple[int, str]:
+def attention_widths(arch: Architecture, phase: str) -> tuple[int, str]:
     """FLOPs per (query, key) pair per layer: 2 × heads × (QK width + V width).
 
     MLA decodes in the absorbed form engines use (scores and values taken in the latent space:
@@ -75,7 +75,7 @@ def _estimate(phase: str, arch: Architecture, accel: Accelerator, batch: int, to
 def prefill_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, weight_dtype: DType,
                      kv_dtype: DType, batch: int, prompt_len: int) -> PhaseEstimate:
     """Lower bound on processing `batch` prompts of `prompt_len` tokens at once."""
-    per_pair, pair_sym = _attention_widths(arch, "prefill")
+    per_pair, pair_sym = attention_widths(arch, "prefill")
     pairs = sum(causal_pairs(prompt_len, g.window if g.kind == SLIDING else None) * g.count
                 for g in layer_groups(arch))
     # Only the last prompt token of each sequence needs logits, so the output projection runs once a
@@ -104,7 +104,7 @@ def prefill_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, 
 def decode_estimate(arch: Architecture, count: ParamCount, accel: Accelerator, weight_dtype: DType,
                     kv_dtype: DType, batch: int, context_len: int) -> PhaseEstimate:
     """Lower bound on one decode step: `batch` new tokens, each attending to `context_len` cached ones and itself."""
-    per_pair, pair_sym = _attention_widths(arch, "decode")
+    per_pair, pair_sym = attention_widths(arch, "decode")
     keys = sum(min(context_len + 1, g.window or context_len + 1) * g.count for g in layer_groups(arch))
     linear = 2 * count.matmul_per_token * batch
     attention = per_pair * keys * batch

@@ -55,6 +55,46 @@ EN = {
                    "sequence, d = {d:.6g} s per KV token read; residuals rms {rms:.3g} s, max {max:.3g} s",
     "sim_cli.saved": "calibration written to {path}",
     "sim_cli.trace": "per-step trace written to {path}",
+    # Capacity under an SLO (kvviz/sim/plan.py, plan_cli.py: `python -m kvviz.sim plan`).
+    "sim.plan_no_fit": "no tensor-parallel size up to {most} (pipeline {pp}) fits the weights and one {length:,}-token "
+                       "sequence's KV on {gpu}",
+    "sim.plan_past_context": "max_model_len {asked:,} is past the model's context ({most:,} tokens)",
+    "sim.plan_no_blocks": "give the model folder (--model DIR) or --num-blocks with --calibration",
+    "sim.plan_knee_stopped": "the knee's closed loop did not finish: {why}",
+    "sim.plan_stopped_points": "the search stopped at its limit of {points} points",
+    "sim.plan_stopped_wall": "the search stopped after {seconds:g} s of real time ({points} points simulated)",
+    "sim.roofline_spans": "the roofline step time needs each scheduled request's span: the step computes {tokens:,} "
+                          "tokens, its spans {spans:,}",
+    "sim_plan.how_roofline": "how: the simulated vLLM scheduler with the roofline lower bound of each step for {model} "
+                             "on {gpu} (tp {tp}, pp {pp}); every figure below is a roofline lower bound on time, so "
+                             "an upper bound on rates: predicted, not measured",
+    "sim_plan.how_calibrated": "how: the simulated vLLM scheduler with the calibrated fit in {path} (measured on "
+                               "{device}) for {model}: predicted, not measured",
+    "sim_plan.engine": "one replica: {blocks:,} KV blocks of {block} tokens, at most {seqs} sequences and {tokens:,} "
+                       "tokens a step, max_model_len {length:,}",
+    "sim_plan.workload": "workload: {arrivals} arrivals; {prompt:,} prompt "
+                         "tokens ({prefix:,} shared) and {output:,} output tokens; {requests} requests per rate tried",
+    "sim_plan.slo": "SLO: TTFT p{ttft_q:g} <= {ttft:g} s and TPOT p{tpot_q:g} <= {tpot} ms",
+    "sim_plan.knee": "knee: throughput saturates at {rate:.3g} requests/s ({tokens:,.0f} output tokens/s; a closed "
+                     "loop at max_num_seqs, {preemptions:,} preemptions)",
+    "sim_plan.max_rate": "highest rate one replica holds: {rate:.3g} requests/s ({tokens:,.0f} output tokens/s); "
+                         "{next:.3g} requests/s does not (resolution {resolution:.1f}%, {points} rates simulated)",
+    "sim_plan.max_at_knee": "highest rate one replica holds: the knee, {rate:.3g} requests/s ({tokens:,.0f} output "
+                            "tokens/s): the SLO holds there and throughput, not the SLO, bounds it ({points} rate(s) "
+                            "simulated)",
+    "sim_plan.max_open": "highest rate one replica holds: at least {rate:.3g} requests/s ({tokens:,.0f} output "
+                         "tokens/s); nothing above it was tried ({points} rates simulated)",
+    "sim_plan.none": "no rate holds the SLO: even {rate:.3g} requests/s misses it (TTFT {ttft} ms, TPOT {tpot} ms at "
+                     "its percentiles; {points} rates simulated): the limits are below what one request alone takes",
+    "sim_plan.none_stopped": "no rate was found to hold the SLO before the search stopped ({points} rates simulated)",
+    "sim_plan.replicas": "for {target:g} requests/s: {replicas:,} replica(s) × {per} {unit} = {gpus:,} {unit}",
+    "sim_plan.poisson": "Poisson",
+    "sim_plan.constant": "evenly spaced",
+    "sim_plan.gpus": "GPU(s)",
+    "sim_plan.machines": "machine(s)",
+    "sim_plan.cost": "cost: {at_max:.4g} per million output tokens with one replica at its highest rate ({price:g} "
+                     "per GPU-hour)",
+    "sim_plan.cost_target": "cost at the target rate: {at_target:.4g} per million output tokens over {gpus:,} GPU(s)",
 }
 
 ZH = {
@@ -103,6 +143,40 @@ ZH = {
                    "d = 每读取一个 KV token {d:.6g} 秒；残差均方根 {rms:.3g} 秒，最大 {max:.3g} 秒",
     "sim_cli.saved": "校准已写入 {path}",
     "sim_cli.trace": "逐步轨迹已写入 {path}",
+    "sim.plan_no_fit": "在 {gpu} 上，张量并行至多 {most}（流水线 {pp}）也放不下权重加一条 {length:,} token 序列的 KV",
+    "sim.plan_past_context": "max_model_len {asked:,} 超过模型的上下文长度（{most:,} 个 token）",
+    "sim.plan_no_blocks": "使用 --calibration 时请给出模型文件夹（--model DIR）或 --num-blocks",
+    "sim.plan_knee_stopped": "拐点的闭环模拟没有跑完：{why}",
+    "sim.plan_stopped_points": "搜索到达 {points} 个点的上限而停止",
+    "sim.plan_stopped_wall": "搜索在实际运行 {seconds:g} 秒后停止（已模拟 {points} 个点）",
+    "sim.roofline_spans": "屋顶线步时需要每个被调度请求的区间：这一步计算 {tokens:,} 个 token，区间合计 {spans:,} 个",
+    "sim_plan.how_roofline": "方法：模拟的 vLLM 调度器，每一步取 {model} 在 {gpu}（tp {tp}，pp {pp}）上的屋顶线下界；"
+                             "以下所有数字都是时间的屋顶线下界，即速率的上界：是预测，不是测量",
+    "sim_plan.how_calibrated": "方法：模拟的 vLLM 调度器，步时取 {path} 中的校准拟合"
+                               "（在 {device} 上测得），模型 {model}：是预测，不是测量",
+    "sim_plan.engine": "单个副本：{blocks:,} 个 KV 块（每块 {block} 个 token），"
+                       "每步至多 {seqs} 条序列、{tokens:,} 个 token，max_model_len {length:,}",
+    "sim_plan.workload": "负载：{arrivals}到达；提示词 {prompt:,} 个 token（共享 {prefix:,} 个），"
+                         "输出 {output:,} 个 token；每个尝试的速率发送 {requests} 个请求",
+    "sim_plan.slo": "SLO：首 token 延迟 p{ttft_q:g} <= {ttft:g} 秒，每 token 延迟 p{tpot_q:g} <= {tpot} 毫秒",
+    "sim_plan.knee": "拐点：吞吐在 {rate:.3g} 请求/秒处饱和（输出 {tokens:,.0f} token/秒；以 max_num_seqs 并发的闭环，"
+                     "抢占 {preemptions:,} 次）",
+    "sim_plan.max_rate": "单个副本能承受的最高速率：{rate:.3g} 请求/秒（输出 {tokens:,.0f} token/秒）；"
+                         "{next:.3g} 请求/秒则不能（分辨率 {resolution:.1f}%，模拟了 {points} 个速率）",
+    "sim_plan.max_at_knee": "单个副本能承受的最高速率：即拐点 {rate:.3g} 请求/秒（输出 {tokens:,.0f} token/秒）："
+                            "在此 SLO 仍满足，限制副本的是吞吐而非 SLO（模拟了 {points} 个速率）",
+    "sim_plan.max_open": "单个副本能承受的最高速率：至少 {rate:.3g} 请求/秒（输出 {tokens:,.0f} token/秒）；"
+                         "更高的速率未尝试（模拟了 {points} 个速率）",
+    "sim_plan.none": "没有速率能满足 SLO：即使 {rate:.3g} 请求/秒也不满足（在所给百分位上首 token 延迟 {ttft} 毫秒、"
+                     "每 token 延迟 {tpot} 毫秒；模拟了 {points} 个速率）：限值低于单个请求本身所需的时间",
+    "sim_plan.none_stopped": "搜索停止前没有找到满足 SLO 的速率（模拟了 {points} 个速率）",
+    "sim_plan.replicas": "要承受 {target:g} 请求/秒：{replicas:,} 个副本 × {per} {unit} = {gpus:,} {unit}",
+    "sim_plan.poisson": "泊松",
+    "sim_plan.constant": "均匀间隔",
+    "sim_plan.gpus": "块 GPU",
+    "sim_plan.machines": "台机器",
+    "sim_plan.cost": "成本：单个副本在其最高速率下，每百万输出 token {at_max:.4g}（每 GPU 小时 {price:g}）",
+    "sim_plan.cost_target": "目标速率下的成本：每百万输出 token {at_target:.4g}，共 {gpus:,} 块 GPU",
 }
 
 register(EN, ZH)

@@ -27,7 +27,7 @@ from kvviz.base.errors import InputError
 from kvviz.i18n import LANGS, asked_lang, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.stats import Distribution, Slo
-from kvviz.sim import step_time
+from kvviz.sim import plan_cli, step_time
 from kvviz.sim.capacity import kv_blocks
 from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
 from kvviz.sim.simulate import Limits, SimResult, simulate
@@ -89,6 +89,7 @@ def parser() -> argparse.ArgumentParser:
     for command in (predict, fit):
         command.add_argument("--json", action="store_true", help="print JSON (English keys)")
         command.add_argument("--lang", choices=LANGS, default=None, help="language of messages: en or zh")
+    plan_cli.add_to(commands)  # `plan`: capacity under an SLO (kvviz/sim/plan_cli.py); it sets args.handler
     return p
 
 
@@ -198,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.lang = args.lang or asked_lang(argv)
     try:
-        (predict if args.command == "predict" else fit)(args)
+        (getattr(args, "handler", None) or (predict if args.command == "predict" else fit))(args)
     except ValueError as exc:
         print(t("sim_cli.error", args.lang, message=translate(exc, args.lang)), file=sys.stderr)
         return USAGE_ERROR

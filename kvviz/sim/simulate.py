@@ -73,7 +73,8 @@ def contents(plan: StepPlan) -> StepContents:
     Each request reads the KV of its context: the tokens before and those it computes."""
     decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
     prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
-    return StepContents(prefill, len(decodes), sum(s.start + s.tokens for s in plan.scheduled))
+    return StepContents(prefill, len(decodes), sum(s.start + s.tokens for s in plan.scheduled),
+                        tuple((s.start, s.tokens) for s in plan.scheduled))
 
 
 def check(workload: Workload, config: SchedulerConfig) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -27,11 +27,14 @@ FORMAT = "kvviz.sim.step_time/1"
 
 @dataclass(frozen=True)
 class StepContents:
-    """What one step computes."""
+    """What one step computes. spans: each scheduled request's (tokens before the step, tokens it computes), for a
+    model that needs more than the sums (the roofline: windows and attention pairs are per request); the linear
+    model reads only the sums."""
 
     prefill_tokens: int
     decode_seqs: int
     kv_tokens_read: int
+    spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # a message shows the sums, not 1,024 pairs
 
     def features(self) -> tuple[float, float, float, float]:
         return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.kv_tokens_read))

@@ -1,0 +1,119 @@
+"""The plan checked on a real engine: a bounded search for the highest rate a running vLLM holds under an SLO,
+with kvviz.serving's open loop, judged by the very rule the simulated points are (plan.judged) and searched by
+the same bracket and bisection (plan.RateSearch); and the step rows a calibration is fitted from, measured on it.
+
+Step rows (for kvviz.sim.step_time.fit): a prefill row is one request of p prompt tokens alone, its TTFT the step
+that computes its prompt (p prefill tokens, p KV tokens read); a decode row is a wave of c requests of p tokens
+sent together, their decode steps after the prompts (c decode sequences, c × (p + mid-output) KV tokens read),
+each step's time their median TPOT. Both include what the client and the HTTP server add to each token, as the
+simulated run then does. The engine must serve `ignore_eos` (vLLM does) so that every request gives its length.
+Knows kvviz.serving's client; starts no server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Sequence
+from contextlib import redirect_stdout
+from dataclasses import asdict
+from pathlib import Path
+
+from kvviz.serving.endpoint import Endpoint
+from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
+from kvviz.serving.loadgen import run
+from kvviz.serving.prompts import Prompt, synthetic
+from kvviz.sim import cli
+from kvviz.sim.plan import Point, RateSearch, Search, Shape, SloLimits, judged
+from kvviz.sim.step_time import StepContents
+
+
+def measured(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Prompt], rate: float,
+             wall_s: float) -> Point:
+    """One rate on the engine: shape.requests requests at `rate` (no cap on those in flight), judged."""
+    load = Load(arrivals=POISSON if shape.poisson else CONSTANT, rate=rate, requests=shape.requests,
+                concurrency=MAX_CONCURRENCY, output_tokens=shape.output_tokens, seed=shape.seed,
+                timeout_s=max(wall_s, 1.0))
+    result = run(ep, load, prompts, slo=slo.goodput)
+    return judged(rate, result.records, slo, result.stats.output_tokens_per_s)
+
+
+def real_max_rate(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Prompt], start: float,
+                  search: Search, factor: float = 1.25) -> tuple[float, float | None, RateSearch]:
+    """The bounded search on the engine from `start` (the prediction): up or down by `factor` to a bracket, then
+    bisection to search.resolution, within search.max_points runs: (the highest rate held, the lowest not held
+    above it, the search with its points and why it stopped early)."""
+    searcher = RateSearch(lambda rate, wall_s: measured(ep, slo, shape, prompts, rate, wall_s), search)
+    low, high = searcher.run(start, factor)
+    return low, high, searcher
+
+
+def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Sequence[int], output_tokens: int,
+              seed: int = 0) -> list[tuple[StepContents, float]]:
+    """Prefill rows (one request of each prompt length, its TTFT) and decode rows (a wave of each size at each
+    length, its median TPOT), as described above."""
+    rows = []
+    for p in prompt_lengths:
+        one = run(ep, Load(concurrency=1, requests=3, output_tokens=2), synthetic(3, p, tokenizer, seed))
+        rows.append((StepContents(p, 0, p), one.stats.ttft.p50))
+        for c in waves:
+            wave = run(ep, Load(concurrency=c, requests=c, output_tokens=output_tokens),
+                       synthetic(c, p, tokenizer, seed + c))
+            rows.append((StepContents(0, c, c * (p + output_tokens // 2)), wave.stats.tpot.p50))
+    return rows
+
+
+def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
+                  requests: int = 60, points: int = 6, factor: float = 1.25, ttft_steps: float = 3.0,
+                  tpot_steps: float = 1.5) -> dict:
+    """One vLLM start on a bundled model: step rows measured and fitted (`python -m kvviz.sim fit`), the plan's
+    highest rate predicted with that calibration, then the bounded real search from the prediction. The SLO, set
+    from the fit so that it binds below the knee: TTFT p90 <= ttft_steps × the fitted step of one prompt alone, TPOT
+    p90 <= tpot_steps × the fitted step of one decode alone. Writes steps.csv, cal.json and check.json (the
+    prediction first, then the measurement) to `out`; returns what check.json holds."""
+    from kvviz.serving.models import model_folder
+    from kvviz.serving.prompts import load_tokenizer
+    from kvviz.serving.vllm import ServerSpec, free_port, running_vllm
+    from kvviz.sim import plan as planning
+
+    out.mkdir(parents=True, exist_ok=True)
+    folder = model_folder(model).path
+    spec = ServerSpec(folder, model, port=free_port(), max_model_len=1024, kv_space_gib=1)
+    tokenizer = load_tokenizer(folder)
+    with running_vllm(spec, log_path=out / "vllm.log") as server:
+        ep = server.endpoint()
+        run(ep, Load(concurrency=4, requests=8, output_tokens=16), synthetic(8, 32, tokenizer, 99))  # warm-up
+        rows = step_rows(ep, tokenizer, (32, 256, 768), (1, 4, 16), 32)
+        with (out / "steps.csv").open("w", encoding="utf-8") as handle:
+            handle.write("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n")
+            handle.writelines(f"{s.prefill_tokens},{s.decode_seqs},{s.kv_tokens_read},{t!r}\n" for s, t in rows)
+        printed = io.StringIO()
+        with redirect_stdout(printed):  # `python -m kvviz.sim fit`, in this process
+            cli.main(["fit", str(out / "steps.csv"), "--out", str(out / "cal.json"), "--model", folder.name,
+                      "--device", "cpu", "--json"])
+        engine = planning.calibrated_engine(out / "cal.json", folder, config={"max_model_len": 1024})
+        prefill = engine.model.seconds(StepContents(prompt_tokens, 0, prompt_tokens))
+        decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
+        slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
+        shape = Shape(prompt_tokens, output_tokens, requests=requests)
+        predicted = planning.plan(engine, slo, shape)
+        result = {"model": model, "fit": json.loads(printed.getvalue()), "slo": asdict(slo), "shape": asdict(shape),
+                  "predicted": {"max_rate": predicted.max_rate, "next_rate": predicted.next_rate,
+                                "knee_requests_per_s": predicted.knee.requests_per_s,
+                                "points": [asdict(p) for p in predicted.points]}}
+        (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        prompts = synthetic(requests, prompt_tokens, tokenizer, 7)
+        low, high, searcher = real_max_rate(ep, slo, shape, prompts, predicted.max_rate,
+                                            Search(resolution=0.1, max_points=points, max_wall_s=1500), factor)
+    result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
+                            "stopped": str(searcher.stopped) if searcher.stopped else None},
+               "ratio_predicted_to_measured": predicted.max_rate / low if low else None}
+    (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS]
+    limits = dict(zip(("ttft_steps", "tpot_steps"), map(float, sys.argv[2:4]), strict=False))
+    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits),
+                     indent=2))

@@ -1,0 +1,166 @@
+"""Capacity under an SLO (kvviz/sim/plan.py, `python -m kvviz.sim plan`): the search's answer holds and 1.2 times
+it does not, on the simulator; a knee and a tensor-parallel size worked out by hand; the search's bounds; every
+output says how it was obtained; bad input gets one line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from kvviz.calc.hardware import ACCELERATORS
+from kvviz.calc.presets import load_preset
+from kvviz.sim import cli, step_time
+from kvviz.sim.plan import (
+    CALIBRATED,
+    Engine,
+    Search,
+    Shape,
+    SloLimits,
+    gpu_engine,
+    knee,
+    plan,
+    simulated,
+    smallest_tp,
+)
+from kvviz.sim.scheduler import SchedulerConfig
+from kvviz.sim.step_time import LinearStepTime
+
+# A CPU-like step: 2 ms, 20 µs a prefill token, 0.3 ms a decode sequence, 0.1 µs a KV token read.
+STEP = LinearStepTime(2e-3, 2e-5, 3e-4, 1e-7)
+
+
+def cpu_engine(model=STEP, seqs: int = 64, blocks: int = 4000) -> Engine:
+    config = SchedulerConfig(num_blocks=blocks, block_size=16, max_num_seqs=seqs, max_model_len=4096)
+    return Engine(config, model, CALIBRATED, "test", "cpu")
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prompt=st.integers(16, 600), output=st.integers(8, 96), tpot_ms=st.floats(4.0, 12.0),
+       quantile=st.sampled_from([50.0, 90.0, 99.0]), seed=st.integers(0, 1000), poisson=st.booleans())
+def test_the_rate_found_holds_and_a_fifth_more_does_not(prompt, output, tpot_ms, quantile, seed, poisson):
+    """Whatever the lengths and the TPOT limit, the rate the search returns holds the SLO on the simulator, and
+    1.2 × it does not (the search's resolution is 2%, and it stopped below a rate that failed)."""
+    engine, shape = cpu_engine(), Shape(prompt, output, poisson=poisson, seed=seed, requests=120)
+    slo = SloLimits(ttft_s=2.0, tpot_s=tpot_ms / 1000, ttft_percentile=quantile, tpot_percentile=quantile)
+    found = plan(engine, slo, shape, Search(resolution=0.02, max_points=60, max_wall_s=120))
+    assert found.stopped is None, found.stopped
+    assume(found.max_rate > 0)
+    knee_rate = found.knee.requests_per_s
+    assert simulated(engine, slo, shape, found.max_rate, 60, knee_rate).held
+    assert not simulated(engine, slo, shape, 1.2 * found.max_rate, 60, knee_rate).held
+    if found.next_rate is not None:  # bounded by the SLO, not the knee: the bracket closed within the resolution
+        assert found.next_rate / found.max_rate - 1 <= 0.02
+
+
+def test_the_knee_of_a_constant_step_is_worked_out_by_hand():
+    """Every step 10 ms, 4 sequences at most, 8-token prompts, 10 output tokens, 12 requests: three waves of 4, each
+    a prefill step (the first token) and 9 decode steps, 100 ms a wave: 12 requests in 0.3 s, 40 requests/s and
+    400 output tokens/s."""
+    engine = cpu_engine(LinearStepTime(0.01, 0, 0, 0), seqs=4)
+    found = knee(engine, Shape(8, 10, requests=12), 60)
+    assert found.requests_per_s == pytest.approx(40.0)
+    assert found.output_tokens_per_s == pytest.approx(400.0)
+
+
+def test_an_slo_below_one_requests_own_latency_holds_at_no_rate():
+    """TTFT must be at most 1 ms while a step takes at least 2 ms: no rate holds, and the answer says 0."""
+    found = plan(cpu_engine(), SloLimits(ttft_s=1e-3), Shape(64, 16, requests=40), Search(max_points=40))
+    assert found.max_rate == 0 and found.replicas is None
+    assert all(not p.held for p in found.points)
+
+
+def test_the_search_stops_at_its_bounds_and_says_so():
+    """Three points at most: the search stops there, keeps three points and says why."""
+    slo = SloLimits(ttft_s=2.0, tpot_s=0.004)
+    found = plan(cpu_engine(), slo, Shape(256, 64, requests=80), Search(max_points=3))
+    assert len(found.points) == 3 and found.stopped is not None and found.stopped.key == "sim.plan_stopped_points"
+
+
+def test_replicas_gpus_and_cost_follow_from_the_rate():
+    """Target 50 requests/s: ⌈50 / max⌉ replicas; at $2 an hour a replica (1 GPU) at max requests/s of 32 output
+    tokens costs 2 / (max × 32 × 3600) × 10^6 per million output tokens."""
+    found = plan(cpu_engine(), SloLimits(ttft_s=2.0, tpot_s=0.006), Shape(128, 32, requests=80),
+                 target_rate=50, price_per_gpu_hour=2.0)
+    assert found.max_rate > 0
+    assert found.replicas == math.ceil(50 / found.max_rate) and found.gpus == found.replicas
+    assert found.cost.at_max == pytest.approx(2 / (found.max_rate * 32 * 3600) * 1e6)
+    assert found.cost.at_target == pytest.approx(found.replicas * 2 / (50 * 32 * 3600) * 1e6)
+
+
+def test_the_smallest_tensor_parallel_size_that_fits_is_the_calculators():
+    """Llama-3-70B in bf16 is 141 GB: on 80 GB H100s (90% usable, 1 GiB kept back: 70.9 GB a GPU) tp 2 leaves
+    70.5 GB of weights a GPU and no room for an 8,192-token sequence's 1.3 GB of KV; tp 4 (35 GB) fits.
+    Llama-3.1-8B (16 GB) fits one GPU."""
+    h100 = ACCELERATORS["h100-sxm"]
+    assert smallest_tp(load_preset("llama-3-70b"), h100, 1, 8192) == 4
+    assert smallest_tp(load_preset("llama-3.1-8b"), h100, 1, 8192) == 1
+
+
+def test_a_gpu_replica_takes_vllms_gpu_defaults():
+    """On an H100 (80 GB, not an A100) vLLM's OpenAI server schedules 8,192 tokens and 1,024 sequences a step, in
+    blocks of 16."""
+    engine = gpu_engine(load_preset("llama-3.1-8b"), ACCELERATORS["h100-sxm"], max_model_len=8192)
+    c = engine.config
+    assert (c.max_num_batched_tokens, c.max_num_seqs, c.block_size, engine.tp) == (8192, 1024, 16, 1)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+GPU = ("plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "4096", "--prompt-tokens", "512",
+       "--output-tokens", "64", "--requests", "60", "--tpot", "0.02", "--max-points", "12")
+
+
+def test_the_gpu_plan_says_it_is_a_roofline_lower_bound(capsys):
+    """Every output made with the roofline says so: the first line of the text, and `how` in the JSON."""
+    code, out, err = run_cli(capsys, *GPU, "--target-rate", "100", "--price", "2.5")
+    assert code == 0, err
+    assert "roofline lower bound" in out.splitlines()[0]
+    assert "replica(s)" in out and "per million output tokens" in out
+    code, out, err = run_cli(capsys, *GPU, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["how"] == "roofline lower bound" and data["max_rate_per_s"] > 0 and data["tp"] == 1
+
+
+def test_a_calibrated_plan_says_where_its_step_time_came_from(capsys, tmp_path):
+    """With a calibration file the plan names the file and 'calibrated fit', in English and in Chinese."""
+    path = tmp_path / "cal.json"
+    step_time.save(step_time.Calibration(STEP, "tiny", "cpu"), path)
+    argv = ("plan", "--model", "tiny", "--calibration", str(path), "--num-blocks", "4000", "--prompt-tokens", "128",
+            "--output-tokens", "32", "--requests", "60", "--tpot", "0.01", "--target-rate", "30")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "calibrated fit" in out and str(path) in out and "machine(s)" in out
+    code, out, err = run_cli(capsys, *argv, "--lang", "zh")
+    assert code == 0, err
+    assert "校准拟合" in out and "台机器" in out
+
+
+@pytest.mark.parametrize("extra, words", [
+    (("--target-rate", "0"), "target rate"),
+    (("--ttft-percentile", "0"), "TTFT percentile"),
+    (("--tpot-percentile", "100.5"), "TPOT percentile"),
+    (("--price", "-1"), "price per GPU-hour"),
+    (("--prompt-tokens", "4000", "--output-tokens", "200"), "past max_model_len 4,096"),
+    (("--max-model-len", "200000"), "past the model's context"),
+    (("--gpu", "cpu"), "GPU"),
+])
+def test_bad_input_gets_one_line(capsys, extra, words):
+    """Each refusal is one line on stderr, exit status 2, naming what was wrong."""
+    argv = list(GPU)
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and words in err, err
