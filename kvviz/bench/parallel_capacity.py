@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kvviz.bench.common import machine
-from kvviz.serving.parallel_capacity import measure, parse_layout, plan_layouts
+from kvviz.serving.parallel_capacity import ParallelRow, measure, parse_layout, plan_layouts
 
 COLUMNS = ("model", "layout", "kv_heads", "kv_heads_per_rank", "stage_layers", "bytes_per_token_per_rank",
            "calc_token_slots", "modelled_blocks", "vllm_blocks", "modelled_logged_tokens", "vllm_logged", "ranks",
@@ -23,7 +23,7 @@ COLUMNS = ("model", "layout", "kv_heads", "kv_heads_per_rank", "stage_layers", "
 def flat(record: dict) -> dict:
     """A row's JSON as one line of the table: the prediction's fields beside vLLM's."""
     merged = record | record["predicted"]
-    merged["model"] = record["model"]
+    merged["model"], merged["layout"] = record["model"], record["layout"]
     merged["ranks"] = " ".join(f"{name}:{gib:g}GiB" for name, gib in record.get("ranks", []))
     merged["vllm_logged"] = " ".join(str(n) for n in record.get("vllm_logged", []))
     merged["stage_layers"] = "+".join(str(n) for n in merged["stage_layers"])
@@ -54,10 +54,17 @@ def write(out: Path, records: list[dict], command: str) -> None:
     commands, rows = earlier(out)
     fresh = {(r["model"], r["layout"]) for r in records}
     records = [r for r in rows if (r["model"], r["layout"]) not in fresh] + records
+    records = [ParallelRow.from_record(r).record() for r in records]  # each judged by today's rules
     commands = [c for c in commands if c != command] + [command]
-    rows = [flat(r) for r in records]
     (out / "parallel-capacity.json").write_text(json.dumps({"commands": commands, "machine": machine(),
                                                             "rows": records}, indent=1) + "\n")
+    write_tables(out)
+
+
+def write_tables(out: Path) -> None:
+    """out/parallel-capacity.csv and .md from the rows and commands in out/parallel-capacity.json."""
+    commands, records = earlier(out)
+    rows = [flat(r) for r in records]
     with open(out / "parallel-capacity.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()

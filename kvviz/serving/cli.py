@@ -147,7 +147,7 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
         yield None
         return
     from kvviz.serving.models import model_folder
-    from kvviz.serving.vllm import running_vllm
+    from kvviz.serving.vllm import ranks_text, running_vllm
 
     folder = model_folder(args.start, dummy_weights=args.dummy_weights)
     spec = _spec(folder, args)
@@ -156,6 +156,8 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
         args.url, args.model = spec.base_url, spec.name
         print(t("serving_cli.vllm.ready", args.lang, seconds=server.ready_s,
                 tokens=server.facts.kv_capacity_tokens or 0), file=sys.stderr)
+        if spec.workers > 1:
+            print(t("serving_cli.start.ranks", args.lang, ranks=ranks_text(server.facts)), file=sys.stderr)
         yield folder.path
 
 

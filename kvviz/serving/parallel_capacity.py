@@ -150,8 +150,8 @@ def predict(arch: Architecture, dtype: DType, layout: Layout, kv_space_gib: int 
 class ParallelRow:
     """One model under one layout: kvviz's prediction beside what vLLM logged and reported. vllm_logged: each
     engine core's "KV cache size" (one per data parallel rank); ranks: each rank's name and KV GiB as logged
-    (vllm.StartupFacts.ranks); vllm_blocks: the pool in its /metrics (vllm:cache_config_info, the first
-    engine's)."""
+    (vllm.StartupFacts.ranks); vllm_blocks: the pool in its /metrics (vllm:cache_config_info), which vLLM's API
+    server sums over its data parallel engines (core_client.py: "Sum num_gpu_blocks from all engines")."""
 
     model: str
     attention: str
@@ -167,15 +167,27 @@ class ParallelRow:
 
     @property
     def agree(self) -> bool | None:
-        """vLLM's blocks and every engine's logged size are the modelled ones, with one engine per data parallel
+        """vLLM's blocks (dp engines' worth) and every engine's logged size are the modelled ones, with one engine
+        per data parallel
         rank and tp × pp × dp ranks, each given the KV space; None where the grouping is not modelled."""
         p, lay = self.predicted, self.predicted.layout
         if p.not_modelled is not None:
             return None
-        return (self.vllm_blocks == p.modelled_blocks and len(self.vllm_logged) == lay.dp
+        return (self.vllm_blocks == p.modelled_blocks * lay.dp and len(self.vllm_logged) == lay.dp
                 and all(n == p.modelled_logged_tokens for n in self.vllm_logged)
                 and len(self.ranks) == lay.tp * lay.pp * lay.dp
                 and all(gib == self.kv_space_gib for _, gib in self.ranks) and self.dtype == self.vllm_dtype)
+
+    @classmethod
+    def from_record(cls, record: dict) -> ParallelRow:
+        """A row back from its JSON (record), so that a stored measurement is judged by today's rules."""
+        fields = {k: v for k, v in record.items() if k not in ("layout", "agree")}
+        predicted = dict(fields.pop("predicted"))
+        predicted["layout"] = Layout(**predicted["layout"])
+        predicted["stage_layers"] = tuple(predicted["stage_layers"])
+        return cls(**fields | {"predicted": ParallelPrediction(**predicted),
+                               "vllm_logged": tuple(fields["vllm_logged"]),
+                               "ranks": tuple(tuple(r) for r in fields["ranks"])})
 
     def record(self) -> dict:
         """The row as JSON: its fields, the prediction's and agree."""

@@ -267,16 +267,20 @@ def ranks_text(facts: StartupFacts) -> str:
 
 # The process that wrote a log line, as vLLM prefixes it: "(Worker_TP1 pid=6871) ", "(EngineCore_DP0 pid=6867) "
 PROCESS = re.compile(r"^\((?P<name>[\w.-]+) pid=(?P<pid>\d+)\)")
-WORKER_KV_LINE = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache")
+# A worker's KV space: the CPU build's "Explicitly set (1.0/23.59) GiB for KV cache", the CUDA build's
+# "Available KV cache memory: 12.3 GiB"
+WORKER_KV_LINE = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache|"
+                            r"Available KV cache memory: ([\d.]+) GiB")
 
 
 def _by_process(log: str, pattern: re.Pattern) -> list[tuple[str, int, str]]:
-    """(process name, pid, the first group) of each process's first line matching `pattern`, in log order."""
+    """(process name, pid, the group that matched) of each process's first line matching `pattern`, in log
+    order."""
     found: dict[tuple[str, int], str] = {}
     for line in log.splitlines():
         hit, process = pattern.search(line), PROCESS.match(line)
         if hit and process:
-            found.setdefault((process.group("name"), int(process.group("pid"))), hit.group(1))
+            found.setdefault((process.group("name"), int(process.group("pid"))), hit.group(hit.lastindex))
     return [(name, pid, value) for (name, pid), value in found.items()]
 
 

@@ -18,7 +18,7 @@ from kvviz.calc.arch import architecture_from_source
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.i18n.errors import translate
 from kvviz.serving.local import READY, EngineStatus
-from kvviz.serving.parallel_capacity import Layout, parse_layout, predict
+from kvviz.serving.parallel_capacity import Layout, ParallelRow, parse_layout, predict
 from kvviz.serving.vllm import TINY, ServerSpec, check_layout, command, ranks_text, startup_facts
 from tests.helpers import REPO
 
@@ -86,6 +86,16 @@ def test_data_parallel_ranks_take_their_own_engines_capacity():
                                          for r in (0, 1)) + "\n" + "".join(
         line for line in DP2_LOG.splitlines(keepends=True) if "EngineCore" in line))
     assert ranks_text(tp_in_each) == "DP0_TP0 1,048,576 · DP0_TP1 1,048,576 · DP1_TP0 1,048,576 · DP1_TP1 1,048,576"
+
+
+def test_a_cuda_workers_kv_memory_is_read_too():
+    """The CUDA build's workers log "Available KV cache memory: N GiB" (vllm/v1/worker/gpu_worker.py)."""
+    log = ("(Worker_TP0 pid=5) INFO 12-01 10:00:00 [gpu_worker.py:759] Available KV cache memory: 61.25 GiB\n"
+           "(Worker_TP1 pid=6) INFO 12-01 10:00:00 [gpu_worker.py:759] Available KV cache memory: 61.5 GiB\n"
+           "(EngineCore pid=4) INFO 12-01 10:00:01 [kv_cache_utils.py:2327] GPU KV cache size: 2,006,784 tokens, "
+           "Maximum concurrency for 1,024 tokens per request: 1959.75x\n")
+    assert [(r.rank, r.kv_space_gib, r.kv_capacity_tokens) for r in startup_facts(log).ranks()] == [
+        ("TP0", 61.25, 2_006_784), ("TP1", 61.5, 2_006_784)]
 
 
 def test_the_status_line_shows_the_ranks_in_both_languages():
@@ -185,3 +195,16 @@ def test_the_cli_prints_the_prediction_without_starting_vllm():
     assert proc.returncode == 2 and proc.stdout == ""  # every layout checked before the first start
     assert proc.stderr.strip() == ("错误：tp 3 不能整除模型的 8 个查询头（每块 GPU 持有完整的注意力头）；"
                                    "这个模型可用 tp = 1, 2, 4 或 8")
+
+
+def test_a_data_parallel_row_agrees_with_its_engines_summed_blocks():
+    """tiny at dp 2: each engine logs 1,048,576 tokens (8,192 blocks of 128 at 1,024 B a token), and vLLM's API
+    server reports the blocks of both engines in /metrics (16,384, as measured); a row read back from its JSON
+    is judged the same, and a lone engine's 8,192 there would not agree."""
+    predicted = predict(architecture_from_source(TINY), kv_dtype("bf16"), Layout(dp=2), 1, 128, 1024)
+    row = ParallelRow("tiny", "GQA 8/2", "bf16", "bf16", 1024, 1, predicted, 16_384, (1_048_576, 1_048_576),
+                      (("DP0", 1.0), ("DP1", 1.0)), 313.0)
+    assert row.agree is True
+    assert ParallelRow.from_record(json.loads(json.dumps(row.record()))) == row
+    assert ParallelRow("tiny", "GQA 8/2", "bf16", "bf16", 1024, 1, predicted, 8_192, (1_048_576, 1_048_576),
+                       (("DP0", 1.0), ("DP1", 1.0))).agree is False
