@@ -240,6 +240,11 @@ EN: dict[str, str] = {
     "vllm.setup.ended": "the set-up ended after {s} s",
     "vllm.not_model_folder": "no config.json in {folder}: not a model folder",
     "vllm.status.ready": "vLLM serves {model} at {url} (ready in {s:.0f} s; KV cache {tokens:,} tokens in {gib} GiB)",
+    "vllm.status.ready_ranks": "vLLM serves {model} at {url} (ready in {s:.0f} s) on {n} ranks ({layout}), {gib} GiB "
+                               "of KV cache each; KV cache tokens per rank as vLLM logged them: {ranks}",
+    "vllm.no_completion": "{url} did not answer a completion (HTTP {code})",
+    "parallel_capacity.layout": "layout {text!r}: write the sizes as tp2, pp2, dp2 or together as tp2pp2 (whole "
+                                "numbers of at least 1)",
     "vllm.status.starting": "vLLM is starting for {model} (about a minute on a small CPU)...",
     "vllm.status.failed": "vLLM failed to start for {model}: {why}",
     "vllm.status.stopped": "vLLM is not running: start it here, or point the tab at an endpoint",
@@ -539,6 +544,10 @@ ZH: dict[str, str] = {
     "vllm.setup.ended": "安装在 {s} 秒后结束",
     "vllm.not_model_folder": "{folder} 中没有 config.json：不是模型文件夹",
     "vllm.status.ready": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪；KV Cache {tokens:,} 个 token，共 {gib} GiB）",
+    "vllm.status.ready_ranks": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪），共 {n} 个 rank（{layout}），每个 "
+                               "{gib} GiB KV Cache；vLLM 日志中每个 rank 的 KV Cache token 数：{ranks}",
+    "vllm.no_completion": "{url} 没有返回补全结果（HTTP {code}）",
+    "parallel_capacity.layout": "布局 {text!r}：请把并行规模写成 tp2、pp2、dp2，或合写为 tp2pp2（至少为 1 的整数）",
     "vllm.status.starting": "vLLM 正在为 {model} 启动（小型 CPU 上约需一分钟）...",
     "vllm.status.failed": "vLLM 为 {model} 启动失败：{why}",
     "vllm.status.stopped": "vLLM 未运行：请在这里启动，或让本页连接一个端点",

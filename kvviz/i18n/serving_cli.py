@@ -21,6 +21,12 @@ EN = {
     "serving_cli.start.starting": "starting vLLM for {name} (log: {log})...",
     "serving_cli.start.serving": "vLLM serves {name} at {url} (ready in {seconds:.0f} s; KV capacity {tokens:,} "
                                  "tokens; dtype {dtype}). Ctrl-C stops it.",
+    "serving_cli.start.ranks": "KV cache tokens per rank as vLLM logged them: {ranks}",
+    "serving_cli.parallel": "{model:<22} {layout:<12} KV heads/rank {heads:<5} layers/stage {stages:<6} "
+                            "{bytes_per_token:>6,} B/token/rank  kvviz slots/rank {slots:>10,}  "
+                            "modelled: blocks {blocks:>7} logged {logged:>10}",
+    "serving_cli.parallel.not_modelled": "  not modelled: {why}",
+    "serving_cli.parallel.vllm": "  vLLM: blocks {blocks:>7,} logged {logged:>10}  ranks {ranks}  {verdict}",
     "serving_cli.start.stopping": "stopping vLLM...",
     "serving_cli.result": "c={concurrency:<4} {completed}/{requests} ok  {tokens_per_s:8,.1f} tok/s  "
                           "{requests_per_s:6.2f} req/s  TTFT p50/p99 {ttft_p50}/{ttft_p99} ms  "
@@ -84,6 +90,12 @@ ZH = {
     "serving_cli.start.starting": "正在为 {name} 启动 vLLM（日志：{log}）...",
     "serving_cli.start.serving": "vLLM 正在 {url} 提供 {name}（就绪用时 {seconds:.0f} 秒；KV Cache 容量 {tokens:,} "
                                  "个 token；dtype {dtype}）。按 Ctrl-C 停止。",
+    "serving_cli.start.ranks": "vLLM 日志中每个 rank 的 KV Cache token 数：{ranks}",
+    "serving_cli.parallel": "{model:<22} {layout:<12} 每 rank KV 头 {heads:<5} 每级层数 {stages:<6} "
+                            "{bytes_per_token:>6,} B/token/rank  kvviz 每 rank 槽位 {slots:>10,}  "
+                            "模型计算：块数 {blocks:>7} 日志 {logged:>10}",
+    "serving_cli.parallel.not_modelled": "  未建模：{why}",
+    "serving_cli.parallel.vllm": "  vLLM：块数 {blocks:>7,} 日志 {logged:>10}  rank {ranks}  {verdict}",
     "serving_cli.start.stopping": "正在停止 vLLM...",
     "serving_cli.result": "c={concurrency:<4} {completed}/{requests} 成功  {tokens_per_s:8,.1f} tok/s  "
                           "{requests_per_s:6.2f} req/s  TTFT p50/p99 {ttft_p50}/{ttft_p99} ms  "

@@ -1,5 +1,6 @@
-"""`python -m kvviz.serving setup|start|run|sweep|capacity`: vLLM's environment, a vLLM server, a load or a
-sweep against any OpenAI-compatible endpoint, and vLLM's KV capacity against kvviz's.
+"""`python -m kvviz.serving setup|start|run|sweep|capacity|parallel-capacity`: vLLM's environment, a vLLM server
+(on one rank or tensor, pipeline and data parallel ranks), a load or a sweep against any OpenAI-compatible
+endpoint, and vLLM's KV capacity against kvviz's, on one rank and per rank of a parallel layout.
 
 Each command prints a short table, or one JSON object with --json. Bad input, an unusable endpoint or a vLLM
 that will not start end in one line on stderr and exit status 2, never a traceback. API keys come from
@@ -49,8 +50,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8011, help="port on 127.0.0.1 (default 8011)")
     p.add_argument("--kv-space-gib", type=int, default=1, help="KV-cache space, whole GiB (CPU build; default 1)")
     p.add_argument("--max-model-len", type=int, default=1024, help="context length served (default 1024)")
-    p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per layer (GPU build)")
-    p.add_argument("--pipeline-parallel-size", type=int, default=1, help="pipeline stages (GPU build)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="workers (GPUs, or CPU processes) per layer")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, help="pipeline stages (workers in a row)")
+    p.add_argument("--data-parallel-size", type=int, default=1, help="engines (replicas), each tp × pp workers")
     p.add_argument("--venv", type=Path, default=VENV, help=f"vLLM's environment (default {VENV.name}/)")
     _dummy_arg(p)
 
@@ -115,7 +117,17 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument("--port", type=int, default=None, help="vLLM's port (default: a free one)")
     _dummy_arg(cap)
     cap.add_argument("--json", action="store_true", help="print one JSON object")
-    for command in (setup, start, one, sw, cap):
+    par = sub.add_parser("parallel-capacity", help="vLLM's per-rank KV capacity under tensor, pipeline and data "
+                         "parallel layouts against kvviz's prediction (starts vLLM once per model and layout)")
+    par.add_argument("--models", nargs="+", default=["tiny"], help="tiny, random:<preset>[@layers], folders")
+    par.add_argument("--layouts", nargs="+", default=["tp1", "tp2", "pp2", "dp2"],
+                     help="layouts as tp2, pp2, dp2 or together, tp2pp2 (default: tp1 tp2 pp2 dp2)")
+    par.add_argument("--kv-space-gib", type=int, default=1, help="KV-cache space of each worker, whole GiB (default 1)")
+    par.add_argument("--max-model-len", type=int, default=1024, help="context length (default 1024)")
+    par.add_argument("--predict-only", action="store_true", help="print kvviz's prediction; start no vLLM")
+    _dummy_arg(par)
+    par.add_argument("--json", action="store_true", help="print one JSON object")
+    for command in (setup, start, one, sw, cap, par):
         _lang_arg(command)
     return p
 
@@ -125,7 +137,7 @@ def _spec(folder, args: argparse.Namespace):
 
     return ServerSpec(folder.path, folder.name, port=args.port, max_model_len=args.max_model_len,
                       kv_space_gib=args.kv_space_gib, dummy=folder.dummy, tensor_parallel=args.tensor_parallel_size,
-                      pipeline_parallel=args.pipeline_parallel_size)
+                      pipeline_parallel=args.pipeline_parallel_size, data_parallel=args.data_parallel_size)
 
 
 @contextmanager
@@ -135,7 +147,7 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
         yield None
         return
     from kvviz.serving.models import model_folder
-    from kvviz.serving.vllm import running_vllm
+    from kvviz.serving.vllm import ranks_text, running_vllm
 
     folder = model_folder(args.start, dummy_weights=args.dummy_weights)
     spec = _spec(folder, args)
@@ -144,6 +156,8 @@ def _maybe_vllm(args: argparse.Namespace) -> Iterator[Path | None]:
         args.url, args.model = spec.base_url, spec.name
         print(t("serving_cli.vllm.ready", args.lang, seconds=server.ready_s,
                 tokens=server.facts.kv_capacity_tokens or 0), file=sys.stderr)
+        if spec.workers > 1:
+            print(t("serving_cli.start.ranks", args.lang, ranks=ranks_text(server.facts)), file=sys.stderr)
         yield folder.path
 
 
@@ -332,7 +346,7 @@ def _setup(args: argparse.Namespace) -> None:
 def _start(args: argparse.Namespace) -> None:
     """Serve until Ctrl-C, SIGTERM or SIGHUP, then stop vLLM and everything it started."""
     from kvviz.serving.models import model_folder
-    from kvviz.serving.vllm import last_error_line, start, stop, stop_signals, wait_ready
+    from kvviz.serving.vllm import last_error_line, ranks_text, start, stop, stop_signals, wait_ready
 
     folder = model_folder(args.model, dummy_weights=args.dummy_weights)
     with stop_signals():
@@ -345,6 +359,8 @@ def _start(args: argparse.Namespace) -> None:
             print(t("serving_cli.start.serving", args.lang, name=folder.name, url=server.spec.base_url,
                     seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
                   flush=True)
+            if server.spec.workers > 1:
+                print(t("serving_cli.start.ranks", args.lang, ranks=ranks_text(server.facts)), flush=True)
             code = server.process.wait()
             raise VllmError("vllm.exited", code=code, why=last_error_line(server.log()))
         except KeyboardInterrupt:
@@ -410,7 +426,44 @@ def _capacity(args: argparse.Namespace) -> None:
         print(json.dumps([asdict(r) | {"agree": r.agree} for r in rows]))
 
 
-COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity}
+def parallel_line(model: str, predicted, row=None, lang: str = "en") -> str:
+    """One model under one layout: kvviz's per-rank figures (KV heads, layers of each stage, bytes a token, the
+    calculator's slots, vLLM's pool and logged size as modelled), and with a measured row vLLM's beside them,
+    its ranks and whether all agree."""
+    p = predicted
+    common = dict(model=model, layout=p.layout.label, heads=f"{p.kv_heads_per_rank}/{p.kv_heads}",
+                  stages="+".join(str(n) for n in p.stage_layers), bytes_per_token=p.bytes_per_token_per_rank,
+                  slots=p.calc_token_slots, blocks=_count(p.modelled_blocks), logged=_count(p.modelled_logged_tokens))
+    line = t("serving_cli.parallel", lang, **common)
+    if p.not_modelled is not None:
+        line += t("serving_cli.parallel.not_modelled", lang, why=translate(p.not_modelled, lang))
+    if row is None:
+        return line
+    verdict = "serving_cli.capacity.agree" if row.agree else "serving_cli.capacity.differ"
+    return line + t("serving_cli.parallel.vllm", lang, blocks=row.vllm_blocks,
+                    logged=" ".join(f"{n:,}" for n in row.vllm_logged) or "?",
+                    ranks=", ".join(name for name, _ in row.ranks),
+                    verdict=t(verdict, lang) if row.agree is not None else "-")
+
+
+def _parallel_capacity(args: argparse.Namespace) -> None:
+    from kvviz.serving.parallel_capacity import measure, parse_layout, plan_layouts, predicted_record
+
+    plans = plan_layouts(args.models, [parse_layout(text) for text in args.layouts], args.kv_space_gib,
+                         args.max_model_len, args.dummy_weights)
+    records = []
+    for model, name, layout, predicted in plans:
+        row = None if args.predict_only else measure(model, layout, args.kv_space_gib, args.max_model_len,
+                                                     args.dummy_weights)
+        records.append(predicted_record(model, predicted) if row is None else row.record())
+        if not args.json:
+            print(parallel_line(name, predicted, row, args.lang), flush=True)
+    if args.json:
+        print(json.dumps(records))
+
+
+COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity,
+            "parallel-capacity": _parallel_capacity}
 
 
 def _says(message: object, key: str) -> bool:

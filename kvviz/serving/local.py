@@ -29,6 +29,7 @@ from kvviz.serving.vllm import (
     VllmError,
     VllmServer,
     free_port,
+    ranks_text,
     start,
     stop,
     vllm_python,
@@ -51,9 +52,15 @@ class EngineStatus:
     kv_capacity_tokens: int | None = None
     kv_space_gib: int | None = None
     message: str | None = None
+    layout: str | None = None  # "tp2 pp1 dp1" for a server on several ranks, None on one
+    ranks: str | None = None  # vllm.ranks_text: each rank and the capacity vLLM logged for it
+    workers: int = 1
 
     def line(self) -> Said:
         """One line a person reads (its English; kvviz.i18n.errors.translate renders it in their language)."""
+        if self.state == READY and self.workers > 1:
+            return said("vllm.status.ready_ranks", model=self.model, url=self.url, s=self.ready_s, n=self.workers,
+                        layout=self.layout, gib=self.kv_space_gib, ranks=self.ranks)
         if self.state == READY:
             return said("vllm.status.ready", model=self.model, url=self.url, s=self.ready_s,
                         tokens=self.kv_capacity_tokens or 0, gib=self.kv_space_gib)
@@ -62,6 +69,13 @@ class EngineStatus:
         if self.state == FAILED:
             return said("vllm.status.failed", model=self.model, why=self.message)
         return said("vllm.status.stopped")
+
+
+def _layout(spec: ServerSpec) -> str | None:
+    """"tp2 pp1 dp1" for a server on several ranks; None for one on a single rank."""
+    if spec.workers == 1:
+        return None
+    return f"tp{spec.tensor_parallel} pp{spec.pipeline_parallel} dp{spec.data_parallel}"
 
 
 def exit_on_stop_signals() -> None:
@@ -86,25 +100,30 @@ class LocalEngine:
         with self._lock:
             return self._status
 
-    def start(self, model: str, kv_space_gib: int = 1, max_model_len: int = 1024) -> EngineStatus:
-        """Serve `model` (tiny, smollm2-135m-instruct, random:<preset>[@layers], a folder): returns at once,
-        starting; the same model already up or starting is kept. ValueError or VllmError in one line for a
-        model that is not one, or no vLLM environment."""
+    def start(self, model: str, kv_space_gib: int = 1, max_model_len: int = 1024, tensor_parallel: int = 1,
+              pipeline_parallel: int = 1, data_parallel: int = 1) -> EngineStatus:
+        """Serve `model` (tiny, smollm2-135m-instruct, random:<preset>[@layers], a folder) on tensor ×
+        pipeline × data parallel ranks: returns at once, starting; the same model and layout already up or
+        starting is kept. ValueError or VllmError in one line for a model that is not one, a layout it cannot
+        be split into, or no vLLM environment."""
         from kvviz.serving.models import model_folder
 
         vllm_python(self.venv)  # VllmError saying how to build the environment
         folder = model_folder(model)
+        spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,
+                          kv_space_gib=kv_space_gib, dummy=folder.dummy, tensor_parallel=tensor_parallel,
+                          pipeline_parallel=pipeline_parallel, data_parallel=data_parallel)
+        layout = _layout(spec)
         with self._lock:
             if self._status.model == folder.name and self._status.state in (STARTING, READY) \
-                    and self._status.kv_space_gib == kv_space_gib:
+                    and self._status.kv_space_gib == kv_space_gib and self._status.layout == layout:
                 return self._status
         self.stop()
-        spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,
-                          kv_space_gib=kv_space_gib, dummy=folder.dummy)
         server = start(spec, self.venv)
         with self._lock:
             self._server = server
-            self._status = EngineStatus(STARTING, folder.name, folder.path, spec.base_url, kv_space_gib=kv_space_gib)
+            self._status = EngineStatus(STARTING, folder.name, folder.path, spec.base_url, kv_space_gib=kv_space_gib,
+                                        layout=layout, workers=spec.workers)
         threading.Thread(target=self._wait, args=(server,), daemon=True, name="vllm-start").start()
         return self.status()
 
@@ -121,7 +140,9 @@ class LocalEngine:
         with self._lock:
             if self._server is server:
                 self._status = EngineStatus(READY, server.spec.name, server.spec.model_dir, server.spec.base_url,
-                                            server.ready_s, server.facts.kv_capacity_tokens, server.spec.kv_space_gib)
+                                            server.ready_s, server.facts.kv_capacity_tokens, server.spec.kv_space_gib,
+                                            layout=_layout(server.spec), ranks=ranks_text(server.facts),
+                                            workers=server.spec.workers)
 
     def wait(self, timeout_s: float) -> EngineStatus:
         """The status once the server is no longer starting, or after timeout_s."""

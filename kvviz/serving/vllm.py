@@ -95,8 +95,9 @@ def vllm_python(venv: Path = VENV) -> Path:
 @dataclass(frozen=True)
 class ServerSpec:
     """One vLLM server: the model folder and the name it is served under, where, with how much KV space
-    (GiB, the CPU build's VLLM_CPU_KVCACHE_SPACE; on a GPU vLLM sizes the cache itself), dummy weights or
-    not, and the parallel sizes passed through on GPUs."""
+    (GiB, the CPU build's VLLM_CPU_KVCACHE_SPACE, for each worker; on a GPU vLLM sizes the cache itself),
+    dummy weights or not, and its parallel layout: tensor × pipeline parallel workers in each of
+    data_parallel engines (the same flags on the CPU build, whose workers talk over gloo, and on CUDA)."""
 
     model_dir: Path
     name: str
@@ -106,6 +107,7 @@ class ServerSpec:
     dummy: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    data_parallel: int = 1
     host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
@@ -114,12 +116,35 @@ class ServerSpec:
         whole_number(self.kv_space_gib, "KV space (GiB, whole: VLLM_CPU_KVCACHE_SPACE)", 1, 100_000)
         whole_number(self.tensor_parallel, "tensor parallel size", 1, 1_024)
         whole_number(self.pipeline_parallel, "pipeline parallel size", 1, 1_024)
+        whole_number(self.data_parallel, "data parallel size", 1, 1_024)
         if not (Path(self.model_dir) / "config.json").is_file():
             raise InputError("vllm.not_model_folder", folder=clip(str(self.model_dir), 200))
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def workers(self) -> int:
+        """Model workers in all (ranks): tp × pp × dp."""
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+
+
+def check_layout(spec: ServerSpec) -> None:
+    """InputError in one line when the model cannot be split as spec's tensor and pipeline parallel sizes say
+    (kvviz.calc.parallel.check_parallel, the rules vLLM refuses the same by), before a start that would take a
+    minute to fail; a config kvviz cannot read is left to vLLM to judge."""
+    if spec.tensor_parallel * spec.pipeline_parallel == 1:
+        return
+    from kvviz.calc.arch import architecture_from_source
+    from kvviz.calc.config_error import ConfigError
+    from kvviz.calc.parallel import Parallelism, check_parallel
+
+    try:
+        arch = architecture_from_source(spec.model_dir)
+    except ConfigError:
+        return
+    check_parallel(arch, Parallelism(spec.tensor_parallel, spec.pipeline_parallel, spec.data_parallel))
 
 
 def command(spec: ServerSpec, python: Path) -> list[str]:
@@ -133,6 +158,12 @@ def command(spec: ServerSpec, python: Path) -> list[str]:
         cmd += ["--tensor-parallel-size", str(spec.tensor_parallel)]
     if spec.pipeline_parallel > 1:
         cmd += ["--pipeline-parallel-size", str(spec.pipeline_parallel)]
+    if spec.data_parallel > 1:
+        cmd += ["--data-parallel-size", str(spec.data_parallel)]
+    if spec.tensor_parallel * spec.pipeline_parallel > 1:
+        # one node's workers as local processes (vLLM's default there too; Ray is for several nodes): the CPU
+        # build runs no other way, and the CUDA build then needs no Ray
+        cmd += ["--distributed-executor-backend", "mp"]
     return cmd
 
 
@@ -145,17 +176,106 @@ def environment(spec: ServerSpec) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class WorkerKv:
+    """One model worker as vLLM's log names it ("Worker", "Worker_TP1", "Worker_PP0": its pipeline and tensor
+    parallel ranks; a data parallel engine's workers are named as if alone), its pid, and the KV space it set
+    aside, GiB as logged ("Explicitly set (1.0/23.59) GiB for KV cache")."""
+
+    name: str
+    pid: int
+    kv_space_gib: float
+
+
+@dataclass(frozen=True)
+class EngineKv:
+    """One engine core ("EngineCore", or "EngineCore_DP1" for a data parallel rank) and the KV capacity it
+    logged ("CPU KV cache size: N tokens"): the tokens each of its workers holds its share of (its KV heads
+    under tensor parallelism, its layers under pipeline parallelism), all of them at once."""
+
+    name: str
+    kv_capacity_tokens: int
+
+
+@dataclass(frozen=True)
+class RankKv:
+    """One rank's KV as vLLM logged it: its name (TP0, PP1, DP0, DP1_TP0; "0" for a lone worker), its KV space
+    (GiB) and its engine's capacity (tokens, each of which the rank holds its share of; None if none logged)."""
+
+    rank: str
+    kv_space_gib: float
+    kv_capacity_tokens: int | None
+
+
+@dataclass(frozen=True)
 class StartupFacts:
-    """What vLLM's start-up log states: the KV capacity in tokens it logged, the dtype it runs the model in."""
+    """What vLLM's start-up log states: the KV capacity in tokens it logged (the first engine's), the dtype it
+    runs the model in, and each engine's logged capacity and each worker's KV space."""
 
     kv_capacity_tokens: int | None
     dtype: str | None
+    engines: tuple[EngineKv, ...] = ()
+    workers: tuple[WorkerKv, ...] = ()
+
+    def ranks(self) -> tuple[RankKv, ...]:
+        """Each rank, in rank order, with its KV space and its engine's logged capacity. One engine: a rank per
+        worker. Data parallel engines name their workers as if each were alone ("Worker", "Worker_TP0" in every
+        engine), so a worker's engine is not in the log: then each engine has a rank per worker name (vLLM gives
+        every engine the same tp × pp workers), with the KV space the first worker of that name logged."""
+        engines = sorted(self.engines, key=lambda e: _rank_order(e.name))
+        workers = sorted(self.workers, key=lambda w: (_rank_order(w.name), w.pid))
+        if len(engines) <= 1:
+            tokens = engines[0].kv_capacity_tokens if engines else self.kv_capacity_tokens
+            return tuple(RankKv(_short(w.name, "Worker") or "0", w.kv_space_gib, tokens) for w in workers)
+        first = {w.name: w.kv_space_gib for w in reversed(workers)}
+        return tuple(RankKv("_".join(filter(None, (_short(e.name, "EngineCore"), _short(name, "Worker")))),
+                            first[name], e.kv_capacity_tokens)
+                     for e in engines for name in sorted(first, key=_rank_order))
+
+
+def _short(name: str, process: str) -> str:
+    """A process name less its kind: Worker_TP1 -> TP1, EngineCore_DP0 -> DP0, Worker -> ""."""
+    return name.removeprefix(process).lstrip("_")
+
+
+def _rank_order(name: str) -> tuple[int, ...]:
+    """Worker_PP1_TP0 -> (1, 0): the ranks in the order vLLM names them, for sorting."""
+    return tuple(int(n) for n in re.findall(r"\d+", name))
+
+
+def ranks_text(facts: StartupFacts) -> str:
+    """The ranks and the capacity each logged, in words that need no translation: "TP0 2,097,152 · TP1
+    2,097,152" ("?" where no engine logged one)."""
+    return " · ".join(f"{r.rank} {'?' if r.kv_capacity_tokens is None else f'{r.kv_capacity_tokens:,}'}"
+                      for r in facts.ranks())
+
+
+# The process that wrote a log line, as vLLM prefixes it: "(Worker_TP1 pid=6871) ", "(EngineCore_DP0 pid=6867) "
+PROCESS = re.compile(r"^\((?P<name>[\w.-]+) pid=(?P<pid>\d+)\)")
+# A worker's KV space: the CPU build's "Explicitly set (1.0/23.59) GiB for KV cache", the CUDA build's
+# "Available KV cache memory: 12.3 GiB"
+WORKER_KV_LINE = re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache|"
+                            r"Available KV cache memory: ([\d.]+) GiB")
+
+
+def _by_process(log: str, pattern: re.Pattern) -> list[tuple[str, int, str]]:
+    """(process name, pid, the group that matched) of each process's first line matching `pattern`, in log
+    order."""
+    found: dict[tuple[str, int], str] = {}
+    for line in log.splitlines():
+        hit, process = pattern.search(line), PROCESS.match(line)
+        if hit and process:
+            found.setdefault((process.group("name"), int(process.group("pid"))), hit.group(hit.lastindex))
+    return [(name, pid, value) for (name, pid), value in found.items()]
 
 
 def startup_facts(log: str) -> StartupFacts:
-    """Read "KV cache size: N tokens" and "dtype=torch.X" from vLLM's start-up log."""
+    """Read "KV cache size: N tokens" (each engine's), "GiB for KV cache" (each worker's) and "dtype=torch.X"
+    from vLLM's start-up log."""
     size, dtype = CAPACITY_LINE.search(log), DTYPE_LINE.search(log)
-    return StartupFacts(int(size.group(1).replace(",", "")) if size else None, dtype.group(1) if dtype else None)
+    engines = tuple(EngineKv(name, int(n.replace(",", ""))) for name, _, n in _by_process(log, CAPACITY_LINE))
+    workers = tuple(WorkerKv(name, pid, float(gib)) for name, pid, gib in _by_process(log, WORKER_KV_LINE))
+    return StartupFacts(int(size.group(1).replace(",", "")) if size else None, dtype.group(1) if dtype else None,
+                        engines, workers)
 
 
 # vLLM's own prefix on a log line: "(EngineCore pid=6867) ERROR 12-01 14:54:40 [core.py:1510] "
@@ -244,6 +364,7 @@ def default_log_path(spec: ServerSpec) -> Path:
 def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> VllmServer:
     """Start vLLM for `spec` under a guardian (kvviz.serving.guardian: vLLM in a process group of its own,
     stopped when kvviz stops it or ends), its output into log_path; returns once vLLM's process exists."""
+    check_layout(spec)  # the model's fault, said before the environment's
     python = vllm_python(venv)
     log_path = Path(log_path or default_log_path(spec))
     log_path.parent.mkdir(parents=True, exist_ok=True)
