@@ -1,11 +1,12 @@
 """The batch tab: B prompts decoded together by kvviz's own engine (static batching), then the batch sweep.
 
-One batch runs on the device worker (a Batch job): its rows, each forward pass, the cache measured against
-the memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one
-history row per sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures
-B = 1, 2, 4, ... beside the roofline's prediction (kvviz.engine.batch_sweep) and explains where they part
-(kvviz.ui.batch.sweep_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
-the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals.
+One batch runs on the device worker (a Batch job): its rows, each forward pass, the cache measured against the
+memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one history row per
+sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures B = 1, 2, 4, ... beside the
+roofline's prediction (kvviz.engine.batch_sweep) and explains where they part (kvviz.ui.batch.sweep_text). Hosted, a
+batch holds at most the host's max concurrency of sequences, each row at most the host's prompt tokens, and a sweep
+is stopped at the time limit as a whole (the levels that ran are shown). Both handlers take the page's language last
+(lang) and answer in it: headlines, the table's columns, figures, refusals.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kvviz.ui.common import (
     refusal,
     start,
 )
+from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
 from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Batch, BatchSweep
@@ -110,7 +112,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
             req = BatchRequest(batch_prompts(prompts, batch_size, top, lang), max_new_tokens,
                                use_cache=flag(use_cache, t("batch.field.use_cache", lang)),
                                ignore_eos=flag(ignore_eos, t("batch.field.ignore_eos", lang)),
-                               chat_template=flag(chat_template, t("batch.field.chat_template", lang)))
+                               chat_template=flag(chat_template, t("batch.field.chat_template", lang)),
+                               max_prompt_tokens=policy.prompt_token_limit)
         except ValueError as exc:
             raise refusal(exc, lang) from None
         job, _ = start(model, Batch(req), policy, lang)
@@ -140,7 +143,12 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request,
                                            "batch")
         frame = outcome.answer.frame
-        yield (sweep_markdown(frame, lang), plot(sweep_figures.step_time(frame, lang)),
+        explained = sweep_markdown(frame, lang)
+        if job.timed_out:  # the levels that ran, and why there are no more (a sweep is bounded as a whole)
+            if frame.empty:
+                raise refusal(time_limit_message(job.time_limit_s, lang), lang)
+            explained = f"**{time_limit_message(job.time_limit_s, lang)}**\n\n{explained}"
+        yield (explained, plot(sweep_figures.step_time(frame, lang)),
                plot(sweep_figures.throughput(frame, lang)), plot(sweep_figures.prefill_time(frame, lang)),
                plot(sweep_figures.kv_bytes(frame, lang)), {"rows": sweep_history_rows(frame, lang)})
 
