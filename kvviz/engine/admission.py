@@ -141,12 +141,15 @@ class BatchPlan:
 
 
 def admit_batch(lm: LoadedModel, req: BatchRequest, prompt_ids: list[list[int]]) -> BatchPlan | Refusal:
-    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the padded length against
-    the context (which caps the new tokens), the whole batch's cache and widest pass against free memory."""
+    """The plan for this tokenized batch on `lm`, or why it cannot run: an empty row, the longest row against the
+    host's prompt limit, the padded length against the context (which caps the new tokens), the whole batch's cache
+    and widest pass against free memory."""
     empty = next((i for i, ids in enumerate(prompt_ids) if not ids), None)
     if empty is not None:
         return Refusal(said("admit.batch_row_empty", i=empty + 1))
     width, context = max(len(ids) for ids in prompt_ids), lm.context_length
+    if req.max_prompt_tokens is not None and width > req.max_prompt_tokens:
+        return Refusal(said("admit.batch_prompt_over_limit", n=width, limit=req.max_prompt_tokens))
     if context and width >= context:
         return Refusal(said("admit.batch_over_context", n=width, context=context))
     max_tokens = new_token_limit(lm, req, width)

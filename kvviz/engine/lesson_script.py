@@ -26,7 +26,7 @@ from kvviz.base.device import sync
 from kvviz.base.errors import InputError, StateError
 from kvviz.calc.arch import Architecture, architecture_from_source
 from kvviz.calc.presets import load_preset
-from kvviz.engine.admission import eos_ids
+from kvviz.engine.admission import Refusal, admit, encode_prompt, eos_ids
 from kvviz.engine.loading import BUNDLED, TWIN_PREFIX, LoadedModel
 from kvviz.engine.loop import run_to_end
 from kvviz.engine.metrics import RunSummary
@@ -131,11 +131,19 @@ def lesson_request(req: GenerationRequest) -> GenerationRequest:
 
 def run_lesson(lm: LoadedModel, req: GenerationRequest, cancel: threading.Event | None = None) -> LessonRun:
     """The script, then kvviz's loop, on the same prompt and max_new_tokens, after one short warm-up of the
-    script (so neither run pays the first call's set-up). ValueError when kvviz's run fails."""
+    script (so neither run pays the first call's set-up). ValueError when kvviz's run fails, and before anything
+    runs when kvviz's admission refuses the request (the host's prompt limit, the context, the fit): the script
+    itself checks nothing, so it must not be handed what kvviz's loop would refuse. StateError when `cancel` was
+    set meanwhile: the two runs were cut short."""
     req = lesson_request(req)
+    admitted = admit(lm, req, encode_prompt(lm, req.prompt, chat_template=False)[0])
+    if isinstance(admitted, Refusal):
+        raise InputError("run.failed", why=admitted.reason)
     lesson_script(lm, req.prompt, 2, cancel)  # warm-up
     script = lesson_script(lm, req.prompt, req.max_new_tokens, cancel)
     tokens, finished = run_to_end(lm, req, cancel)
+    if cancel is not None and cancel.is_set():  # the two runs were cut short: comparing them would mislead
+        raise StateError("lesson.stopped")
     if finished is None or finished.summary is None:
         raise (InputError("run.failed", why=finished.error) if finished is not None and finished.error else
                StateError("lesson.ended_early"))

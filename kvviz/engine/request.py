@@ -154,6 +154,7 @@ class BatchRequest:
     use_cache: bool = True
     chat_template: bool = False
     ignore_eos: bool = False  # every row runs to max_new_tokens whatever it emits (benchmarks do this)
+    max_prompt_tokens: int | None = None  # a host's limit on each row, checked once the rows are tokenized
 
     def __post_init__(self) -> None:
         if isinstance(self.prompts, list):
@@ -166,6 +167,8 @@ class BatchRequest:
             if not prompt_text(prompt, row=i + 1).strip():
                 raise InputError("batch.prompt_empty", i=i + 1)
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+        if self.max_prompt_tokens is not None:
+            _whole(self.max_prompt_tokens, "max_prompt_tokens", 1, MAX_PROMPT_CHARS)
         _flags(self, "use_cache", "chat_template", "ignore_eos")
 
     @property

@@ -272,6 +272,7 @@ EN: dict[str, str] = {
     "admit.prompt_over_context": "the prompt has {n:,} tokens; the model's context is {context:,}",
     "admit.batch_row_empty": "prompt {i} of the batch has no tokens",
     "admit.batch_over_context": "the longest prompt has {n:,} tokens; the model's context is {context:,}",
+    "admit.batch_prompt_over_limit": "the longest prompt has {n:,} tokens; this demo allows {limit:,}",
     "fit.run":
         "this run cannot fit: it needs about {need:,.2f} GiB beyond the weights (KV cache for {tokens} "
         "tokens: {kv:,.2f} GiB; activations: {act:,.2f} GiB) and {device} has {free:,.2f} GiB free; ask for "
@@ -312,6 +313,7 @@ EN: dict[str, str] = {
     "progress.sweep_batch": "B={b}: warm-up, then {n} run(s) of {tokens} tokens",
     "compare.stopped": "the comparison was stopped",
     "lesson.ended_early": "kvviz's run ended early",
+    "lesson.stopped": "the lesson's script was stopped before both runs finished",
     "job.time_limit_restart":
         "stopped by the time limit of {s:g} s (the device worker was restarted to free the device)",
     "job.stuck_restart":
@@ -574,6 +576,7 @@ ZH: dict[str, str] = {
     "admit.prompt_over_context": "提示词有 {n:,} 个 token，超出了模型的上下文长度 {context:,}",
     "admit.batch_row_empty": "批次中第 {i} 条提示词没有 token",
     "admit.batch_over_context": "最长的提示词有 {n:,} 个 token，超出了模型的上下文长度 {context:,}",
+    "admit.batch_prompt_over_limit": "最长的提示词有 {n:,} 个 token，本演示最多允许 {limit:,} 个",
     "fit.run":
         "本次运行放不下：除权重外还需约 {need:,.2f} GiB（{tokens} 个 token 的 KV Cache：{kv:,.2f} GiB；"
         "激活值：{act:,.2f} GiB），而 {device} 只剩 {free:,.2f} GiB 可用；请减少 token 数",
@@ -611,6 +614,7 @@ ZH: dict[str, str] = {
     "progress.sweep_batch": "B={b}：先预热，再运行 {n} 次，每次 {tokens} 个 token",
     "compare.stopped": "对比已停止",
     "lesson.ended_early": "kvviz 的运行提前结束了",
+    "lesson.stopped": "课程脚本在两次运行都完成之前被停止了",
     "job.time_limit_restart": "已因 {s:g} 秒的时间限制停止（设备工作进程已重启以释放设备）",
     "job.stuck_restart": "已停止，但任务未在 {s:g} 秒内结束（设备工作进程已重启以释放设备）",
     "job.worker_gone": "设备工作进程已退出",

@@ -226,8 +226,8 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
                 history = history_tab(runs, lang)
             tabs.append(tab)
             with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
-                lesson_tab(default_model, policy, runs, lang, LessonTargets(
-                    tab_set, "generation", "compare", "calculator", "batch", generation.prompt, calculator.control))
+                lesson_tab(default_model, policy, runs, lang, LessonTargets(tab_set, "generation", "compare",
+                           "calculator", "batch", generation.prompt, calculator.control), sessions)
             tabs.append(tab)
 
         start_lesson.click(lambda: gr.Tabs(selected="lesson"), None, tab_set, api_visibility="private", queue=False)

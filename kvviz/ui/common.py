@@ -65,11 +65,13 @@ def refusal(exc: Exception | str, lang: object = "en") -> gr.Error:
 
 
 def no_answer(job: WorkerJob, failure: Failed | None, what: str, lang: object = "en") -> gr.Error:
-    """The refusal for a worker job that ended without its answer: its failure, the time limit, or that."""
+    """The refusal for a worker job that ended without its answer: the time limit when it stopped the job (what
+    the stop made the job say, such as "the batch was stopped", would hide why), else its failure, or that."""
+    if job.timed_out and getattr(failure.message if failure else None, "key", None) != "job.time_limit_restart":
+        return refusal(time_limit_message(job.time_limit_s, lang), lang)
     if failure is not None:
         return refusal(failure.message, lang)
-    return refusal(time_limit_message(job.time_limit_s, lang) if job.timed_out else
-                   said("job.no_result", what=what), lang)
+    return refusal(said("job.no_result", what=what), lang)
 
 
 def model_picker(policy: HostPolicy, default_model: str, **kw) -> gr.Dropdown:

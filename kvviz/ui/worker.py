@@ -16,9 +16,11 @@ kvviz's, kvviz.engine.lesson_script); Failed when something went wrong, and alwa
 WorkerJob.follow() is the one loop that reads them, for every caller (the tabs read them through
 kvviz.ui.common.follow). Stop sets an event the generation loop checks before every token (every
 request of a load checks it, and the load sends no more; a batch checks it before every step); a job that has
-not ended KILL_GRACE_S after its stop (a model still loading cannot be interrupted) ends with the worker
-process, so a stop always frees the device. Nothing here imports gradio; the worker process never imports it
-either.
+not ended KILL_GRACE_S after its stop (a model still loading, a compile, cannot be interrupted) ends with the
+worker process, so a stop always frees the device and a hosted run ends within its time limit and that grace. A
+fresh worker process's own start-up (importing torch and transformers) is no job's: a job's clock starts once the
+process is ready, so a worker ended to free the device does not make the next visitor's run fail its limit too.
+Nothing here imports gradio; the worker process never imports it either.
 """
 
 from __future__ import annotations
@@ -243,6 +245,7 @@ def events(messages: list) -> list[Event]:
 
 BATCH_S = 0.05
 KILL_GRACE_S = 10.0  # how long a stopped job may keep running before its worker process is ended
+READY_TIMEOUT_S = 300.0  # a fresh worker process that has not imported torch by then is taken for dead
 WAIT_PERIOD_S = 0.5  # how often wait() and abandon() check a job's limits
 
 
@@ -257,10 +260,15 @@ def _exit_with_parent() -> None:
         os._exit(0)
 
 
-def _serve(jobs, results, cancel) -> None:
-    """The worker process's loop: one Job at a time until Quit; anything else on the queue is a bug."""
+def _serve(jobs, results, cancel, ready) -> None:
+    """The worker process's loop: one Job at a time until Quit; anything else on the queue is a bug. `ready` is
+    set once the heavy imports are done, so that they are not counted against the first job's time limit."""
     threading.Thread(target=_exit_with_parent, daemon=True, name="kvviz-parent-watch").start()
     import torch
+
+    import kvviz.engine.loading  # noqa: F401  (transformers: the rest of the start-up)
+
+    ready.set()
 
     threads: dict[tuple, int] = {}  # (model, dtype) -> torch threads chosen for it, measured once
     cores = torch.get_num_threads()
@@ -299,7 +307,7 @@ def _run(job: Job, put: Callable[[Message], None], cancel, threads: dict[tuple, 
         KINDS[type(job.payload)].run(job.payload, lm, out, cancel)
     except (LoadError, ValueError) as exc:
         out.send(Failed, message=str(exc), bad_input=True)
-    except CompareError as exc:
+    except (CompareError, KvvizError) as exc:  # its own line (a Said, in the reader's language), not its type's name
         out.send(Failed, message=str(exc), bad_input=False)
     except Exception as exc:  # report any fault to the page and keep serving the next job
         out.send(Failed, message=f"{type(exc).__name__}: {exc}", bad_input=False)
@@ -415,8 +423,9 @@ class DeviceWorker:
         self._jobs = ctx.Queue()
         self._results = ctx.Queue()
         self._cancel = ctx.Event()
-        self._process = ctx.Process(target=_serve, args=(self._jobs, self._results, self._cancel), daemon=True,
-                                    name="kvviz-device-worker")
+        self._ready = ctx.Event()
+        self._process = ctx.Process(target=_serve, args=(self._jobs, self._results, self._cancel, self._ready),
+                                    daemon=True, name="kvviz-device-worker")
         self._process.start()
         self._busy = threading.Lock()
         self._ids = iter(range(1, 2**62))
@@ -426,16 +435,25 @@ class DeviceWorker:
         """Begin a job running `payload` on model `spec`, once the job before it has ended. The payload was checked
         when it was built, and its type is checked here: a bad job raises before the worker sees it.
 
-        time_limit_s: the job is stopped once it has run this long (see WorkerJob.follow).
+        time_limit_s: the job is stopped once it has run this long (see WorkerJob.follow), counted from when a fresh
+        process has started up, not before (a worker ended to free the device costs the next job no time of its own).
         """
         job = Job(job_id=next(self._ids), spec=spec, payload=payload, hosted=hosted)
         self._busy.acquire()
-        if not self.alive():  # ended while this job waited for the one before it
+        if not self._wait_ready():  # ended while this job waited for the one before it, or while starting up
             self._busy.release()
             raise WorkerGone("job.worker_gone")
         self._cancel.clear()
         self._jobs.put(job)
         return WorkerJob(self, job.job_id, KINDS[type(payload)].answer, time_limit_s)
+
+    def _wait_ready(self) -> bool:
+        """Whether the process is alive and started up, waiting for its start-up (at most READY_TIMEOUT_S)."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self._ready.wait(WAIT_PERIOD_S):
+            if not self.alive() or time.monotonic() > deadline:
+                return False
+        return self.alive()
 
     def receive(self, timeout_s: float) -> Message | None:
         """The next message from the worker process, or None if none came within timeout_s."""
@@ -495,8 +513,8 @@ class WorkerJob:
     """One job as its caller sees it: follow() yields its messages; stop() and abandon() end it early.
 
     A job with a time limit is stopped by follow() once the limit has passed, and reports timed_out. A
-    stop reaches the generation loop within a token, but not a model that is still loading: a job still
-    running KILL_GRACE_S after its stop (the limit's or anyone's) ends with the worker process, which
+    stop reaches the generation loop within a token, but not a model that is still loading nor a compile: a job
+    still running KILL_GRACE_S after its stop (the limit's or anyone's) ends with the worker process, which
     follow() then reports as Failed and Done, so the device is freed. Only following a job frees the
     device: a job nobody follows any more is handed to abandon(), which follows it to the end on a thread.
     """

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
+import kvviz.engine.lesson_script as lesson_module
 from kvviz.engine.lesson_script import LESSON_PROMPT, lesson_script, run_lesson
 from kvviz.engine.loading import load_model
 from kvviz.engine.loop import run_to_end
@@ -51,3 +56,24 @@ def test_a_script_cut_inside_a_character_ends_at_the_last_whole_one(tiny_models)
     assert script.text == decode(k)[:-1]
     _, finished = run_to_end(lm, GenerationRequest(prompt, k, chat_template=False))
     assert prompt + finished.text == script.text, "kvviz's streamed text keeps the cut character's bytes"
+
+
+def test_a_prompt_kvviz_would_refuse_is_refused_before_the_script_runs(tiny_models, monkeypatch):
+    """The script checks nothing itself: a prompt over the host's limit is refused by kvviz's admission before the
+    script runs (once the script ran on it, in a hosted demo to the time limit, and kvviz refused it after)."""
+    lm = load_model(str(tiny_models["qwen2"]), device="cpu", dtype="fp32")
+    ran: list[str] = []
+    monkeypatch.setattr(lesson_module, "lesson_script", lambda _lm, prompt, *a: ran.append(prompt))
+    with pytest.raises(ValueError, match=r"^the prompt has \d+ tokens; this demo allows 4$"):
+        run_lesson(lm, GenerationRequest("The kernel runs the package manager", 8, max_prompt_tokens=4))
+    assert not ran, "the script ran on a prompt kvviz refuses"
+
+
+def test_a_stopped_lesson_says_so_rather_than_comparing_cut_runs(tiny_models):
+    """A stop (the page's, or a hosted demo's time limit) cuts both runs short: the lesson reports the stop, not
+    "the tokens differ" between two cut runs."""
+    lm = load_model(str(tiny_models["qwen2"]), device="cpu", dtype="fp32")
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(RuntimeError, match=r"^the lesson's script was stopped before both runs finished$"):
+        run_lesson(lm, GenerationRequest("The kernel", 16), stop)

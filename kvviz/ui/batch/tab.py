@@ -1,13 +1,13 @@
 """The batch tab: B prompts decoded together by kvviz's own engine (static batching), then the batch sweep.
 
-One batch runs on the device worker (a Batch job): its rows, each forward pass, the cache measured against
-the memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one
-history row per sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures
-B = 1, 2, 4, ... beside the roofline's prediction (kvviz.engine.batch_sweep) and explains where they part
-(kvviz.ui.batch.sweep_text). Hosted, a batch holds at most the host's max concurrency of sequences. Both handlers take
-the page's language last (lang) and answer in it: headlines, the table's columns, figures, refusals; the last batch
-and sweep stay in the page's state, from which a move of the language switch redraws them (batch_shown_in,
-sweep_shown_in).
+One batch runs on the device worker (a Batch job): its rows, each forward pass, the cache measured against the
+memory model with its padding, and the batch's life cycle (also drawn on the life-cycle tab, and one history row per
+sequence: build_app chains that on `ran`). The sweep (a BatchSweep job) measures B = 1, 2, 4, ... beside the
+roofline's prediction (kvviz.engine.batch_sweep) and explains where they part (kvviz.ui.batch.sweep_text). Hosted, a
+batch holds at most the host's max concurrency of sequences, each row at most the host's prompt tokens, and a sweep
+is stopped at the time limit as a whole (the levels that ran are shown). Both handlers take the page's language last
+(lang) and answer in it: headlines, the table's columns, figures, refusals; the last batch and sweep stay in the
+page's state, from which a move of the language switch redraws them (batch_shown_in, sweep_shown_in).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from kvviz.ui.common import (
     refusal,
     start,
 )
+from kvviz.ui.generation.text import time_limit_message
 from kvviz.ui.lang import L
 from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Batch, BatchSweep
@@ -56,9 +57,13 @@ def batch_view(result, loaded, lang: str) -> tuple:
             plot(run_figures.batch_lifecycle(result.summary, result.rows, result.tokens, lang)))
 
 
-def sweep_view(frame, lang: str) -> tuple:
-    """What the page shows of a sweep in `lang`: the explanation and four figures."""
-    return (sweep_markdown(frame, lang), plot(sweep_figures.step_time(frame, lang)),
+def sweep_view(frame, lang: str, limit_s: float | None = None) -> tuple:
+    """What the page shows of a sweep in `lang`: the explanation (under the time limit's line when the limit
+    stopped it, `limit_s`) and four figures."""
+    explained = sweep_markdown(frame, lang)
+    if limit_s is not None:
+        explained = f"**{time_limit_message(limit_s, lang)}**\n\n{explained}"
+    return (explained, plot(sweep_figures.step_time(frame, lang)),
             plot(sweep_figures.throughput(frame, lang)), plot(sweep_figures.prefill_time(frame, lang)),
             plot(sweep_figures.kv_bytes(frame, lang)))
 
@@ -70,7 +75,7 @@ def batch_shown_in(last: dict | None, lang: str = "en") -> tuple:
 
 def sweep_shown_in(last: dict | None, lang: str = "en") -> tuple:
     """The sweep on the page again in `lang`; nothing when none is."""
-    return (gr.skip(),) * 5 if not last else sweep_view(last["frame"], lang)
+    return (gr.skip(),) * 5 if not last else sweep_view(last["frame"], lang, last.get("limit_s"))
 
 
 def batch_prompts(prompts: object, batch_size: object, limit: int, lang: str = "en") -> tuple[str, ...]:
@@ -137,7 +142,8 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
             req = BatchRequest(batch_prompts(prompts, batch_size, top, lang), max_new_tokens,
                                use_cache=flag(use_cache, t("batch.field.use_cache", lang)),
                                ignore_eos=flag(ignore_eos, t("batch.field.ignore_eos", lang)),
-                               chat_template=flag(chat_template, t("batch.field.chat_template", lang)))
+                               chat_template=flag(chat_template, t("batch.field.chat_template", lang)),
+                               max_prompt_tokens=policy.prompt_token_limit)
         except ValueError as exc:
             raise refusal(exc, lang) from None
         yield (*(gr.skip(),) * 5, None)  # the earlier batch leaves the page's state, before the job starts
@@ -166,7 +172,11 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
         outcome = yield from follow_answer(job, progress, lang, t("batch.what.sweep", lang), 6, sessions, request,
                                            "batch")
         frame = outcome.answer.frame
-        yield (*sweep_view(frame, lang), {"frame": frame, "rows": sweep_history_rows(frame, lang)})
+        if job.timed_out and frame.empty:  # a sweep is bounded as a whole: none of its levels ran
+            raise refusal(time_limit_message(job.time_limit_s, lang), lang)
+        limit_s = job.time_limit_s if job.timed_out else None  # the levels that ran, and why there are no more
+        yield (*sweep_view(frame, lang, limit_s),
+               {"frame": frame, "limit_s": limit_s, "rows": sweep_history_rows(frame, lang)})
 
     ran = go.click(run, [model, prompts, size, max_new, use_cache, ignore_eos, chat_template, lang],
                    [summary, rows, steps, kv, life, last],

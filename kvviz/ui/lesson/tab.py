@@ -5,8 +5,9 @@ generation tab with a long prompt, the Cached vs uncached tab, the calculator at
 control its figure depends on, the Batch tab's sweep), and scrolls to where the answer shows. "Answer with my
 measurements" fills every answer from the session's history (kvviz.lesson, in the page's language). The script
 section runs the lesson's loop and kvviz's on the device worker (a Lesson job) and shows the script's dict beside
-kvviz's metrics for the same request. A move of the language switch writes the answers (once asked for) and the
-script's verdict again in the new language, from the session's runs and the script's kept result.
+kvviz's metrics for the same request; its Stop reaches that run only (the session's "lesson" stop handle).
+A move of the language switch writes the answers (once asked for) and the script's verdict again in the new
+language, from the session's runs and the script's kept result.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kvviz.ui.common import (
 )
 from kvviz.ui.generation.history import RunHistory
 from kvviz.ui.lang import L
+from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Lesson
 
 # A long prompt: its prefill (and so its TTFT) is long enough to see on the life-cycle plots (questions 1 and 6). The
@@ -102,7 +104,7 @@ def script_verdict(result: dict, lang: str) -> str:
 
 
 def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.Radio,
-               targets: LessonTargets) -> None:
+               targets: LessonTargets, sessions: SessionStore) -> None:
     """The six questions with their answers and buttons, then the lesson's script beside kvviz's run."""
     gr.Markdown(L("lesson.intro"))
     refresh = gr.Button(L("lesson.refresh"), variant="primary", elem_id="lesson-refresh")
@@ -122,7 +124,9 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
         model = model_picker(policy, default_model, scale=2, elem_id="lesson-model")
         prompt = gr.Textbox(SCRIPT_PROMPT, label=L("lesson.script.prompt"), scale=3, elem_id="lesson-prompt")
         max_new_tokens = max_new_slider(policy, 1024, LESSON_MAX_NEW_TOKENS, "lesson.script.max_new", scale=2)
-        run = gr.Button(L("lesson.script.run"), variant="primary", scale=1, elem_id="lesson-run")
+        with gr.Column(scale=1, min_width=120):
+            run = gr.Button(L("lesson.script.run"), variant="primary", elem_id="lesson-run")
+            stop_button = gr.Button(L("generation.stop"), variant="stop", elem_id="lesson-stop")
     verdict = gr.Markdown(elem_id="lesson-verdict")
     with gr.Row():
         script_box = gr.JSON(label=L("lesson.script.script"), elem_id="lesson-script-dict")
@@ -135,15 +139,15 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
         return tuple(answers(history, lang, known_architecture(model)))
 
     def lesson_script(model, prompt=SCRIPT_PROMPT, max_new_tokens=LESSON_MAX_NEW_TOKENS, lang="en",
-                      progress=gr.Progress()):
+                      request: gr.Request = None, progress=gr.Progress()):
         """The lesson's script on `model` (prefill, then the last token with past_key_values, greedy, EOS), then
         kvviz's loop on the same raw prompt: whether they agree, the script's dict, kvviz's metrics."""
         req = build_request(policy, prompt, max_new_tokens, chat_template=False, lang=lang)
         yield gr.skip(), gr.skip(), gr.skip(), None  # the earlier result leaves the page's state before the job starts
         job, _ = start(model, Lesson(req), policy, lang)
         # Loading fills the first half of the bar; the two runs, which report nothing, the second.
-        outcome = yield from follow_answer(job, progress, lang, t("lesson.script.what", lang), 4, loading=0.5,
-                                           on_loaded=lambda _: progress(0.5))
+        outcome = yield from follow_answer(job, progress, lang, t("lesson.script.what", lang), 4, sessions, request,
+                                           "lesson", loading=0.5, on_loaded=lambda _: progress(0.5))
         result = outcome.answer.result.as_dict()
         yield script_verdict(result, lang), result["script"], result["kvviz"], result
 
@@ -166,3 +170,9 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
                 show_progress="hidden")
     lang.change(verdict_in, [script_result, lang], verdict, api_visibility="private", queue=False,
                 show_progress="hidden")
+
+    def stop(request: gr.Request):
+        """Stop this session's running lesson script within a token."""
+        sessions.stop(stop_handle(request, "lesson"))
+
+    stop_button.click(stop, None, None, api_visibility="private", concurrency_limit=None, queue=False)
