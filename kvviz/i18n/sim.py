@@ -55,6 +55,13 @@ EN = {
                    "sequence, d = {d:.6g} s per KV token read; residuals rms {rms:.3g} s, max {max:.3g} s",
     "sim_cli.saved": "calibration written to {path}",
     "sim_cli.trace": "per-step trace written to {path}",
+    "sim_cli.calibrated": "calibrated {model} on vLLM {vllm} ({blocks:,} KV blocks) on {device}, from {loads} loads",
+    "sim_cli.overhead": "request overhead (median of measured - simulated TTFT, added to TTFT and E2E): {ms:.1f} ms",
+    "sim_cli.point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, TPOT "
+                     "p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
+    "sim_cli.mape": "{model}: MAPE over {points} held-out points: output tok/s {output_tokens_per_s}, TPOT p50 "
+                    "{tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
+    "sim_cli.onset": "{model}: preemption starts at concurrency {measured} on vLLM, {predicted} predicted",
 }
 
 ZH = {
@@ -103,6 +110,13 @@ ZH = {
                    "d = 每读取一个 KV token {d:.6g} 秒；残差均方根 {rms:.3g} 秒，最大 {max:.3g} 秒",
     "sim_cli.saved": "校准已写入 {path}",
     "sim_cli.trace": "逐步轨迹已写入 {path}",
+    "sim_cli.calibrated": "已在 {device} 上对 vLLM {vllm}（{blocks:,} 个 KV 块）校准 {model}，用了 {loads} 组负载",
+    "sim_cli.overhead": "请求开销（实测与模拟 TTFT 之差的中位数，计入 TTFT 和 E2E）：{ms:.1f} ms",
+    "sim_cli.point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
+                     "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
+    "sim_cli.mape": "{model}：{points} 个留出点的平均绝对百分比误差（MAPE）：输出 tok/s {output_tokens_per_s}，"
+                    "TPOT p50 {tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
+    "sim_cli.onset": "{model}：vLLM 在并发 {measured} 时开始抢占，预测为 {predicted}",
 }
 
 register(EN, ZH)

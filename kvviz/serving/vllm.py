@@ -123,6 +123,7 @@ class ServerSpec:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     host: str = "127.0.0.1"
+    extra_args: tuple[str, ...] = ()  # more of vLLM's options, as given (the simulator's --num-gpu-blocks-override)
 
     def __post_init__(self) -> None:
         whole_number(self.port, "port", 1, 65_535)
@@ -149,7 +150,7 @@ def command(spec: ServerSpec, python: Path) -> list[str]:
         cmd += ["--tensor-parallel-size", str(spec.tensor_parallel)]
     if spec.pipeline_parallel > 1:
         cmd += ["--pipeline-parallel-size", str(spec.pipeline_parallel)]
-    return cmd
+    return cmd + list(spec.extra_args)
 
 
 def environment(spec: ServerSpec) -> dict[str, str]:
