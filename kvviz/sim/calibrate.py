@@ -2,15 +2,18 @@
 simulator's replay of the same loads, and the fit of one against the other.
 
 How the step times are got: in a closed loop of fixed lengths the simulated scheduler's steps do not depend on
-how long they take (a request arrives when another ends, at a step's end), so the replay of a measured load gives
-the contents of every step and, for every request, the step that produced each of its tokens. The client's
-kernel-stamped arrival of a request's consecutive tokens k and k+1 then spans exactly the steps after the one of
-token k up to the one of token k+1 (one step for a running decode): each such gap is one row of the least-squares
-fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read summed over those steps. Rows are
-weighted by 1/(requests in the step), so that each step counts once, not once per request it served; the fit is
-non-negative (no coefficient of a cost below 0). TTFT holds what the steps do not: the API server's tokenizing and
-HTTP, and the wait for the step under way to end; the calibration states it as the request overhead, the median of
-measured minus simulated TTFT over the calibration's requests, and validate adds it to predicted TTFT and E2E.
+how long they take (a request arrives as another ends, at a step's end), so the simulator's replay of a measured
+closed loop gives the contents of every step and, for every request, the step that produced each of its tokens.
+The client's kernel-stamped arrivals of a request's consecutive tokens k and k+1 then
+span the steps after token k's up to token k+1's (one step for a running decode): each such gap is a row of the
+least-squares fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read summed over those steps,
+weighted by 1/(requests in the step), so that each step counts once, not once per request it served. Each request's
+TTFT is a row too: the steps from the first after its arrival to its first token's, plus the request overhead o,
+a fifth unknown (what the steps do not hold: the API server's tokenizing, HTTP, the engine taking the request in),
+against the measured TTFT. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and E2E.
+What this leaves out: on vLLM a closed loop's next request reaches the engine after the next step has begun (the
+answer's HTTP and the new request's), so it joins a step later than in the replay; the rows of those steps hold
+one prefill more or less than vLLM's did.
 
 The calibration file (step_time.save, more keys beside) records the model (its folder's name and config.json's
 SHA-256), the device (CPU model, CPUs usable, vLLM's version, block size, KV blocks), the engine options, the loads
@@ -24,7 +27,6 @@ import hashlib
 import json
 import os
 import platform
-import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -41,8 +43,6 @@ from kvviz.sim.scheduler import CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, Sc
 from kvviz.sim.simulate import Limits, SimResult, StepTrace, simulate
 from kvviz.sim.step_time import Calibration, FitSummary, LinearStepTime
 from kvviz.sim.workload import Workload, closed_loop, open_loop
-
-REPLAY = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,8 @@ def device_id() -> str:
     return f"{cpu_model()}, {usable_cpus()} CPUs"
 
 
-def replay(point: LoadPoint, engine: Engine, model: LinearStepTime = REPLAY) -> SimResult:
+def replay(point: LoadPoint, engine: Engine, model: LinearStepTime) -> SimResult:
+    """The simulator's run of a load as the workload gives it (a closed loop's next request at a step's end)."""
     return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0))
 
 
@@ -187,27 +188,48 @@ def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
     return np.vstack([np.zeros((1, 4)), np.cumsum(x, axis=0)])
 
 
-def gap_rows(measured: Measured, result: SimResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fit's rows from one load: per request, per pair of consecutive tokens, the summed features of the
-    steps between them (from the replay), the measured gap, and the weight 1/(requests in the last step)."""
+@dataclass
+class Rows:
+    """The fit's rows: features (steps, prefill tokens, decode sequences, KV tokens read, and 1 on a TTFT row for
+    the request overhead), the measured seconds, the weights."""
+
+    x: list = field(default_factory=list)
+    y: list = field(default_factory=list)
+    w: list = field(default_factory=list)
+
+
+FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
+
+
+def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Rows) -> None:
+    """One load's rows against its replay (order: the measured record of each simulated request). Per request,
+    per pair of consecutive tokens: the features summed over the steps after the first token's up to the
+    second's, the measured gap, weight 1/(requests in that last step). Per request, its TTFT (less the replay's
+    wait for a step's end, none in a closed loop), against the steps from its first to its first token's (and the
+    overhead's 1), weight 1."""
     cum = _cumulative(result.trace)
+    starts = np.array([s.start_s for s in result.trace])
     running = np.array([max(s.running, 1) for s in result.trace], dtype=float)
-    xs, ys, ws = [], [], []
-    for rec, steps in zip(measured.records, _token_steps(result), strict=True):
-        if not rec.ok or len(rec.arrivals_s) != len(steps):
-            continue  # a request the server cut short, or whose chunks the client read joined: no row
+    for sim, steps, i in zip(result.records, _token_steps(result), order, strict=True):
+        rec = measured.records[i]
+        if not rec.ok or len(rec.arrivals_s) != len(steps) or not steps:
+            continue  # a request the server cut short, or whose chunks were read joined: no row
+        first = int(np.searchsorted(starts, sim.sent_s - 1e-12))
+        if first <= steps[0]:
+            rows.x.append(np.append(cum[steps[0] + 1] - cum[first], 1.0))
+            rows.y.append(rec.ttft_s - (starts[first] - sim.sent_s))
+            rows.w.append(1.0)
         for k in range(len(steps) - 1):
-            first, last = steps[k] + 1, steps[k + 1]
-            if last < first:
+            lo, hi = steps[k] + 1, steps[k + 1]
+            if hi < lo:
                 continue
-            xs.append(cum[last + 1] - cum[first])
-            ys.append(rec.arrivals_s[k + 1] - rec.arrivals_s[k])
-            ws.append(1.0 / running[last])
-    return np.array(xs).reshape(-1, 4), np.array(ys), np.array(ws)
+            rows.x.append(np.append(cum[hi + 1] - cum[lo], 0.0))
+            rows.y.append(rec.arrivals_s[k + 1] - rec.arrivals_s[k])
+            rows.w.append(1.0 / running[hi])
 
 
 def nonnegative_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The least-squares solution with every coefficient >= 0: for four unknowns, the best of the unconstrained
+    """The least-squares solution with every coefficient >= 0: for a few unknowns, the best of the unconstrained
     solutions on each subset of them (the others held at 0) that has no negative coefficient."""
     best, best_err = np.zeros(x.shape[1]), float(np.sum(y ** 2))
     for mask in range(1, 2 ** x.shape[1]):
@@ -226,31 +248,35 @@ def nonnegative_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def fit_runs(runs: list[Measured], engine: Engine) -> Fitted:
-    """The coefficients from the gaps of the closed loops among runs, and the request overhead from their TTFTs."""
-    parts = [(m, gap_rows(m, replay(m.point, engine))) for m in runs if m.point.closed]
-    x = np.vstack([p[1][0] for p in parts])
-    y = np.concatenate([p[1][1] for p in parts])
-    w = np.sqrt(np.concatenate([p[1][2] for p in parts]))
-    if len(y) < 4 or np.linalg.matrix_rank(x) < 4:
-        raise ValueError(f"calibration: {len(y)} gap rows do not tell the four coefficients apart")
+    """The four coefficients and the request overhead from the closed loops among the measured loads, each
+    replayed as a closed loop (its steps do not depend on their times), with the residuals per load."""
+    rows, spans = Rows(), []
+    for m in runs:
+        if m.point.closed:
+            before = len(rows.y)
+            load_rows(m, replay(m.point, engine, FIRST_GUESS), list(range(len(m.records))), rows)
+            spans.append((m, before, len(rows.y)))
+    x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
+    if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
+        raise InputError("sim.fit_rows", rows=len(y))
+    w = np.sqrt(np.array(rows.w))
     coef = nonnegative_lstsq(x * w[:, None], y * w)
-    step = LinearStepTime(*map(float, coef))
+    coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
     residuals = y - x @ coef
     spread = float(np.sum((y - y.mean()) ** 2))
     summary = FitSummary(rows=len(y), residual_rms_s=float(np.sqrt(np.mean(residuals ** 2))),
                          residual_max_s=float(np.max(np.abs(residuals))),
                          r_squared=1 - float(np.sum(residuals ** 2)) / spread if spread > 0 else None)
-    by_load, overheads, start = {}, [], 0
-    for m, (_, yi, _) in parts:
-        r = residuals[start:start + len(yi)]
-        start += len(yi)
-        by_load[m.point.label] = {"rows": len(yi), "mean_gap_s": float(np.mean(yi)) if len(yi) else None,
-                                  "residual_mean_s": float(np.mean(r)) if len(r) else None,
-                                  "residual_rms_s": float(np.sqrt(np.mean(r ** 2))) if len(r) else None}
-        predicted = replay(m.point, engine, step)
-        overheads += [rec.ttft_s - sim.ttft_s for rec, sim in zip(m.records, predicted.records, strict=True)
-                      if rec.ok and sim.ttft_s is not None]
-    return Fitted(step, summary, max(statistics.median(overheads), 0.0) if overheads else 0.0, by_load)
+    by_load = {}
+    for m, lo, hi in spans:
+        r, ttft = residuals[lo:hi], x[lo:hi, 4] == 1
+        by_load[m.point.label] = {
+            "gap_rows": int((~ttft).sum()), "ttft_rows": int(ttft.sum()),
+            "mean_gap_s": float(np.mean(y[lo:hi][~ttft])) if (~ttft).any() else None,
+            "gap_residual_mean_s": float(np.mean(r[~ttft])) if (~ttft).any() else None,
+            "gap_residual_rms_s": float(np.sqrt(np.mean(r[~ttft] ** 2))) if (~ttft).any() else None,
+            "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None}
+    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load)
 
 
 def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
@@ -262,8 +288,9 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
                             "kv_blocks": engine.num_blocks},
             "engine": asdict(engine),
             "request_overhead_s": fitted.request_overhead_s,
-            "method": "per-token gaps of closed loops against the simulator's replay of the same loads; weighted "
-                      "non-negative least squares; request overhead = median(measured - simulated TTFT)",
+            "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "
+                      "same loads; weighted non-negative least squares; the request overhead is the TTFT rows' own "
+                      "constant",
             "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
                         "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
                         "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,
@@ -386,12 +413,12 @@ def warm_up(served: Served) -> None:
     measure(served, LoadPoint(Mix(32, 16), 4, concurrency=2))
 
 
-# The loads a calibration runs: short prompts at three concurrencies (decode steps of 1 to 16 sequences, the
-# prefills of the requests that replace the finished ones between them) and long prompts at two (chunks of
-# hundreds of prefill tokens beside decodes): enough spread to tell the four coefficients apart.
-CALIBRATION = (LoadPoint(Mix(64, 64), 12, concurrency=1), LoadPoint(Mix(64, 64), 24, concurrency=4),
-               LoadPoint(Mix(64, 64), 48, concurrency=16), LoadPoint(Mix(512, 16), 12, concurrency=2),
-               LoadPoint(Mix(512, 16), 24, concurrency=8))
+# The loads a calibration runs: short prompts at three concurrencies (decode steps of 1 to 12 sequences) and long
+# prompts at two (chunks of hundreds of prefill tokens, in the TTFT of the requests they start and in the gaps of
+# those decoding beside them): enough spread to tell the four coefficients and the request overhead apart.
+CALIBRATION = (LoadPoint(Mix(64, 32), 4, concurrency=1), LoadPoint(Mix(64, 32), 8, concurrency=4),
+               LoadPoint(Mix(64, 32), 24, concurrency=12), LoadPoint(Mix(384, 8), 6, concurrency=2),
+               LoadPoint(Mix(384, 8), 12, concurrency=6))
 QUICK_CALIBRATION = (LoadPoint(Mix(32, 32), 4, concurrency=1), LoadPoint(Mix(32, 32), 12, concurrency=6),
                      LoadPoint(Mix(256, 8), 8, concurrency=4))
 

@@ -43,7 +43,8 @@ METRICS = {"output_tokens_per_s": lambda s: s.output_tokens_per_s, "tpot_p50_s":
 class ModelPlan:
     """What one model is validated on: its calibration loads, its held-out loads (an open loop's rate given as a
     fraction of the request rate the calibrated simulator predicts for a closed loop of 16 of the same mix), and
-    the preemption sweep (a KV pool of `blocks` blocks, a closed loop at each concurrency; none: no sweep)."""
+    the preemption sweep (a KV pool of `blocks` blocks and its max_model_len, one wave of a closed loop at each
+    concurrency; none: no sweep)."""
 
     model: str
     max_model_len: int
@@ -53,7 +54,7 @@ class ModelPlan:
     sweep_blocks: int | None = None
     sweep_mix: Mix | None = None
     sweep_concurrency: tuple[int, ...] = ()
-    sweep_requests: int = 16
+    sweep_max_model_len: int = 256
 
 
 @dataclass
@@ -140,12 +141,12 @@ def validate_model(plan: ModelPlan, say: Callable[[str], None] = print) -> Model
             result.points.append(_point(plan.model, "held-out", measured, served.engine, fitted))
             say(f"{plan.model}: {point.label}: {_brief(result.points[-1])}")
     if plan.sweep_blocks and plan.sweep_mix:
-        with serving(plan.model, plan.max_model_len, num_blocks=plan.sweep_blocks) as small:
+        with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks) as small:
             result.sweep_engine = small.engine
             warm_up(small)
             sweep = []
             for c in plan.sweep_concurrency:
-                point = LoadPoint(plan.sweep_mix, max(plan.sweep_requests, 2 * c), concurrency=c)
+                point = LoadPoint(plan.sweep_mix, c, concurrency=c)  # one wave: they run together
                 sweep.append(_point(plan.model, "preemption sweep", measure(small, point), small.engine, fitted))
                 say(f"{plan.model}: {point.label} on {plan.sweep_blocks} blocks: {_brief(sweep[-1])}")
             result.points += sweep
@@ -170,50 +171,21 @@ def mape(rows: list[dict]) -> dict[str, float | None]:
     return out
 
 
-# The full validation: tiny and SmolLM2-135M-Instruct, each calibrated on CALIBRATION's loads (64/64 and 512/16)
-# and checked on mixes it never saw: a decode-heavy 32/128 and a prompt-heavy 768/32, closed and open, and a
-# shared prefix of 300 tokens (two whole blocks of 128) in a 384-token prompt.
-DECODE, PROMPT, SHARED = Mix(32, 128), Mix(768, 32), Mix(384, 64, 300)
-HELD_OUT = (LoadPoint(DECODE, 12, concurrency=2), LoadPoint(DECODE, 24, concurrency=8),
-            LoadPoint(DECODE, 48, concurrency=24), LoadPoint(PROMPT, 8, concurrency=1),
-            LoadPoint(PROMPT, 16, concurrency=4), LoadPoint(PROMPT, 24, concurrency=12),
-            LoadPoint(SHARED, 24, concurrency=8))
-OPEN = ((DECODE, 0.5, 24), (PROMPT, 0.5, 16), (SHARED, 0.7, 24))
-FULL = (ModelPlan("tiny", 1024, CALIBRATION, HELD_OUT, OPEN, sweep_blocks=16, sweep_mix=Mix(256, 256),
-                  sweep_concurrency=(1, 2, 4, 6, 8, 12)),
+# The full validation: tiny and SmolLM2-135M-Instruct, each calibrated on CALIBRATION's loads (64/32 and 384/8)
+# and checked on mixes it never saw: a decode-heavy 32/64 and a prompt-heavy 768/16, closed and open, and a shared
+# prefix of 300 tokens (two whole blocks of 128) in a 384-token prompt. Sized for two shared, busy cores: a few
+# waves of requests per load.
+DECODE, PROMPT, SHARED = Mix(32, 64), Mix(768, 16), Mix(384, 32, 300)
+HELD_OUT = (LoadPoint(DECODE, 4, concurrency=2), LoadPoint(DECODE, 16, concurrency=8),
+            LoadPoint(DECODE, 40, concurrency=20), LoadPoint(PROMPT, 3, concurrency=1),
+            LoadPoint(PROMPT, 8, concurrency=4), LoadPoint(PROMPT, 20, concurrency=10),
+            LoadPoint(SHARED, 12, concurrency=6))
+OPEN = ((DECODE, 0.5, 12), (PROMPT, 0.5, 8), (SHARED, 0.7, 12))
+# The preemption sweep: 6 blocks of 128 (768 tokens); a request of 100 + 100 tokens holds 1 block for its prompt
+# and 2 once past 128 tokens, so 3 in flight fit and 4 do not, if they run together.
+FULL = (ModelPlan("tiny", 1024, CALIBRATION, HELD_OUT, OPEN, sweep_blocks=6, sweep_mix=Mix(100, 100),
+                  sweep_concurrency=(2, 3, 4, 6), sweep_max_model_len=256),
         ModelPlan("smollm2-135m-instruct", 1024, CALIBRATION, HELD_OUT, OPEN))
 QUICK = (ModelPlan("tiny", 1024, QUICK_CALIBRATION,
                    (LoadPoint(Mix(32, 64), 8, concurrency=4), LoadPoint(Mix(384, 16), 6, concurrency=3)),
                    ((Mix(32, 64), 0.5, 8),)),)
-
-
-def summary(results: list[ModelResult]) -> dict:
-    """Every point's row, the MAPE per metric per model and over all, the held-out points counted, the preemption
-    onsets, and each model's calibration (coefficients, overhead, fit)."""
-    rows = [p.row() for r in results for p in r.points]
-    by_model = {r.model: [p.row() for p in r.points] for r in results}
-    return {"points": rows,
-            "mape": {**{m: mape(v) for m, v in by_model.items()}, "all": mape(rows)},
-            "held_out_points": {**{m: len(v) for m, v in by_model.items()}, "all": len(rows)},
-            "preemption_onset": {r.model: {"measured": r.onset_measured, "predicted": r.onset_predicted,
-                                           "blocks": r.sweep_engine.num_blocks if r.sweep_engine else None}
-                                 for r in results if r.sweep_engine},
-            "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
-                                      "request_overhead_s": r.fitted.request_overhead_s,
-                                      "fit": vars(r.fitted.fit), "residuals_by_load": r.fitted.residuals_by_load,
-                                      "loads": [m.point.label for m in r.calibration_runs],
-                                      "load_average_1m": [m.load_average for m in r.calibration_runs],
-                                      "engine": vars(r.engine)}
-                            for r in results}}
-
-
-def percent(errors: dict) -> dict:
-    """Errors (fractions) as text percentages, '-' where there is none."""
-    return {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in errors.items()}
-
-
-def percent_row(row: dict) -> dict:
-    """A point's row for the command line's line: its load and model, the errors as signed percentages."""
-    return {"model": row["model"], "load": row["load"], "load_average": row["load_average_1m"],
-            **{name: "-" if row[f"error_{name}"] is None else f"{100 * row[f'error_{name}']:+.1f}%"
-               for name in METRICS}}
