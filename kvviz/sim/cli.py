@@ -249,13 +249,20 @@ def calibrate_command(args: argparse.Namespace) -> None:
     print(t("sim_cli.saved", args.lang, path=out))
 
 
+def _progress(lang: str):
+    """validate's progress lines, in the language asked, on stderr."""
+    def say(key: str, **fields) -> None:
+        print(t(key, lang, **fields), file=sys.stderr, flush=True)
+    return say
+
+
 def validate_command(args: argparse.Namespace) -> None:
     """Run the validation plan and print every held-out point's errors and the MAPE per metric."""
     from kvviz.sim import validate
 
     plans = validate.QUICK if args.quick else tuple(
         p for p in validate.FULL if not args.models or p.model in args.models)
-    results = [validate.validate_model(plan, say=lambda line: print(line, file=sys.stderr, flush=True))
+    results = [validate.validate_model(plan, say=_progress(args.lang))
                for plan in plans]
     summary = validate.summary(results)
     if args.json:

@@ -124,22 +124,27 @@ def onset(points: list[Point], which: Callable[[Point], int | None]) -> int | No
     return hit[0] if hit else None
 
 
-def validate_model(plan: ModelPlan, say: Callable[[str], None] = print) -> ModelResult:
-    """Calibrate on the plan's loads, then measure and predict its held-out loads and its preemption sweep."""
+def _quiet(key: str, **fields) -> None:
+    """The default progress: none."""
+
+
+def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet) -> ModelResult:
+    """Calibrate on the plan's loads, then measure and predict its held-out loads and its preemption sweep.
+    say(key, **fields): each step's progress, as a kvviz/i18n/sim.py text key (sim_cli.v_*) and its fields."""
     with serving(plan.model, plan.max_model_len) as served:
-        say(f"{plan.model}: vLLM ready, {served.engine.num_blocks} blocks of {served.engine.block_size}")
+        say("sim_cli.v_ready", model=plan.model, blocks=served.engine.num_blocks, size=served.engine.block_size)
         warm_up(served)
         fitted, runs = calibrate(served, plan.calibration)
         s = fitted.step
-        say(f"{plan.model}: fitted a={s.a:.4g} b={s.b:.4g} c={s.c:.4g} d={s.d:.4g}, overhead "
-            f"{fitted.request_overhead_s:.4g} s, residual rms {fitted.fit.residual_rms_s:.4g} s")
+        say("sim_cli.v_fitted", model=plan.model, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
+            rms=fitted.fit.residual_rms_s)
         result = ModelResult(plan.model, served.engine, fitted, runs)
         opened = tuple(LoadPoint(mix, n, rate=open_rate(mix, f, served.engine, fitted), seed=n)
                        for mix, f, n in plan.open_fractions)
         for point in plan.held_out + opened:
             measured = measure(served, point)
             result.points.append(_point(plan.model, "held-out", measured, served.engine, fitted))
-            say(f"{plan.model}: {point.label}: {_brief(result.points[-1])}")
+            say("sim_cli.v_point", **_brief(result.points[-1]))
     if plan.sweep_blocks and plan.sweep_mix:
         with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks) as small:
             result.sweep_engine = small.engine
@@ -148,18 +153,16 @@ def validate_model(plan: ModelPlan, say: Callable[[str], None] = print) -> Model
             for c in plan.sweep_concurrency:
                 point = LoadPoint(plan.sweep_mix, c, concurrency=c)  # one wave: they run together
                 sweep.append(_point(plan.model, "preemption sweep", measure(small, point), small.engine, fitted))
-                say(f"{plan.model}: {point.label} on {plan.sweep_blocks} blocks: {_brief(sweep[-1])}")
+                say("sim_cli.v_point", **_brief(sweep[-1]))
             result.points += sweep
             result.onset_measured = onset(sweep, lambda p: p.measured_preemptions)
             result.onset_predicted = onset(sweep, lambda p: p.predicted_preemptions)
     return result
 
 
-def _brief(p: Point) -> str:
-    row = p.row()
-    errors = ", ".join(f"{name} {row[f'error_{name}']:+.0%}" for name in METRICS if row[f"error_{name}"] is not None)
-    return (f"{errors}; preemptions measured {p.measured_preemptions}, predicted {p.predicted_preemptions}; "
-            f"load {p.load_average}")
+def _brief(p: Point) -> dict:
+    """A point's progress line's fields: its errors as signed percentages, its preemptions, the load average."""
+    return {**percent_row(p.row()), "measured": p.measured_preemptions, "predicted": p.predicted_preemptions}
 
 
 def mape(rows: list[dict]) -> dict[str, float | None]:
@@ -189,3 +192,35 @@ FULL = (ModelPlan("tiny", 1024, CALIBRATION, HELD_OUT, OPEN, sweep_blocks=6, swe
 QUICK = (ModelPlan("tiny", 1024, QUICK_CALIBRATION,
                    (LoadPoint(Mix(32, 64), 8, concurrency=4), LoadPoint(Mix(384, 16), 6, concurrency=3)),
                    ((Mix(32, 64), 0.5, 8),)),)
+
+
+def summary(results: list[ModelResult]) -> dict:
+    """Every point's row, the MAPE per metric per model and over all, the held-out points counted, the preemption
+    onsets, and each model's calibration (coefficients, overhead, fit)."""
+    rows = [p.row() for r in results for p in r.points]
+    by_model = {r.model: [p.row() for p in r.points] for r in results}
+    return {"points": rows,
+            "mape": {**{m: mape(v) for m, v in by_model.items()}, "all": mape(rows)},
+            "held_out_points": {**{m: len(v) for m, v in by_model.items()}, "all": len(rows)},
+            "preemption_onset": {r.model: {"measured": r.onset_measured, "predicted": r.onset_predicted,
+                                           "blocks": r.sweep_engine.num_blocks if r.sweep_engine else None}
+                                 for r in results if r.sweep_engine},
+            "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
+                                      "request_overhead_s": r.fitted.request_overhead_s,
+                                      "fit": vars(r.fitted.fit), "residuals_by_load": r.fitted.residuals_by_load,
+                                      "loads": [m.point.label for m in r.calibration_runs],
+                                      "load_average_1m": [m.load_average for m in r.calibration_runs],
+                                      "engine": vars(r.engine)}
+                            for r in results}}
+
+
+def percent(errors: dict) -> dict:
+    """Errors (fractions) as text percentages, '-' where there is none."""
+    return {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in errors.items()}
+
+
+def percent_row(row: dict) -> dict:
+    """A point's row for the command line's line: its load and model, the errors as signed percentages."""
+    return {"model": row["model"], "load": row["load"], "load_average": row["load_average_1m"],
+            **{name: "-" if row[f"error_{name}"] is None else f"{100 * row[f'error_{name}']:+.1f}%"
+               for name in METRICS}}
