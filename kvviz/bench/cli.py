@@ -230,6 +230,9 @@ def _simulator(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     frame, summary = simulator_bench(args.quick, out, args.models)
     tag = "simulator-quick" if args.quick else "simulator"
     write_results(out, tag, frame, summary, argv)
+    from kvviz.bench.simulator import markdown_table
+
+    (out / f"{tag}.md").write_text(markdown_table(frame, summary), encoding="utf-8")
     if not args.no_figures:
         from kvviz.bench.figures import write_simulator_figure
 

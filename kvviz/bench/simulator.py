@@ -55,3 +55,21 @@ def simulator_bench(quick: bool, out: Path, models: list[str] | None = None) -> 
     pd.concat([predicted_lines(r) for r in results]).to_csv(out / f"simulator{tag}-lines.csv", index=False)
     summary = validate.summary(results)
     return pd.DataFrame(summary.pop("points")), summary
+
+
+def markdown_table(points: pd.DataFrame, summary: dict) -> str:
+    """The points' errors and the MAPE per model as a Markdown table (for docs/simulator.md and the issue)."""
+    head = ("| model | load | load avg | out tok/s meas → pred | TPOT p50 ms meas → pred | TTFT p50 ms meas → pred "
+            "| E2E p50 ms meas → pred |\n|---|---|---|---|---|---|---|\n")
+    lines = []
+    for _, r in points.iterrows():
+        cells = [f"{r['measured_output_tokens_per_s']:.0f} → {r['predicted_output_tokens_per_s']:.0f} "
+                 f"({r['error_output_tokens_per_s']:+.0%})"]
+        for name in ("tpot_p50_s", "ttft_p50_s", "e2e_p50_s"):
+            cells.append(f"{1e3 * r[f'measured_{name}']:.0f} → {1e3 * r[f'predicted_{name}']:.0f} "
+                         f"({r[f'error_{name}']:+.0%})")
+        lines.append(f"| {r['model']} | {r['load']} | {r['load_average_1m']:.1f} | " + " | ".join(cells) + " |")
+    mape = [f"| **{m}: MAPE over {summary['held_out_points'][m]} points** | | | "
+            + " | ".join("-" if e[k] is None else f"**{e[k]:.0%}**" for k in METRICS) + " |"
+            for m, e in summary["mape"].items()]
+    return head + "\n".join(lines + mape) + "\n"

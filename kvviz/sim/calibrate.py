@@ -120,7 +120,8 @@ class Engine:
     num_blocks_override: int | None = None
 
     def scheduler(self) -> SchedulerConfig:
-        return SchedulerConfig(num_blocks=self.num_blocks, block_size=self.block_size,
+        """The simulated scheduler: num_blocks less vLLM's null block (block 0, never handed out)."""
+        return SchedulerConfig(num_blocks=self.num_blocks - 1, block_size=self.block_size,
                                max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                                max_model_len=self.max_model_len)
 

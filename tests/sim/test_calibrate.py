@@ -91,3 +91,16 @@ def test_predict_adds_the_calibrations_request_overhead(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)["stats"]
     assert stats["ttft_p50_s"] == pytest.approx(0.75) and stats["e2e_p50_s"] == pytest.approx(1.75)
     assert stats["tpot_p50_s"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("concurrency", "preemptions"), [(2, 0), (3, 1), (4, 2)])
+def test_the_engine_leaves_out_vllms_null_block(concurrency, preemptions):
+    """vLLM's pool of 6 blocks hands out 5 (block 0 is its null block). A request of 100 + 100 tokens holds one
+    block of 128 for its prompt and two from its 129th token: 2 together need 4 (no preemption); 3 need 6, so the
+    last is preempted once and recomputes alone; 4 need 8: the 4th, then the 3rd, are preempted, and the two resume
+    together (4 blocks). vLLM measured 0, 1 and 2 (results/simulator, the preemption sweep)."""
+    engine = Engine("tiny", "0" * 64, 256, 6, 128, 128, 2048, 1, 6)
+    assert engine.scheduler().num_blocks == 5
+    point = LoadPoint(Mix(100, 100), concurrency, concurrency=concurrency)
+    result = replay(point, engine, TRUE)
+    assert sum(s.preemptions for s in result.trace) == preemptions
