@@ -223,6 +223,23 @@ def _loadgen(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     write_results(args.out, "loadgen-quick" if args.quick else "loadgen", frame, summary, argv)
 
 
+def _simulator(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from kvviz.bench.simulator import simulator_bench
+
+    out = args.out / "simulator"
+    frame, summary = simulator_bench(args.quick, out, args.models)
+    tag = "simulator-quick" if args.quick else "simulator"
+    write_results(out, tag, frame, summary, argv)
+    from kvviz.bench.simulator import markdown_table
+
+    (out / f"{tag}.md").write_text(markdown_table(frame, summary), encoding="utf-8")
+    if not args.no_figures:
+        from kvviz.bench.figures import write_simulator_figure
+
+        for path in write_simulator_figure(out, tag, png=not args.no_png):
+            print(path)
+
+
 def _figures(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from kvviz.bench.figures import write_figures
 
@@ -257,6 +274,7 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
          "batch": _batch, "fast": _fast, "calculator": _calculator, "app": _app, "concurrency": _concurrency,
          "leaks": _leaks, "cancel": _cancel, "gpu": _gpu, "serving": _serving, "loadgen": _loadgen,
+         "simulator": _simulator,
          "figures": _figures, "all": _all}
 
 
@@ -339,6 +357,13 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
                  _int("--waves", 4, "whole waves of requests per level (default 4)"),
                  ("--levels", {"nargs": "+", "type": int, "default": [1, 8, 32, 128, 256],
                                "help": "requests in flight (default 1 8 32 128 256)"})]),
+    "simulator": ("kvviz.sim against vLLM: calibrate per model, predict held-out loads (closed and open, two mixes, "
+                  "a shared prefix), run them on vLLM, the error per point and the MAPE per metric, the preemption "
+                  "onset on a small KV pool (into OUT/simulator; needs `python -m kvviz.serving setup`)",
+                  "tiny only, three small calibration loads and three held-out ones, one vLLM start",
+                  [("--models", {"nargs": "+", "default": None,
+                                 "help": "of tiny and smollm2-135m-instruct, these only (default both)"}),
+                   NO_PNG, ("--no-figures", {"action": "store_true", "help": "no figure"})]),
     "figures": ("plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
                 "draw the quick runs' results (PART-quick.csv)", [NO_PNG]),
     "all": ("every part in turn, then the figures", "every part in its quick mode (CI)", [NO_PNG]),

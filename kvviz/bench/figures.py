@@ -220,6 +220,39 @@ def serving_figure(rows: pd.DataFrame) -> go.Figure:
                    height=460, width=1350)
 
 
+SIM_METRICS = (("output_tokens_per_s", "output tokens/s", 1.0), ("tpot_p50_s", "TPOT p50 (ms)", 1e3),
+               ("ttft_p50_s", "TTFT p50 (ms)", 1e3), ("e2e_p50_s", "E2E p50 (ms)", 1e3))
+
+
+def simulator_figure(points: pd.DataFrame, lines: pd.DataFrame) -> go.Figure:
+    """Part `simulator`: per model (columns) and metric (rows), the calibrated simulator's prediction for closed
+    loops of each held-out mix (lines) and what vLLM measured (points: closed loops at their concurrency)."""
+    models = list(dict.fromkeys(points["model"]))
+    fig = make_subplots(rows=len(SIM_METRICS), cols=len(models), vertical_spacing=0.06, horizontal_spacing=0.08,
+                        subplot_titles=[f"{m}: {label}" for _, label, _ in SIM_METRICS for m in models])
+    palette = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2"]
+    for col, model in enumerate(models, start=1):
+        mine = lines[lines["model"] == model]
+        for i, mix in enumerate(dict.fromkeys(mine["mix"])):
+            color = palette[i % len(palette)]
+            line = mine[mine["mix"] == mix]
+            measured = points[(points["model"] == model) & (points["loop"] == "closed") & (points["kind"] ==
+                              "held-out")]
+            measured = measured[measured["load"].str.contains(f", {mix} x", regex=False)]
+            for row, (name, _, scale) in enumerate(SIM_METRICS, start=1):
+                first = row == 1 and col == 1
+                fig.add_scatter(x=line["concurrency"], y=line[f"predicted_{name}"] * scale, mode="lines",
+                                line={"color": color}, name=f"{mix}: predicted", legendgroup=mix,
+                                showlegend=first, row=row, col=col)
+                fig.add_scatter(x=measured["concurrency"], y=measured[f"measured_{name}"] * scale, mode="markers",
+                                marker={"color": color, "size": 9}, name=f"{mix}: measured on vLLM",
+                                legendgroup=mix, showlegend=first, row=row, col=col)
+    fig.update_xaxes(type="log")
+    fig.update_xaxes(title_text="requests in flight (closed loop)", row=len(SIM_METRICS))
+    return _layout(fig, "The simulator against vLLM: predicted (lines, calibrated on other loads) and measured "
+                   "(points)", height=1100, width=1200)
+
+
 def fast_figure(rows: pd.DataFrame) -> go.Figure:
     """Part `fast`: decode tokens/s of model.generate and kvviz's three modes, and the share of the measured
     bandwidth each reached, per model and dtype (bars: medians of the timed rounds; dots: each round)."""
@@ -309,4 +342,17 @@ def write_figures(results: Path, out: Path, png: bool = True, quick: bool = Fals
         if png:
             fig.write_image(out / f"{part}.png", scale=1)
             written.append(out / f"{part}.png")
+    return written
+
+
+def write_simulator_figure(folder: Path, tag: str, png: bool = True) -> list[Path]:
+    """folder/<tag>.html (and .png) from folder/<tag>.csv and folder/<tag>-lines.csv (the simulator part)."""
+    if png and "BROWSER_PATH" not in os.environ and Path("/usr/bin/chromium").exists():
+        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"
+    fig = simulator_figure(pd.read_csv(folder / f"{tag}.csv"), pd.read_csv(folder / f"{tag}-lines.csv"))
+    fig.write_html(folder / f"{tag}.html", include_plotlyjs="cdn")
+    written = [folder / f"{tag}.html"]
+    if png:
+        fig.write_image(folder / f"{tag}.png", scale=1)
+        written.append(folder / f"{tag}.png")
     return written

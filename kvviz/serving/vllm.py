@@ -109,6 +109,7 @@ class ServerSpec:
     pipeline_parallel: int = 1
     data_parallel: int = 1
     host: str = "127.0.0.1"
+    extra_args: tuple[str, ...] = ()  # more of vLLM's options, as given (the simulator's --num-gpu-blocks-override)
 
     def __post_init__(self) -> None:
         whole_number(self.port, "port", 1, 65_535)
@@ -164,7 +165,7 @@ def command(spec: ServerSpec, python: Path) -> list[str]:
         # one node's workers as local processes (vLLM's default there too; Ray is for several nodes): the CPU
         # build runs no other way, and the CUDA build then needs no Ray
         cmd += ["--distributed-executor-backend", "mp"]
-    return cmd
+    return cmd + list(spec.extra_args)
 
 
 def environment(spec: ServerSpec) -> dict[str, str]:

@@ -8,9 +8,13 @@
             --json; --trace FILE.csv writes the step trace
   fit       a step-time calibration from a CSV of measured steps (prefill_tokens, decode_seqs, kv_tokens_read,
             seconds), written as JSON, with its residuals
+  calibrate start vLLM (its own environment) on --model, run a few closed loops with kvviz's load generator, fit
+            the step time to them (kvviz.sim.calibrate) and write the calibration (--out); predict refuses it for
+            another model or device
+  validate  calibrate, then predict held-out loads and run them on vLLM: the error per point and the MAPE per
+            metric (kvviz.sim.validate); --quick: a small plan on tiny (one vLLM start)
 Every subcommand takes --lang en|zh (default: the locale's); its result lines and errors in that language
-(kvviz/i18n/sim.py). JSON output stays English. A calibration against the real vLLM (`calibrate`) is the next part
-of issue 27: kvviz ships no coefficients.
+(kvviz/i18n/sim.py). JSON output stays English.
 """
 
 from __future__ import annotations
@@ -20,14 +24,15 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from kvviz.base.errors import InputError
+from kvviz.base.errors import InputError, KvvizError
 from kvviz.i18n import LANGS, asked_lang, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.stats import Distribution, Slo
 from kvviz.sim import plan_cli, step_time
+from kvviz.sim.calibrate import as_client, check_model_config, device_id, request_overhead
 from kvviz.sim.capacity import kv_blocks
 from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
 from kvviz.sim.simulate import Limits, SimResult, simulate
@@ -66,7 +71,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-chunked-prefill", action="store_true")
     p.add_argument("--no-prefix-caching", action="store_true")
     model = p.add_mutually_exclusive_group(required=True)
-    model.add_argument("--calibration", type=Path, help="a step-time calibration (JSON, from `fit`)")
+    model.add_argument("--calibration", type=Path, help="a step-time calibration (JSON, from `calibrate` or `fit`)")
     model.add_argument("--coefficients", help="a,b,c,d: t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read s")
     p.add_argument("--slo-ttft", type=float, default=Slo().ttft_s, help="goodput's TTFT limit, seconds")
     p.add_argument("--slo-tpot", type=float, default=Slo().tpot_s, help="goodput's TPOT limit, seconds")
@@ -86,10 +91,27 @@ def parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", type=Path, required=True, help="the calibration JSON to write")
     fit.add_argument("--model", help="the model the steps were measured on (kept in the file)")
     fit.add_argument("--device", help="the device they were measured on (kept in the file)")
-    for command in (predict, fit):
+    for command in (predict, fit, _calibrate_parser(commands), _validate_parser(commands)):
         command.add_argument("--json", action="store_true", help="print JSON (English keys)")
         command.add_argument("--lang", choices=LANGS, default=None, help="language of messages: en or zh")
     plan_cli.add_to(commands)  # `plan`: capacity under an SLO (kvviz/sim/plan_cli.py); it sets args.handler
+    return p
+
+
+def _calibrate_parser(commands) -> argparse.ArgumentParser:
+    p = commands.add_parser("calibrate", help="measure vLLM on this machine and fit the step-time model to it")
+    p.add_argument("--model", default="tiny", help="tiny, smollm2-135m-instruct or a model folder (default tiny)")
+    p.add_argument("--max-model-len", type=int, default=1024)
+    p.add_argument("--out", type=Path, help="the calibration JSON (default calibration-<model>.json)")
+    p.add_argument("--quick", action="store_true", help="three small loads instead of five")
+    return p
+
+
+def _validate_parser(commands) -> argparse.ArgumentParser:
+    p = commands.add_parser("validate", help="calibrate, predict held-out loads, run them on vLLM, print the errors")
+    p.add_argument("--quick", action="store_true", help="a small plan on tiny, one vLLM start")
+    p.add_argument("--models", nargs="+", default=None,
+                   help="of the full plan's models (tiny, smollm2-135m-instruct), these only")
     return p
 
 
@@ -151,13 +173,24 @@ def write_trace(result: SimResult, path: Path) -> None:
         writer.writerows(rows)
 
 
+def step_model(args: argparse.Namespace) -> tuple[step_time.LinearStepTime, float]:
+    """The step-time model and the request overhead (seconds on each TTFT and E2E, 0 unless a calibration states
+    it). A calibration made for another model (its name, or its config.json) or another device is refused."""
+    if not args.calibration:
+        return step_time.parse_coefficients(args.coefficients), 0.0
+    model = step_time.load(args.calibration, model=args.model.name if args.model else None, device=device_id()).step
+    if args.model:
+        check_model_config(args.calibration, args.model)
+    return model, request_overhead(args.calibration)
+
+
 def predict(args: argparse.Namespace) -> None:
-    if args.calibration:  # a calibration that names another model than --model's folder is refused
-        model = step_time.load(args.calibration, model=args.model.name if args.model else None).step
-    else:
-        model = step_time.parse_coefficients(args.coefficients)
+    model, overhead = step_model(args)
     limits = Limits(max_steps=args.max_steps, max_wall_s=args.max_wall_s)
-    result = simulate(workload_of(args), config_of(args), model, limits, Slo(args.slo_ttft, args.slo_tpot))
+    workload = workload_of(args)
+    result = simulate(workload, config_of(args), model, limits, Slo(args.slo_ttft, args.slo_tpot))
+    if overhead:
+        result = replace(result, stats=as_client(result, overhead, workload.rate))
     if args.trace:
         write_trace(result, args.trace)
     if args.json:
@@ -194,13 +227,67 @@ def fit(args: argparse.Namespace) -> None:
     print(t("sim_cli.saved", args.lang, path=args.out))
 
 
+def calibrate_command(args: argparse.Namespace) -> None:
+    """Start vLLM on the model, run the calibration loads, fit, write the file, say what was fitted."""
+    from kvviz.serving.vllm import VENV
+    from kvviz.sim import calibrate
+
+    out = args.out or Path(f"calibration-{Path(args.model).name}.json")
+    loads = calibrate.QUICK_CALIBRATION if args.quick else calibrate.CALIBRATION
+    with calibrate.serving(args.model, args.max_model_len) as served:
+        calibrate.warm_up(served)
+        fitted, runs = calibrate.calibrate(served, loads)
+        data = calibrate.save(out, fitted, served.engine, runs, VENV)
+    if args.json:
+        print(json.dumps(data | {"path": str(out)}, indent=2))
+        return
+    s, f = fitted.step, fitted.fit
+    print(t("sim_cli.calibrated", args.lang, model=data["model"], device=data["device"], loads=len(runs),
+            vllm=data["device_info"]["vllm_version"], blocks=served.engine.num_blocks))
+    print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
+            max=f.residual_max_s))
+    print(t("sim_cli.overhead", args.lang, ms=fitted.request_overhead_s * 1000))
+    print(t("sim_cli.saved", args.lang, path=out))
+
+
+def _progress(lang: str):
+    """validate's progress lines, in the language asked, on stderr."""
+    def say(key: str, **fields) -> None:
+        print(t(key, lang, **fields), file=sys.stderr, flush=True)
+    return say
+
+
+def validate_command(args: argparse.Namespace) -> None:
+    """Run the validation plan and print every held-out point's errors and the MAPE per metric."""
+    from kvviz.sim import validate
+
+    plans = validate.QUICK if args.quick else tuple(
+        p for p in validate.FULL if not args.models or p.model in args.models)
+    results = [validate.validate_model(plan, say=_progress(args.lang))
+               for plan in plans]
+    summary = validate.summary(results)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    for row in summary["points"]:
+        print(t("sim_cli.point", args.lang, **validate.percent_row(row)))
+    for model, errors in summary["mape"].items():
+        print(t("sim_cli.mape", args.lang, model=model, points=summary["held_out_points"][model],
+                **validate.percent(errors)))
+    for model, onset in summary["preemption_onset"].items():
+        print(t("sim_cli.onset", args.lang, model=model, measured=onset["measured"], predicted=onset["predicted"]))
+
+
+COMMANDS = {"predict": predict, "fit": fit, "calibrate": calibrate_command, "validate": validate_command}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
     args.lang = args.lang or asked_lang(argv)
     try:
-        (getattr(args, "handler", None) or (predict if args.command == "predict" else fit))(args)
-    except ValueError as exc:
+        (getattr(args, "handler", None) or COMMANDS[args.command])(args)
+    except (ValueError, KvvizError) as exc:  # bad input, or vLLM that would not start
         print(t("sim_cli.error", args.lang, message=translate(exc, args.lang)), file=sys.stderr)
         return USAGE_ERROR
     return 0

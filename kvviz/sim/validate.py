@@ -1,0 +1,226 @@
+"""The simulator checked against the real vLLM: calibrate on some loads, predict held-out ones, run those on vLLM
+with kvviz's load generator, and state the error per point and the mean absolute percentage error per metric.
+
+Per model, one vLLM start serves the calibration and every held-out load (closed loops at several concurrencies,
+a decode-heavy and a prompt-heavy mix, open loops of Poisson arrivals at rates set from the calibrated prediction,
+a shared prefix). A second start with a KV pool of few blocks (--num-gpu-blocks-override) sweeps the concurrency
+of a closed loop: the first concurrency at which the simulator preempts, against the first at which vLLM's
+vllm:num_preemptions_total rises. A held-out load is never among the calibration's. The error of a metric is
+(predicted - measured) / measured; each point keeps the 1-minute load average of the machine when it ran, as the
+machine is shared and the measured figures move with it. Knows plans and errors; measuring and fitting are
+calibrate's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvviz.serving.stats import RunStats
+from kvviz.sim.calibrate import (
+    CALIBRATION,
+    QUICK_CALIBRATION,
+    Engine,
+    Fitted,
+    LoadPoint,
+    Measured,
+    Mix,
+    as_client,
+    calibrate,
+    measure,
+    replay,
+    serving,
+    warm_up,
+)
+from kvviz.sim.simulate import Limits, simulate
+from kvviz.sim.workload import closed_loop
+
+METRICS = {"output_tokens_per_s": lambda s: s.output_tokens_per_s, "tpot_p50_s": lambda s: s.tpot.p50,
+           "ttft_p50_s": lambda s: s.ttft.p50, "e2e_p50_s": lambda s: s.e2e.p50}
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What one model is validated on: its calibration loads, its held-out loads (an open loop's rate given as a
+    fraction of the request rate the calibrated simulator predicts for a closed loop of 16 of the same mix), and
+    the preemption sweep (a KV pool of `blocks` blocks and its max_model_len, one wave of a closed loop at each
+    concurrency; none: no sweep)."""
+
+    model: str
+    max_model_len: int
+    calibration: tuple[LoadPoint, ...]
+    held_out: tuple[LoadPoint, ...]
+    open_fractions: tuple[tuple[Mix, float, int], ...] = ()
+    sweep_blocks: int | None = None
+    sweep_mix: Mix | None = None
+    sweep_concurrency: tuple[int, ...] = ()
+    sweep_max_model_len: int = 256
+
+
+@dataclass
+class Point:
+    """One held-out load: measured and predicted figures, per metric."""
+
+    model: str
+    kind: str
+    point: LoadPoint
+    measured: RunStats
+    predicted: RunStats
+    load_average: float
+    measured_preemptions: int | None
+    predicted_preemptions: int
+
+    def row(self) -> dict:
+        p = self.point
+        row = {"model": self.model, "kind": self.kind, "load": p.label, "loop": "closed" if p.closed else "poisson",
+               "concurrency": p.concurrency, "rate_per_s": p.rate, "requests": p.requests,
+               "prompt_tokens": p.mix.prompt_tokens, "output_tokens": p.mix.output_tokens,
+               "prefix_tokens": p.mix.prefix_tokens, "load_average_1m": self.load_average,
+               "completed": self.measured.completed, "measured_preemptions": self.measured_preemptions,
+               "predicted_preemptions": self.predicted_preemptions}
+        for name, get in METRICS.items():
+            m, q = get(self.measured), get(self.predicted)
+            row[f"measured_{name}"], row[f"predicted_{name}"] = m, q
+            row[f"error_{name}"] = (q - m) / m if m and q is not None else None
+        return row
+
+
+@dataclass
+class ModelResult:
+    model: str
+    engine: Engine
+    fitted: Fitted
+    calibration_runs: list[Measured]
+    points: list[Point] = field(default_factory=list)
+    onset_measured: int | None = None
+    onset_predicted: int | None = None
+    sweep_engine: Engine | None = None
+
+
+def predicted_stats(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[RunStats, int]:
+    """The calibrated simulator's figures for a load, as the client would measure them (the request overhead on
+    TTFT and E2E), and its preemptions."""
+    sim = replay(point, engine, fitted.step)
+    return as_client(sim, fitted.request_overhead_s, point.rate), sum(s.preemptions for s in sim.trace)
+
+
+def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> float:
+    """fraction of the request rate the calibrated simulator gives a closed loop of 16 of this mix: an open loop
+    set from the prediction, not from a measurement."""
+    sim = simulate(closed_loop(32, 16, mix.prompt_tokens, mix.output_tokens, mix.prefix_tokens), engine.scheduler(),
+                   fitted.step, Limits(max_wall_s=60.0))
+    return round(fraction * sim.stats.requests_per_s, 3)
+
+
+def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fitted) -> Point:
+    stats, preempted = predicted_stats(measured.point, engine, fitted)
+    return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
+                 preempted)
+
+
+def onset(points: list[Point], which: Callable[[Point], int | None]) -> int | None:
+    """The lowest concurrency of the sweep at which preemptions happened."""
+    hit = sorted(p.point.concurrency for p in points if (which(p) or 0) > 0)
+    return hit[0] if hit else None
+
+
+def _quiet(key: str, **fields) -> None:
+    """The default progress: none."""
+
+
+def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet) -> ModelResult:
+    """Calibrate on the plan's loads, then measure and predict its held-out loads and its preemption sweep.
+    say(key, **fields): each step's progress, as a kvviz/i18n/sim.py text key (sim_cli.v_*) and its fields."""
+    with serving(plan.model, plan.max_model_len) as served:
+        say("sim_cli.v_ready", model=plan.model, blocks=served.engine.num_blocks, size=served.engine.block_size)
+        warm_up(served)
+        fitted, runs = calibrate(served, plan.calibration)
+        s = fitted.step
+        say("sim_cli.v_fitted", model=plan.model, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
+            rms=fitted.fit.residual_rms_s)
+        result = ModelResult(plan.model, served.engine, fitted, runs)
+        opened = tuple(LoadPoint(mix, n, rate=open_rate(mix, f, served.engine, fitted), seed=n)
+                       for mix, f, n in plan.open_fractions)
+        for point in plan.held_out + opened:
+            measured = measure(served, point)
+            result.points.append(_point(plan.model, "held-out", measured, served.engine, fitted))
+            say("sim_cli.v_point", **_brief(result.points[-1]))
+    if plan.sweep_blocks and plan.sweep_mix:
+        with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks) as small:
+            result.sweep_engine = small.engine
+            warm_up(small)
+            sweep = []
+            for c in plan.sweep_concurrency:
+                point = LoadPoint(plan.sweep_mix, c, concurrency=c)  # one wave: they run together
+                sweep.append(_point(plan.model, "preemption sweep", measure(small, point), small.engine, fitted))
+                say("sim_cli.v_point", **_brief(sweep[-1]))
+            result.points += sweep
+            result.onset_measured = onset(sweep, lambda p: p.measured_preemptions)
+            result.onset_predicted = onset(sweep, lambda p: p.predicted_preemptions)
+    return result
+
+
+def _brief(p: Point) -> dict:
+    """A point's progress line's fields: its errors as signed percentages, its preemptions, the load average."""
+    return {**percent_row(p.row()), "measured": p.measured_preemptions, "predicted": p.predicted_preemptions}
+
+
+def mape(rows: list[dict]) -> dict[str, float | None]:
+    """The mean absolute percentage error per metric over the rows that have one."""
+    out = {}
+    for name in METRICS:
+        errors = [abs(r[f"error_{name}"]) for r in rows if r[f"error_{name}"] is not None]
+        out[name] = sum(errors) / len(errors) if errors else None
+    return out
+
+
+# The full validation: tiny and SmolLM2-135M-Instruct, each calibrated on CALIBRATION's loads (64/32 and 384/8)
+# and checked on mixes it never saw: a decode-heavy 32/64 and a prompt-heavy 768/16, closed and open, and a shared
+# prefix of 300 tokens (two whole blocks of 128) in a 384-token prompt. Sized for two shared, busy cores: a few
+# waves of requests per load.
+DECODE, PROMPT, SHARED = Mix(32, 64), Mix(768, 16), Mix(384, 32, 300)
+HELD_OUT = (LoadPoint(DECODE, 4, concurrency=2), LoadPoint(DECODE, 16, concurrency=8),
+            LoadPoint(DECODE, 40, concurrency=20), LoadPoint(PROMPT, 3, concurrency=1),
+            LoadPoint(PROMPT, 8, concurrency=4), LoadPoint(PROMPT, 20, concurrency=10),
+            LoadPoint(SHARED, 12, concurrency=6))
+OPEN = ((DECODE, 0.5, 12), (PROMPT, 0.5, 8), (SHARED, 0.7, 12))
+# The preemption sweep: 6 blocks of 128 (768 tokens); a request of 100 + 100 tokens holds 1 block for its prompt
+# and 2 once past 128 tokens, so 3 in flight fit and 4 do not, if they run together.
+FULL = (ModelPlan("tiny", 1024, CALIBRATION, HELD_OUT, OPEN, sweep_blocks=6, sweep_mix=Mix(100, 100),
+                  sweep_concurrency=(2, 3, 4, 6), sweep_max_model_len=256),
+        ModelPlan("smollm2-135m-instruct", 1024, CALIBRATION, HELD_OUT, OPEN))
+QUICK = (ModelPlan("tiny", 1024, QUICK_CALIBRATION,
+                   (LoadPoint(Mix(32, 64), 8, concurrency=4), LoadPoint(Mix(384, 16), 6, concurrency=3)),
+                   ((Mix(32, 64), 0.5, 8),)),)
+
+
+def summary(results: list[ModelResult]) -> dict:
+    """Every point's row, the MAPE per metric per model and over all, the held-out points counted, the preemption
+    onsets, and each model's calibration (coefficients, overhead, fit)."""
+    rows = [p.row() for r in results for p in r.points]
+    by_model = {r.model: [p.row() for p in r.points] for r in results}
+    return {"points": rows,
+            "mape": {**{m: mape(v) for m, v in by_model.items()}, "all": mape(rows)},
+            "held_out_points": {**{m: len(v) for m, v in by_model.items()}, "all": len(rows)},
+            "preemption_onset": {r.model: {"measured": r.onset_measured, "predicted": r.onset_predicted,
+                                           "blocks": r.sweep_engine.num_blocks if r.sweep_engine else None}
+                                 for r in results if r.sweep_engine},
+            "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
+                                      "request_overhead_s": r.fitted.request_overhead_s,
+                                      "fit": vars(r.fitted.fit), "residuals_by_load": r.fitted.residuals_by_load,
+                                      "loads": [m.point.label for m in r.calibration_runs],
+                                      "load_average_1m": [m.load_average for m in r.calibration_runs],
+                                      "engine": vars(r.engine)}
+                            for r in results}}
+
+
+def percent(errors: dict) -> dict:
+    """Errors (fractions) as text percentages, '-' where there is none."""
+    return {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in errors.items()}
+
+
+def percent_row(row: dict) -> dict:
+    """A point's row for the command line's line: its load and model, the errors as signed percentages."""
+    return {"model": row["model"], "load": row["load"], "load_average": row["load_average_1m"],
+            **{name: "-" if row[f"error_{name}"] is None else f"{100 * row[f'error_{name}']:+.1f}%"
+               for name in METRICS}}

@@ -1,0 +1,106 @@
+"""The calibration's fit without a server: per-token gaps made by a known step time through the simulated
+scheduler give that step time back; the non-negative least squares on a case worked by hand; a calibration file
+refused for another device or another config.json in one line; predict adds the stated request overhead."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from kvviz.sim import calibrate
+from kvviz.sim.calibrate import Engine, LoadPoint, Measured, Mix, fit_runs, nonnegative_lstsq, replay
+from kvviz.sim.cli import main
+from kvviz.sim.step_time import LinearStepTime
+from tests.helpers import REPO
+
+TRUE = LinearStepTime(a=0.003, b=4e-5, c=2e-4, d=5e-7)
+ENGINE = Engine("tiny", "0" * 64, 1024, 64, 16, 128, 256, 1)
+LOADS = (LoadPoint(Mix(40, 20), 6, concurrency=1), LoadPoint(Mix(40, 20), 12, concurrency=4),
+         LoadPoint(Mix(300, 8), 8, concurrency=3), LoadPoint(Mix(40, 20), 16, concurrency=8))
+
+
+def _measured(point: LoadPoint, model: LinearStepTime, ttft_extra_s: float = 0.0) -> Measured:
+    """A load as if measured on an engine whose steps take `model`'s time, each TTFT and E2E ttft_extra_s longer
+    (a client's HTTP and tokenizing)."""
+    sim = replay(point, ENGINE, model)
+    records = tuple(replace(r, ttft_s=r.ttft_s + ttft_extra_s, e2e_s=r.e2e_s + ttft_extra_s) for r in sim.records)
+    return Measured(point, records, sim.stats, 0, 0.0)
+
+
+def test_the_fit_gives_back_the_step_time_that_made_the_gaps():
+    """The TTFTs 12 ms longer than the steps (HTTP, tokenizing): the fit's request overhead."""
+    fitted = fit_runs([_measured(p, TRUE, 0.012) for p in LOADS], ENGINE)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.fit.residual_max_s < 1e-9
+    assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-6)
+
+
+def test_the_fit_holds_no_coefficient_below_zero():
+    """Gaps that fall with the KV read (an impossible cost) leave d at 0, not negative."""
+    falling = LinearStepTime(a=0.02, b=4e-5, c=2e-4, d=-2e-6)
+    fitted = fit_runs([_measured(p, falling) for p in LOADS], ENGINE)
+    assert min(fitted.step.coefficients()) >= 0.0 and fitted.step.d == 0.0
+
+
+def test_nonnegative_least_squares_worked_by_hand():
+    """y = (2, -3) on the unit basis: unconstrained (2, -3); with both >= 0, (2, 0). Columns (1,1,0) and (0,1,1)
+    with y = (1, 0, -1): the normal equations [[2,1],[1,2]] b = (1, -1) give (1, -1); non-negative, the first
+    column alone: (1, 0, -1)·(1, 1, 0) / 2 = 1/2 (the second alone would be -1/2)."""
+    import numpy as np
+
+    assert list(nonnegative_lstsq(np.eye(2), np.array([2.0, -3.0]))) == [2.0, 0.0]
+    got = nonnegative_lstsq(np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]), np.array([1.0, 0.0, -1.0]))
+    assert list(got) == pytest.approx([0.5, 0.0])
+
+
+def _calibration(tmp_path, device: str, config_sha256: str) -> str:
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({
+        "format": "kvviz.sim.step_time/1", "kind": "linear", "units": "seconds",
+        "coefficients": {"a": 0.5, "b": 0.0, "c": 0.0, "d": 0.0}, "model": "tiny", "device": device,
+        "model_info": {"name": "tiny", "config_sha256": config_sha256}, "request_overhead_s": 0.25}))
+    return str(path)
+
+
+PREDICT = ["predict", "--model", str(REPO / "assets" / "tiny"), "--kv-space-gib", "0.1", "--concurrency", "1",
+           "--requests", "1", "--output-tokens", "3", "--prompt-tokens", "4", "--lang", "en"]
+
+
+def test_a_calibration_of_another_device_is_refused_in_one_line(tmp_path, capsys):
+    cal = _calibration(tmp_path, "Some Other CPU, 64 CPUs", calibrate.config_sha256(REPO / "assets" / "tiny"))
+    assert main([*PREDICT, "--calibration", cal]) == 2
+    assert capsys.readouterr().err == (f"error: {cal} was calibrated for device Some Other CPU, 64 CPUs, not "
+                                       f"{calibrate.device_id()}\n")
+
+
+def test_a_calibration_of_another_config_of_the_same_name_is_refused(tmp_path, capsys):
+    cal = _calibration(tmp_path, calibrate.device_id(), "ab" * 32)
+    assert main([*PREDICT, "--calibration", cal]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {cal} was calibrated for model config abababababab, not ") and err.count("\n") == 1
+
+
+def test_predict_adds_the_calibrations_request_overhead(tmp_path, capsys):
+    """Steps of 0.5 s: the first token after one step (0.5 s), three tokens by 1.5 s; the file's 0.25 s of
+    request overhead makes TTFT 0.75 s and E2E 1.75 s, and leaves TPOT at 0.5 s."""
+    cal = _calibration(tmp_path, calibrate.device_id(), calibrate.config_sha256(REPO / "assets" / "tiny"))
+    assert main([*PREDICT, "--calibration", cal, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["stats"]
+    assert stats["ttft_p50_s"] == pytest.approx(0.75) and stats["e2e_p50_s"] == pytest.approx(1.75)
+    assert stats["tpot_p50_s"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("concurrency", "preemptions"), [(2, 0), (3, 1), (4, 2)])
+def test_the_engine_leaves_out_vllms_null_block(concurrency, preemptions):
+    """vLLM's pool of 6 blocks hands out 5 (block 0 is its null block). A request of 100 + 100 tokens holds one
+    block of 128 for its prompt and two from its 129th token: 2 together need 4 (no preemption); 3 need 6, so the
+    last is preempted once and recomputes alone; 4 need 8: the 4th, then the 3rd, are preempted, and the two resume
+    together (4 blocks). vLLM measured 0, 1 and 2 (results/simulator, the preemption sweep)."""
+    engine = Engine("tiny", "0" * 64, 256, 6, 128, 128, 2048, 1, 6)
+    assert engine.scheduler().num_blocks == 5
+    point = LoadPoint(Mix(100, 100), concurrency, concurrency=concurrency)
+    result = replay(point, engine, TRUE)
+    assert sum(s.preemptions for s in result.trace) == preemptions

@@ -1,0 +1,70 @@
+"""The validation end to end on a real vLLM serving tiny (one start, the quick plan): calibrated on three small
+closed loops, it predicts held-out loads (a closed loop of another mix and concurrency, a prompt-heavy one, an
+open loop) that are then run on vLLM. The errors are computed against those real measurements. Timings on shared
+CI cores are noisy, so no tight bound: the fitted coefficients must be positive where they must be (a step costs
+time), and the fitted calibration must predict the held-out TPOT and E2E far better than the same calibration
+with its step time ten times too large or too small, which a wrong fit (a unit slip, a gap assigned to the wrong
+steps) would be."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.sim import validate
+from kvviz.sim.calibrate import Fitted
+from kvviz.sim.step_time import LinearStepTime
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def result() -> validate.ModelResult:
+    (plan,) = validate.QUICK
+    return validate.validate_model(plan)
+
+
+def _scaled(fitted: Fitted, k: float) -> Fitted:
+    s = fitted.step
+    return Fitted(LinearStepTime(s.a * k, s.b * k, s.c * k, s.d * k), fitted.fit, fitted.request_overhead_s)
+
+
+def _mape(result: validate.ModelResult, fitted: Fitted, metric: str) -> float:
+    errors = []
+    for p in result.points:
+        predicted, _ = validate.predicted_stats(p.point, result.engine, fitted)
+        measured, guess = validate.METRICS[metric](p.measured), validate.METRICS[metric](predicted)
+        errors.append(abs(guess - measured) / measured)
+    return sum(errors) / len(errors)
+
+
+def test_every_held_out_load_ran_on_vllm_and_has_its_errors(result):
+    (plan,) = validate.QUICK
+    assert len(result.points) == len(plan.held_out) + len(plan.open_fractions)
+    for p in result.points:
+        assert p.measured.completed == p.point.requests and p.measured.failed == 0
+        row = p.row()
+        for name in validate.METRICS:
+            assert row[f"error_{name}"] == pytest.approx(
+                (row[f"predicted_{name}"] - row[f"measured_{name}"]) / row[f"measured_{name}"])
+    assert any(not p.point.closed for p in result.points)
+    summary = validate.summary([result])
+    assert summary["held_out_points"]["tiny"] == len(result.points)
+    assert set(summary["mape"]["tiny"]) == set(validate.METRICS)
+
+
+def test_the_fitted_step_time_costs_time(result):
+    """vLLM's every step costs fixed time (scheduling, the model's launch; milliseconds on a CPU), far above the
+    1 µs floor the fit holds the intercept to, and a step of more decodes or longer contexts costs more."""
+    s = result.fitted.step
+    assert s.a >= 1e-4, f"a = {s.a}"
+    assert s.c > 0 or s.d > 0, f"c = {s.c}, d = {s.d}"
+    assert min(s.coefficients()) >= 0 and result.fitted.fit.rows > 100
+
+
+@pytest.mark.parametrize("metric", ["tpot_p50_s", "e2e_p50_s"])
+def test_the_calibration_beats_a_wrong_one_by_far(result, metric):
+    right = _mape(result, result.fitted, metric)
+    assert right < 1.0, f"{metric}: MAPE {right:.0%} with the fitted calibration"
+    for k in (10.0, 0.1):
+        wrong = _mape(result, _scaled(result.fitted, k), metric)
+        assert wrong > 2 * right, f"{metric}: step time x{k}: MAPE {wrong:.0%}, fitted {right:.0%}"
