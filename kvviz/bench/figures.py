@@ -247,7 +247,8 @@ def simulator_figure(points: pd.DataFrame, lines: pd.DataFrame) -> go.Figure:
                 fig.add_scatter(x=measured["concurrency"], y=measured[f"measured_{name}"] * scale, mode="markers",
                                 marker={"color": color, "size": 9}, name=f"{mix}: measured on vLLM",
                                 legendgroup=mix, showlegend=first, row=row, col=col)
-    fig.update_xaxes(type="log")
+    # Powers of two in full (the sweep's levels), not plotly's minor ticks that write 20 and 30 as "2" and "3"
+    fig.update_xaxes(type="log", tickvals=[2 ** k for k in range(11)], tickformat=",~g")
     fig.update_xaxes(title_text="requests in flight (closed loop)", row=len(SIM_METRICS))
     return _layout(fig, "The simulator against vLLM: predicted (lines, calibrated on other loads) and measured "
                    "(points)", height=1100, width=1200)
@@ -350,7 +351,7 @@ def write_simulator_figure(folder: Path, tag: str, png: bool = True) -> list[Pat
     if png and "BROWSER_PATH" not in os.environ and Path("/usr/bin/chromium").exists():
         os.environ["BROWSER_PATH"] = "/usr/bin/chromium"
     fig = simulator_figure(pd.read_csv(folder / f"{tag}.csv"), pd.read_csv(folder / f"{tag}-lines.csv"))
-    fig.write_html(folder / f"{tag}.html", include_plotlyjs="cdn")
+    fig.write_html(folder / f"{tag}.html", include_plotlyjs="directory")  # plotly.min.js beside it: opens offline
     written = [folder / f"{tag}.html"]
     if png:
         fig.write_image(folder / f"{tag}.png", scale=1)
