@@ -23,7 +23,8 @@ PARAMETERS = {
                   "use_cache", "static", "lang"],
     "/compare": ["model", "prompt", "max_new_tokens", "static", "lang"],
     "/stop": [],
-    "/start_vllm": ["model", "kv_space_gib", "lang"],  # python -m kvviz.serving start MODEL --kv-space-gib
+    # python -m kvviz.serving start MODEL --kv-space-gib --tensor-parallel-size --pipeline-parallel-size ...
+    "/start_vllm": ["model", "kv_space_gib", "tensor_parallel", "pipeline_parallel", "data_parallel", "lang"],
     "/stop_vllm": ["lang"],
     "/serve": ["target", "url", "model", "api", "api_key", "tokenizer", "kind", "arrivals", "concurrency", "rate",
                "prompt_tokens", "shared_prefix_tokens", "output_tokens", "requests", "duration", "max_concurrency",

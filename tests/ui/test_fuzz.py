@@ -80,7 +80,7 @@ VALID = {
     # "serve" is the Serving tab's load against the fake server the test starts (serving_values(url) below)
     "stop_serving": [],
     # never a model that exists: no fuzz call starts vLLM
-    "start_vllm": [bad_models, st.integers(1, 4), LANG],
+    "start_vllm": [bad_models, st.integers(1, 4), st.integers(1, 2), st.integers(1, 2), st.integers(1, 2), LANG],
     "stop_vllm": [LANG],
     # no load ran on a local vLLM: refused
     "serve_on_engine": [st.sampled_from(["tiny", "random:gpt2"]), LANG],

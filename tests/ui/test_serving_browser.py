@@ -4,7 +4,8 @@ kvviz.serving setup`; CI builds it first). Screenshots go to $KVVIZ_SCREENSHOTS 
 
 What is checked comes from outside the code under test: tiny's KV capacity in 1 GiB worked out by hand
 (4 layers × 2 × 2 KV heads × 32 dims × 2 bytes of bf16 = 1,024 bytes a token: 1,048,576 tokens), the load's
-request and token counts as sent, and vLLM's own processes (none left after Stop).
+request and token counts as sent, and vLLM's own processes (none left after Stop). Then tp 2 from the page: each rank
+keeps one of tiny's two KV heads (4 layers × 2 × 1 × 32 × 2 bytes = 512 bytes a token: 2,097,152 tokens in its GiB).
 """
 
 from __future__ import annotations
@@ -114,4 +115,20 @@ def test_stop_vllm_leaves_nothing_running(page: Page):
     assert vllm_servers(), "vLLM should be running before Stop"
     page.get_by_role("button", name="Stop vLLM").click()
     expect(page.locator("#serve-engine-status")).to_contain_text("vLLM is not running", timeout=60_000)
+    assert vllm_servers() == []
+
+
+def test_start_vllm_on_two_tensor_parallel_ranks_from_the_page(page: Page, shots: Path):
+    """The newcomer whose model needs two devices: tp 2 from the page, two workers, each rank's capacity as vLLM
+    logged it (worked by hand above), then Stop leaves nothing running."""
+    box = page.locator("#serve-tp input")
+    box.fill("2")
+    box.press("Tab")
+    page.locator("#serve-start-vllm").click()
+    status = page.locator("#serve-engine-status")
+    expect(status).to_contain_text("on 2 ranks (tp2 pp1 dp1)", timeout=START_S)
+    expect(status).to_contain_text("TP0 2,097,152 · TP1 2,097,152")
+    page.screenshot(path=str(shots / "serving-tp2.png"), full_page=False)
+    page.get_by_role("button", name="Stop vLLM").click()
+    expect(status).to_contain_text("vLLM is not running", timeout=60_000)
     assert vllm_servers() == []

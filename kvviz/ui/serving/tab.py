@@ -57,6 +57,7 @@ LOCAL_MODELS = ["tiny", "smollm2-135m-instruct", "random:smollm2-135m", "random:
 SERVING = "serving"  # concurrency id: one load at a time in the whole app
 REDRAW_S = 1.0
 ENGINE_START_WAIT_S = 600.0
+MAX_RANKS = 64  # per parallel size from the page: past a node's worth; vLLM and the calculator refuse what cannot run
 LIVE_OUTPUTS = 6  # status and five live plots
 
 
@@ -177,6 +178,12 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
                                           elem_id="serve-local-model")
                 kv_space = gr.Slider(1, 2 if policy.hosted else 64, value=1, step=1,
                                      label=L("serving.kv_space"))
+                # Past one device: vLLM's tensor, pipeline and data parallel ranks (one worker each, the KV space
+                # above each); a hosted demo runs one
+                with gr.Row(visible=not policy.hosted):
+                    tp = gr.Number(1, precision=0, minimum=1, label=L("serving.tp"), elem_id="serve-tp", min_width=80)
+                    pp = gr.Number(1, precision=0, minimum=1, label=L("serving.pp"), elem_id="serve-pp", min_width=80)
+                    dp = gr.Number(1, precision=0, minimum=1, label=L("serving.dp"), elem_id="serve-dp", min_width=80)
                 with gr.Row():
                     start_engine = gr.Button(L("serving.start_vllm"), elem_id="serve-start-vllm", visible=first[3])
                     stop_engine = gr.Button(L("serving.stop_vllm"), variant="stop", elem_id="serve-stop-vllm",
@@ -292,12 +299,16 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
         setup.stop()
         return engine_view(lang)
 
-    def start_vllm(model, kv_space_gib, lang="en"):
-        """Start (or keep) the local vLLM for `model`; streams its status until it is ready or failed."""
+    def start_vllm(model, kv_space_gib, tensor_parallel=1, pipeline_parallel=1, data_parallel=1, lang="en"):
+        """Start (or keep) the local vLLM for `model` on tensor × pipeline × data parallel ranks (each with
+        kv_space_gib of KV space; one rank hosted); streams its status until it is ready or failed."""
         try:
             spec = policy.check_model(model)
             gib = whole_number(kv_space_gib, "KV-cache space (GiB)", 1, 2 if policy.hosted else 1_024)
-            engine.start(spec, gib)
+            most = 1 if policy.hosted else MAX_RANKS
+            asked = ((tensor_parallel, "serving.tp"), (pipeline_parallel, "serving.pp"), (data_parallel, "serving.dp"))
+            sizes = [whole_number(value, t(key, lang), 1, most) for value, key in asked]
+            engine.start(spec, gib, *sizes)
         except (ValueError, VllmError) as exc:
             raise refusal(exc, lang) from None
         deadline = time.monotonic() + ENGINE_START_WAIT_S
@@ -399,7 +410,7 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
     setup_go.click(setup_vllm, lang, viewed, api_name="setup_vllm", concurrency_limit=None, show_progress="hidden")
     setup_halt.click(stop_setup, lang, viewed, api_name="stop_vllm_setup", concurrency_limit=None,
                      show_progress="hidden")
-    start_engine.click(start_vllm, [local_model, kv_space, lang], engine_status, api_name="start_vllm",
+    start_engine.click(start_vllm, [local_model, kv_space, tp, pp, dp, lang], engine_status, api_name="start_vllm",
                        concurrency_id=SERVING, concurrency_limit=1, preprocess=False)
     stop_engine.click(stop_vllm, lang, engine_status, api_name="stop_vllm", concurrency_limit=None)
     finished = go.click(
