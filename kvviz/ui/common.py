@@ -142,13 +142,14 @@ class Told:
         self.fraction, self.desc = fraction, desc or self.desc
         self.progress(fraction, desc=desc, **kw)
 
+    def line(self, lang: str) -> str:
+        """The phase and how far it is, in `lang`; "running…" before anything was told."""
+        return (t("common.progress_line", lang, what=self.desc, pct=f"{self.fraction:.0%}") if self.desc
+                else t("common.running", lang))
+
     def redraw(self, outputs: int, lang: str) -> Callable[[], tuple]:
         """The redraw that writes the phase and how far it is in the first output, the others left as they are."""
-        def line() -> tuple:
-            text = (t("common.progress_line", lang, what=self.desc, pct=f"{self.fraction:.0%}") if self.desc
-                    else t("common.running", lang))
-            return (text, *(gr.skip(),) * (outputs - 1))
-        return line
+        return lambda: (self.line(lang), *(gr.skip(),) * (outputs - 1))
 
 
 def follow(job: WorkerJob, progress: Callable, lang: str, redraw: Callable[[], tuple], *, period_s: float = POLL_S,

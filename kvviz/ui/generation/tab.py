@@ -23,6 +23,7 @@ from kvviz.i18n import t
 from kvviz.ui.common import (
     DEVICE,
     EXAMPLE_PROMPTS,
+    Told,
     build_request,
     follow,
     held,
@@ -61,18 +62,21 @@ def take_loaded(record: RunRecord, loaded: Loaded) -> None:
     record.cpu_threads, record.load_s = loaded.cpu_threads, loaded.load_s
 
 
-def live_update(record: RunRecord, lang: str = "en") -> Callable[[], tuple]:
+def live_update(record: RunRecord, lang: str = "en", told: Told | None = None) -> Callable[[], tuple]:
     """The page's update while the run streams: text, metrics, both plots (redrawn once every PLOT_INTERVAL_S),
-    no details yet, in `lang`; no finished run kept meanwhile (a language switch leaves the live view alone)."""
+    no details yet, in `lang`; no finished run kept meanwhile (a language switch leaves the live view alone).
+    Until the model is ready the metrics' place says what the worker is doing and how far (`told`: loading,
+    converting, fetching), as Gradio draws no bar once the handler has yielded."""
     plots, latest = Throttle(PLOT_INTERVAL_S), (None, None)
 
     def redraw() -> tuple:
         nonlocal latest
         if plots.due():
             latest = live_plots(record, lang)
+        loading = told is not None and told.desc and record.load_s is None and record.finish is None
         # Unchanged values, not gr.skip(): Gradio rebuilds a component's config for every skip,
         # which costs more than the model's own step on a small model.
-        return record.text, metrics_markdown(record, lang), *latest, None, None
+        return record.text, told.line(lang) if loading else metrics_markdown(record, lang), *latest, None, None
 
     return redraw
 
@@ -128,8 +132,9 @@ def generation_tab(default_model: str, policy: HostPolicy, sessions: SessionStor
                             static=static, lang=lang)
         job, spec = start(model, Generate(req), policy, lang)
         record = RunRecord(model=spec, mode=req.mode, prompt=req.prompt)
+        told = Told(progress)  # the load's phase, written in the metrics' place until the model is ready
         with held(job, sessions, request, "generation"):  # Stop reaches it; a closed tab or a cancelled call ends it
-            outcome = yield from follow(job, progress, lang, live_update(record, lang), period_s=TEXT_INTERVAL_S,
+            outcome = yield from follow(job, told, lang, live_update(record, lang, told), period_s=TEXT_INTERVAL_S,
                                         on_loaded=lambda loaded: take_loaded(record, loaded), on_event=record.add)
         failed = None
         if outcome.failure is not None:
