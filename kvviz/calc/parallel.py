@@ -59,6 +59,11 @@ class Parallelism:
     dp: int = 1
 
     @property
+    def label(self) -> str:
+        """"tp2 pp1 dp1": the layout in words that need no translation (vLLM's own abbreviations)."""
+        return f"tp{self.tp} pp{self.pp} dp{self.dp}"
+
+    @property
     def gpus(self) -> int:
         """GPUs in the whole deployment: tp × pp × dp."""
         return self.tp * self.pp * self.dp

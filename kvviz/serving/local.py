@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvviz.base.errors import first_line
+from kvviz.calc.parallel import Parallelism
 from kvviz.i18n import Said, said
 from kvviz.serving.endpoint import Endpoint, EndpointError
 from kvviz.serving.vllm import (
@@ -75,7 +76,7 @@ def _layout(spec: ServerSpec) -> str | None:
     """"tp2 pp1 dp1" for a server on several ranks; None for one on a single rank."""
     if spec.workers == 1:
         return None
-    return f"tp{spec.tensor_parallel} pp{spec.pipeline_parallel} dp{spec.data_parallel}"
+    return Parallelism(spec.tensor_parallel, spec.pipeline_parallel, spec.data_parallel).label
 
 
 def exit_on_stop_signals() -> None:

@@ -35,21 +35,8 @@ from kvviz.serving.kv_groups import VLLM_CPU_BATCHED_TOKENS, NotModelled, group_
 VLLM_CPU_BLOCK = 128  # the CPU build's block size (vllm:cache_config_info)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """A parallel layout: tp workers per layer, pp pipeline stages, dp engines (replicas)."""
-
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-
-    @property
-    def label(self) -> str:
-        return f"tp{self.tp} pp{self.pp} dp{self.dp}"
-
-    @property
-    def parallelism(self) -> Parallelism:
-        return Parallelism(self.tp, self.pp, self.dp)
+# A layout is the calculator's Parallelism: tp workers per layer, pp pipeline stages, dp engines (replicas)
+Layout = Parallelism
 
 
 LAYOUT = re.compile(r"(?:(tp|pp|dp)(\d+))+")
@@ -123,10 +110,9 @@ def predict(arch: Architecture, dtype: DType, layout: Layout, kv_space_gib: int 
             block_size: int = VLLM_CPU_BLOCK, max_model_len: int = 1024) -> ParallelPrediction:
     """kvviz's per-rank figures for `arch` laid out as `layout`; InputError (one line) for a layout the model
     cannot be split into (kvviz.calc.parallel.check_parallel, as vLLM refuses it)."""
-    par = layout.parallelism
-    check_parallel(arch, par)
+    check_parallel(arch, layout)
     budget = kv_space_gib * GIB
-    plan = deploy(arch, None, par, kv_space_device(kv_space_gib), dtype, dtype, 1, max_model_len, mem_util=1.0,
+    plan = deploy(arch, None, layout, kv_space_device(kv_space_gib), dtype, dtype, 1, max_model_len, mem_util=1.0,
                   reserve_bytes=0, block_size=block_size)
     ranges = stage_ranges(arch.num_layers, layout.pp)
     binding = gpu_architecture(arch, layout.tp, plan.binding.first_layer,
