@@ -26,6 +26,8 @@ PARAMETERS = {
     # python -m kvviz.serving start MODEL --kv-space-gib --tensor-parallel-size --pipeline-parallel-size ...
     "/start_vllm": ["model", "kv_space_gib", "tensor_parallel", "pipeline_parallel", "data_parallel", "lang"],
     "/stop_vllm": ["lang"],
+    "/setup_vllm": ["lang"],  # python -m kvviz.serving setup
+    "/stop_vllm_setup": ["lang"],
     "/serve": ["target", "url", "model", "api", "api_key", "tokenizer", "kind", "arrivals", "concurrency", "rate",
                "prompt_tokens", "shared_prefix_tokens", "output_tokens", "requests", "duration", "max_concurrency",
                "per_level", "slo_ttft", "slo_tpot", "lang"],  # python -m kvviz.serving run / sweep
