@@ -307,8 +307,8 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
             gib = whole_number(kv_space_gib, "KV-cache space (GiB)", 1, 2 if policy.hosted else 1_024)
             most = 1 if policy.hosted else MAX_RANKS
             asked = ((tensor_parallel, "serving.tp"), (pipeline_parallel, "serving.pp"), (data_parallel, "serving.dp"))
-            tp, pp, dp = (whole_number(value, t(key, lang), 1, most) for value, key in asked)
-            engine.start(spec, gib, tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp)
+            tps, pps, dps = (whole_number(value, t(key, lang), 1, most) for value, key in asked)
+            engine.start(spec, gib, tensor_parallel=tps, pipeline_parallel=pps, data_parallel=dps)
         except (ValueError, VllmError) as exc:
             raise refusal(exc, lang) from None
         deadline = time.monotonic() + ENGINE_START_WAIT_S
