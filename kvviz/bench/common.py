@@ -19,23 +19,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from kvviz.base.cpu import this_cpu, usable_cpus
+
 LESSON_PROMPT = "用三句话解释 LLM 推理中的 KV Cache。"
 LONG_PROMPT = (
     "The KV cache keeps every layer's keys and values, so that decoding a token does not recompute the "
     "history of the sequence. Prefill reads the whole prompt at once; decode produces one token at a time. "
 ) * 8  # about 430 tokens of the bundled model: with 512 new ones it stays inside its 1,024 context
-
-
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile",
-             "amx_bf16", "amx_int8")  # what decides which kernels a CPU step can run
-
-
-def cpu_record(cpuinfo: str) -> dict:
-    """The CPU's model and the ISA flags that matter, from /proc/cpuinfo's text (its first processor)."""
-    fields = dict(line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
-    flags = set(fields.get("flags", "").split())
-    return {"cpu_model": fields.get("model name"), "isa": [f for f in ISA_FLAGS if f in flags]}
 
 
 @lru_cache(maxsize=1)
@@ -58,15 +48,11 @@ def machine() -> dict:
     result was written (1, 5 and 15 minutes), the bandwidths measured (a streaming read and torch.mv), the GPU."""
     import transformers
 
-    try:
-        cpu = cpu_record(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        cpu = {"cpu_model": platform.processor() or None, "isa": []}
     info = {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "platform": platform.platform(), **cpu,
+            "transformers": transformers.__version__, "platform": platform.platform(), **this_cpu(),
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "logical_cpus": os.cpu_count(),
-            "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "usable_cpus": usable_cpus(),
             "cpu_threads": torch.get_num_threads(),
             "load_average": [round(x, 2) for x in os.getloadavg()], **_bandwidths()}
     if torch.cuda.is_available():

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvviz.base.cpu import cpu_name, usable_cpus
 from kvviz.base.errors import InputError
 from kvviz.serving.load import CLOSED, POISSON, Load
 from kvviz.serving.record import RequestRecord
@@ -149,22 +150,9 @@ def vllm_version(venv: Path) -> str | None:
     return None
 
 
-def cpu_model() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor() or platform.machine()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
-                platform.machine())
-
-
-def usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def device_id() -> str:
     """What a calibration is tied to: the CPU's model and how many CPUs vLLM may use here."""
-    return f"{cpu_model()}, {usable_cpus()} CPUs"
+    return f"{cpu_name()}, {usable_cpus()} CPUs"
 
 
 def replay(point: LoadPoint, engine: Engine, model: LinearStepTime) -> SimResult:
@@ -284,7 +272,7 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
     """Everything the calibration file holds beside step_time's keys."""
     return {"model": engine.model_name, "device": device_id(),
             "model_info": {"name": engine.model_name, "config_sha256": engine.model_config_sha256},
-            "device_info": {"cpu_model": cpu_model(), "usable_cpus": usable_cpus(), "machine": platform.machine(),
+            "device_info": {"cpu_model": cpu_name(), "usable_cpus": usable_cpus(), "machine": platform.machine(),
                             "vllm_version": vllm_version(venv), "block_size": engine.block_size,
                             "kv_blocks": engine.num_blocks},
             "engine": asdict(engine),

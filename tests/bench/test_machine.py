@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from kvviz.bench.common import cpu_record, machine, write_results
+from kvviz.base.cpu import cpu_record
+from kvviz.bench.common import machine, write_results
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
