@@ -218,8 +218,7 @@ def fit(args: argparse.Namespace) -> None:
     calibration = step_time.Calibration(calibration.step, args.model, args.device, calibration.fit)
     step_time.save(calibration, args.out)
     if args.json:
-        print(json.dumps({"coefficients": dict(zip(step_time.NAMES, calibration.step.coefficients(), strict=True)),
-                          "fit": asdict(calibration.fit), "path": str(args.out)}, indent=2))
+        print(json.dumps(step_time.fit_record(calibration, args.out), indent=2))
         return
     s, f = calibration.step, calibration.fit
     print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,

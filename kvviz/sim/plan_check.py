@@ -12,11 +12,9 @@ Knows kvviz.serving's client; starts no server.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from collections.abc import Sequence
-from contextlib import redirect_stdout
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from kvviz.serving.endpoint import Endpoint
 from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import Prompt, synthetic
-from kvviz.sim import cli
+from kvviz.sim import step_time
 from kvviz.sim.plan import Point, RateSearch, Search, Shape, SloLimits, judged
 from kvviz.sim.step_time import StepContents
 
@@ -67,8 +65,8 @@ def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Seq
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
                   requests: int = 60, points: int = 6, factor: float = 1.25, ttft_steps: float = 3.0,
                   tpot_steps: float = 1.5) -> dict:
-    """One vLLM start on a bundled model: step rows measured and fitted (`python -m kvviz.sim fit`), the plan's
-    highest rate predicted with that calibration, then the bounded real search from the prediction. The SLO, set
+    """One vLLM start on a bundled model: step rows measured and fitted (as `python -m kvviz.sim fit` does), the
+    plan's highest rate predicted with that calibration, then the bounded real search from the prediction. The SLO, set
     from the fit so that it binds below the knee: TTFT p90 <= ttft_steps × the fitted step of one prompt alone, TPOT
     p90 <= tpot_steps × the fitted step of one decode alone. Writes steps.csv, cal.json and check.json (the
     prediction first, then the measurement) to `out`; returns what check.json holds."""
@@ -88,17 +86,17 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         with (out / "steps.csv").open("w", encoding="utf-8") as handle:
             handle.write("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n")
             handle.writelines(f"{s.prefill_tokens},{s.decode_seqs},{s.kv_tokens_read},{t!r}\n" for s, t in rows)
-        printed = io.StringIO()
-        with redirect_stdout(printed):  # `python -m kvviz.sim fit`, in this process
-            cli.main(["fit", str(out / "steps.csv"), "--out", str(out / "cal.json"), "--model", folder.name,
-                      "--device", "cpu", "--json"])
+        fitted = step_time.fit(rows)  # what `python -m kvviz.sim fit steps.csv` makes of these rows
+        calibration = step_time.Calibration(fitted.step, folder.name, "cpu", fitted.fit)
+        step_time.save(calibration, out / "cal.json")
         engine = planning.calibrated_engine(out / "cal.json", folder, config={"max_model_len": 1024})
         prefill = engine.model.seconds(StepContents(prompt_tokens, 0, prompt_tokens))
         decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
         slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
         shape = Shape(prompt_tokens, output_tokens, requests=requests)
         predicted = planning.plan(engine, slo, shape)
-        result = {"model": model, "fit": json.loads(printed.getvalue()), "slo": asdict(slo), "shape": asdict(shape),
+        result = {"model": model, "fit": step_time.fit_record(calibration, out / "cal.json"), "slo": asdict(slo),
+                  "shape": asdict(shape),
                   "predicted": {"max_rate": predicted.max_rate, "next_rate": predicted.next_rate,
                                 "knee_requests_per_s": predicted.knee.requests_per_s,
                                 "points": [asdict(p) for p in predicted.points]}}

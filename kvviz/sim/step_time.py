@@ -109,6 +109,12 @@ def fit(rows: list[tuple[StepContents, float]]) -> Calibration:
     return Calibration(LinearStepTime(*map(float, solution)), fit=summary)
 
 
+def fit_record(calibration: Calibration, path: Path) -> dict:
+    """What a fit says of itself (`fit --json`): the coefficients, the fit's rows and residuals, its file."""
+    return {"coefficients": dict(zip(NAMES, calibration.step.coefficients(), strict=True)),
+            "fit": asdict(calibration.fit) if calibration.fit else None, "path": str(path)}
+
+
 def save(calibration: Calibration, path: Path) -> None:
     data = {"format": FORMAT, "kind": "linear", "units": "seconds",
             "coefficients": dict(zip(NAMES, calibration.step.coefficients(), strict=True)),
