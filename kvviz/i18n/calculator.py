@@ -255,6 +255,9 @@ recomputed from the same formula, shown with your numbers.
     "calc.accel.measured_cpu":
         "measured now with {threads} torch threads: {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
     "calc.accel.measured": "measured now with {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
+    # the seq_len pair (kvviz.ui.calculator.tab): a slider dragged on a log2 scale beside the exact length's box
+    "calc.seq_len.drag": "seq_len, dragged on a log₂ scale (10 = 1,024; 13 = 8,192; 18 = 262,144)",
+    "calc.seq_len.exact": "seq_len exactly (tokens per sequence; type any length, e.g. 1000)",
 }
 
 ZH = {
@@ -478,6 +481,8 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "calc.accel.measured_cpu":
         "刚刚实测（{threads} 个 torch 线程）：{dtype} 矩阵向量乘 {mib} MiB、{n}x{n} 矩阵乘，取 {k} 次中最快的一次",
     "calc.accel.measured": "刚刚实测：{dtype} 矩阵向量乘 {mib} MiB、{n}x{n} 矩阵乘，取 {k} 次中最快的一次",
+    "calc.seq_len.drag": "seq_len，按 log₂ 刻度拖动（10 = 1,024；13 = 8,192；18 = 262,144）",
+    "calc.seq_len.exact": "seq_len 确切值（每条序列的 token 数；可输入任意长度，例如 1000）",
 }
 register(EN, ZH)
 
