@@ -117,3 +117,12 @@ def test_the_batch_in_chinese(batch):
     figures.to_plotly(parts)
     assert [p["name"] for p in parts["data"]] == ["排队", "分词", "预填充（3 行）"]
     assert parts["layout"]["title"]["text"] == f"批次的首 token 延迟（TTFT）{s.ttft_s * 1e3:,.2f} ms，按成因拆分"
+
+
+def test_the_empty_rows_table_is_headed_by_its_columns():
+    """Before any batch, the table shows the columns it will hold (typed by hand), in the page's language, not
+    gradio's default headers 1 2 3."""
+    assert batch_rows(None, "en").columns.tolist() == ["row", "prompt_tokens", "padding", "new_tokens", "finish",
+                                                        "end_ms", "prompt", "text"]
+    assert batch_rows(None, "zh").columns.tolist()[:2] == ["行", "提示词 token 数"]
+    assert batch_rows(None).empty

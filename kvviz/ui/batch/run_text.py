@@ -37,13 +37,16 @@ def batch_markdown(result: BatchResult, loaded: Loaded | None, lang: str = "en")
     return "\n\n".join(lines)
 
 
-def batch_rows(result: BatchResult, lang: str = "en") -> pd.DataFrame:
+ROW_COLUMNS = ("row", "prompt_tokens", "padding", "new_tokens", "finish", "end_ms", "prompt", "text")
+
+
+def batch_rows(result: BatchResult | None, lang: str = "en") -> pd.DataFrame:
     """One line per sequence of a batch: its prompt, padding, tokens, how it ended and its text; the columns named
-    in lang (in English, the names the API has always returned)."""
-    frame = pd.DataFrame([{"row": r.row, "prompt_tokens": r.prompt_tokens, "padding": r.padding,
-                           "new_tokens": r.new_tokens, "finish": r.finish_reason, "end_ms": round(r.end_s * 1e3, 2),
-                           "prompt": r.prompt[:60], "text": r.text[:200]} for r in result.rows])
-    return frame.rename(columns={c: t(f"batch.col.{c}", lang) for c in frame.columns})
+    in lang (in English, the names the API has always returned). No batch: the columns alone, so that the empty
+    table is headed by what it will hold, not by gradio's 1 2 3."""
+    values = [(r.row, r.prompt_tokens, r.padding, r.new_tokens, r.finish_reason, round(r.end_s * 1e3, 2),
+               r.prompt[:60], r.text[:200]) for r in (result.rows if result else ())]
+    return pd.DataFrame(values, columns=[t(f"batch.col.{c}", lang) for c in ROW_COLUMNS])
 
 
 def batch_history_rows(result: BatchResult, lang: str = "en") -> list[dict]:

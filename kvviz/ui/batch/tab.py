@@ -70,7 +70,9 @@ def sweep_view(frame, lang: str, limit_s: float | None = None) -> tuple:
 
 def batch_shown_in(last: dict | None, lang: str = "en") -> tuple:
     """The batch on the page again in `lang` (the language switch moved); nothing when none is."""
-    return (gr.skip(),) * 5 if not last else batch_view(last["result"], last["loaded"], lang)
+    if not last:  # only the empty table's headers change language
+        return gr.skip(), batch_rows(None, lang), gr.skip(), gr.skip(), gr.skip()
+    return batch_view(last["result"], last["loaded"], lang)
 
 
 def sweep_shown_in(last: dict | None, lang: str = "en") -> tuple:
@@ -109,7 +111,7 @@ def batch_tab(default_model: str, policy: HostPolicy, sessions: SessionStore, la
                 stop_run = gr.Button(L("generation.stop"), variant="stop", elem_id="batch-stop")
         with gr.Column(scale=2):
             summary = gr.Markdown(elem_id="batch-summary")
-            rows = gr.DataFrame(label=L("batch.rows"), interactive=False, elem_id="batch-rows")
+            rows = gr.DataFrame(batch_rows(None), label=L("batch.rows"), interactive=False, elem_id="batch-rows")
             with gr.Row():
                 steps = gr.Plot(show_label=False, elem_id="batch-steps")
                 kv = gr.Plot(show_label=False, elem_id="batch-kv")
