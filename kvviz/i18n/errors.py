@@ -46,6 +46,8 @@ EN: dict[str, str] = {
     "policy.no_model": "no model given",
     "policy.no_local_models": "this hosted demo loads no local folders or files; choose one of {choices}",
     "policy.not_offered": "this hosted demo does not offer {spec}; choose one of {choices}",
+    "policy.not_fetched": "{spec} is not converted on this host and it fetches nothing (--no-fetch); choose one of "
+                          "{choices}",
     "policy.unknown_twin": "unknown preset {preset} for a random twin; choose one of {choices}",
     "policy.twin_too_big": "{twin} has {n} parameters; this demo allows twins under {most}",
     "policy.no_local_files":
@@ -367,6 +369,7 @@ ZH: dict[str, str] = {
     "policy.no_model": "未指定模型",
     "policy.no_local_models": "本托管演示不加载本地文件夹或文件；可选：{choices}",
     "policy.not_offered": "本托管演示不提供 {spec}；可选：{choices}",
+    "policy.not_fetched": "{spec} 未在本机转换，而本机不下载任何模型（--no-fetch）；可选：{choices}",
     "policy.unknown_twin": "随机权重孪生模型（random twin）没有预设 {preset}；可选：{choices}",
     "policy.twin_too_big": "{twin} 有 {n} 参数；本演示只允许小于 {most} 的孪生模型",
     "policy.no_local_files": "本托管演示不读取本地文件：请填 hub id（如 Qwen/Qwen2.5-0.5B-Instruct），或选一个预设",

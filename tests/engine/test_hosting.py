@@ -226,3 +226,22 @@ def test_hosted_serving_loads_stay_within_the_limits(load, message):
         HOSTED.check_load(*load)
     HOSTED.check_load(16, 256, 256, 1024, 120.0)
     LOCAL.check_load(10**6, 10**6, 10**6, 10**6, 10**6)
+
+
+def test_a_host_that_fetches_nothing_offers_only_converted_packaged_models(tmp_path, monkeypatch):
+    """--no-fetch on a hosted demo: SmolLM2-Instruct, not converted here, is neither listed nor loadable (a visitor
+    cannot make the host download and convert it); once its conversion is finished here (its done marker written by
+    hand), it is both. A host that fetches offers it either way."""
+    monkeypatch.setenv("KVVIZ_CACHE", str(tmp_path))
+    no_fetch = HostPolicy.from_env_and_args({"hosted": True, "fetch": False}, env={})
+    assert no_fetch.fetch is False and "smollm2-135m-instruct" not in no_fetch.model_choices()
+    with pytest.raises(PolicyError) as info:
+        no_fetch.check_model("smollm2-135m-instruct")
+    assert "smollm2-135m-instruct is not converted on this host and it fetches nothing (--no-fetch)" in str(info.value)
+    assert "smollm2-135m-instruct" not in no_fetch.note()
+    assert HostPolicy.from_env_and_args({}, env={"KVVIZ_FETCH": "0", "KVVIZ_HOSTED": "1"}).fetch is False
+    assert HOSTED.check_model("smollm2-135m-instruct") == "smollm2-135m-instruct"
+    (tmp_path / "smollm2-135m-instruct").mkdir()
+    (tmp_path / "smollm2-135m-instruct" / "kvviz-packaged.json").write_text("{}")
+    assert no_fetch.check_model("smollm2-135m-instruct") == "smollm2-135m-instruct"
+    assert no_fetch.model_choices()[:2] == [BUNDLED_MODEL, "smollm2-135m-instruct"]
