@@ -288,7 +288,8 @@ def _parse_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in items if str(m).strip())
 
 
-_PARSERS = {"hosted": _parse_bool, "fetch": _parse_bool, "max_new_tokens": _parse_count, "max_prompt_tokens": _parse_count,
+_PARSERS = {"hosted": _parse_bool, "fetch": _parse_bool, "max_new_tokens": _parse_count,
+            "max_prompt_tokens": _parse_count,
             "max_twin_params": _parse_count, "allowed_models": _parse_list, "queue_size": _parse_count,
             "time_limit_s": _parse_seconds, "allowed_endpoints": _parse_list, "max_concurrency": _parse_count,
             "max_requests": _parse_count}
