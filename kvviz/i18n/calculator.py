@@ -402,7 +402,7 @@ DeepSeek 的潜在注意力（MLA）每个 token 只存一个压缩向量，而�
     "report.replicas_hold": "共有",
     "report.replica_holds": "有",
     "report.one_of": "{gpus} 块 {accel} 中的一块",
-    "report.capacity": "{where} 上的容量（{memory} GB{measured}），mem_util {util}，预留 {reserve} GiB",
+    "report.capacity": "容量：{where}（{memory} GB{measured}），mem_util {util}，预留 {reserve} GiB",
     "report.measured": "，实测",
     "report.slots": "  token 槽位（每层都保留每个 token）：{slots}",
     "report.largest": "  seq_len {seq_len} 时最大 batch：{batch}",
