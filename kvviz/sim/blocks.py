@@ -32,6 +32,11 @@ class BlockPool:
         return len(self._free)
 
     @property
+    def cached_free(self) -> int:
+        """Free blocks that still hold cached tokens: a later request with the same tokens can hit them."""
+        return sum(1 for block in self._free if block in self._hash_of)
+
+    @property
     def used(self) -> int:
         return self.capacity - self.free
 
