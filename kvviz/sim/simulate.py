@@ -72,14 +72,14 @@ class StepDetail:
     """Who was where in one step, for a view that plays the run (simulate(..., detail=True)): the running
     requests in the scheduler's order, the waiting ones in queue order, those preempted in it, the prefix-cache
     hits at admission (request, tokens), those that finished at its end, and the free blocks that still hold
-    cached tokens. Request numbers are the records' indices."""
+    cached tokens (by number). Request numbers are the records' indices."""
 
     running: tuple[InBatch, ...]
     waiting: tuple[int, ...]
     preempted: tuple[int, ...]
     hits: tuple[tuple[int, int], ...]
     finished: tuple[int, ...]
-    cached_free_blocks: int
+    cached_free_blocks: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class _Run:
         running = tuple(InBatch(r.index, *tokens.get(r.index, (r.computed, 0)), tuple(r.blocks))
                         for r in self.scheduler.running)
         return StepDetail(running, tuple(r.index for r in self.scheduler.waiting), tuple(plan.victims),
-                          tuple(plan.hits), (), self.scheduler.pool.cached_free)
+                          tuple(plan.hits), (), self.scheduler.pool.cached_free())
 
     def run(self) -> None:
         started = time.monotonic()

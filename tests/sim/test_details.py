@@ -30,6 +30,7 @@ def test_the_details_follow_a_preemption_worked_by_hand():
     assert details[66].preempted == () and details[66].waiting == (3,)
     assert details[95].finished == (0, 1, 2)
     back = details[96]
+    assert details[65].cached_free_blocks == (details[64].running[3].blocks[0],), "r3's first block stays cached"
     assert back.hits == ((3, 32),)
     assert [(b.index, b.start, b.tokens) for b in back.running] == [(3, 32, 97)]
 
