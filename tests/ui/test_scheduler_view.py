@@ -64,6 +64,8 @@ def test_blocks_name_every_holder_and_the_json_carries_it_all():
     assert data["budget"] == 8 and data["numBlocks"] == 4 and data["requests"] == ["r0", "r1", "r2"]
     assert [s["prefill"] for s in data["steps"]] == [6, 3, 4, 4]
     assert data["steps"][3]["cached"] == [1]
+    assert data["steps"][3]["held"] == "blocks held: r2 2, r0 2 · free 1, of them still cached 1"
+    assert data["steps"][1]["held"] == "blocks held: r0 2, r1 1 · free 1, of them still cached 0"
     assert data["steps"][2]["line"].endswith("hit r2 4")
     assert to_json(RUN, "zh")["labels"]["play"] == "播放"
 

@@ -98,6 +98,7 @@ function show(k) {
   S.k = Math.max(0, Math.min(k, last()));
   q("#sched-slider").value = S.k;
   q("#sched-line").textContent = S.data.steps[S.k].line;
+  q("#sched-held").textContent = S.data.steps[S.k].held;
   element.querySelector(".sched-player").dataset.step = S.k;
   for (const c of element.querySelectorAll(".sched-cursor")) c.setAttribute("x", stepX(S.k));
   blocks(S.k);

@@ -84,6 +84,14 @@ def step_line(step: StepTrace, d: StepDetail, config: SchedulerConfig, lang: str
     return parts[0] + " · ".join(parts[1:])  # the head ends as its language ends a lead-in
 
 
+def blocks_line(d: StepDetail, config: SchedulerConfig, lang: str = "en") -> str:
+    """Each running request's blocks, and the free ones (those still cached among them)."""
+    held = {block for b in d.running for block in b.blocks}
+    each = ", ".join(f"{name(b.index)} {len(b.blocks)}" for b in d.running) or t("scheduler.none", lang)
+    return t("scheduler.line.blocks", lang, each=each, free=config.num_blocks - len(held),
+             cached=len(d.cached_free_blocks))
+
+
 def owners(d: StepDetail) -> list[list]:
     """[block, [requests holding it]] for every held block, by block number."""
     held: dict[int, list[int]] = {}
@@ -104,7 +112,8 @@ def to_json(run: Played, lang: str = "en") -> dict:
     """Everything the browser plays, computed once."""
     c = run.config
     steps = [{"t": round(s.start_s, 4), "prefill": s.prefill_tokens, "decode": s.decode_seqs,
-              "line": step_line(s, d, c, lang), "owners": owners(d), "cached": list(d.cached_free_blocks)}
+              "line": step_line(s, d, c, lang), "held": blocks_line(d, c, lang), "owners": owners(d),
+              "cached": list(d.cached_free_blocks)}
              for s, d in zip(run.trace, run.details, strict=True)]
     return {"labels": labels(lang), "budget": c.max_num_batched_tokens, "numBlocks": c.num_blocks,
             "blockSize": c.block_size, "requests": [name(i) for i in range(len(run.prompt_tokens))],
@@ -131,5 +140,5 @@ def player_html(data: dict) -> str:
 </div>
 <div id="sched-line" class="sched-line"></div>
 <div class="sched-gantt"></div><div class="sched-budget"></div>
-<div class="sched-kv"></div><div class="sched-legend"></div>
+<div class="sched-kv"></div><div id="sched-held" class="sched-held"></div><div class="sched-legend"></div>
 </div>"""

@@ -35,6 +35,7 @@ PLAYER_CSS = """
 .sched-gantt svg, .sched-budget svg, .sched-kv svg { display: block; }
 .sched-gantt text, .sched-budget text, .sched-kv text { fill: currentColor; }
 .sched-kv text[fill="#fff"] { fill: #fff; }
+.sched-held { font-size: 13px; margin: 2px 0 0 44px; }
 .sched-legend { display: flex; flex-wrap: wrap; gap: 12px; font-size: 13px; margin-top: 6px; }
 .sched-key i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px;
   box-sizing: border-box; }
