@@ -30,7 +30,7 @@ def trace(index, start_s, running, waiting, used, tokens, prefill=0, decode=0, p
 # step 2: r0 is preempted and waits; r2 is admitted with a 4-token prefix hit and prefills its other 4.
 # step 3: r2 runs but gets no token; r0 recomputes 4 tokens, sharing block 2 with r2.
 RUN = Played(
-    prompt_tokens=(6, 3, 8), arrivals_s=(0.0, 0.0, 0.1),
+    prompt_tokens=(6, 3, 8),
     trace=(trace(0, 0.0, 1, 1, 2, 6, prefill=6), trace(1, 0.1, 2, 1, 3, 4, prefill=3, decode=1),
            trace(2, 0.2, 1, 1, 2, 4, prefill=4, preemptions=1, cached=4), trace(3, 0.3, 2, 0, 3, 4, prefill=4)),
     details=(StepDetail((InBatch(0, 0, 6, (0, 1)),), (1,), (), (), (), ()),

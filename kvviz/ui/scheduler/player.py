@@ -27,11 +27,10 @@ PHASES = "_wxpdrf"
 
 @dataclass(frozen=True)
 class Played:
-    """What the player needs of a simulated run: each request's lengths and arrival, the steps and their detail,
-    the scheduler's budget and pool."""
+    """What the player needs of a simulated run: each request's prompt length, the steps and their detail, the
+    scheduler's budget and pool."""
 
     prompt_tokens: tuple[int, ...]
-    arrivals_s: tuple[float, ...]
     trace: tuple[StepTrace, ...]
     details: tuple[StepDetail, ...]
     config: SchedulerConfig

@@ -54,8 +54,7 @@ def simulated(key: object, requests: object, policy: HostPolicy, lang: str = "en
     c = calibration()
     result = run_preset(p, n, c)
     records = result.records
-    run = Played(tuple(r.prompt_tokens for r in records), tuple(r.sent_s for r in records), result.trace,
-                 result.details, p.config())
+    run = Played(tuple(r.prompt_tokens for r in records), result.trace, result.details, p.config())
     return text.explanation(p, n, result, c, lang), player_html(to_json(run, lang))
 
 
