@@ -68,6 +68,7 @@ def test_blocks_name_every_holder_and_the_json_carries_it_all():
     assert data["steps"][1]["held"] == "blocks held: r0 2, r1 1 · free 1, of them still cached 0"
     assert data["steps"][2]["line"].endswith("hit r2 4")
     assert to_json(RUN, "zh")["labels"]["play"] == "播放"
+    assert to_json(RUN, "zh")["steps"][3]["held"] == "占用的块：r2 2，r0 2 · 空闲 1 块，其中仍在缓存中 1 块"
 
 
 def test_each_preset_shows_its_effect():

@@ -77,7 +77,8 @@ def step_line(step: StepTrace, d: StepDetail, config: SchedulerConfig, lang: str
     if d.preempted:
         parts.append(t("scheduler.line.preempted", lang, names=_names(d.preempted, lang)))
     if d.hits:
-        parts.append(t("scheduler.line.hits", lang, hits=", ".join(f"{name(i)} {n}" for i, n in d.hits)))
+        hits = t("scheduler.sep", lang).join(f"{name(i)} {n}" for i, n in d.hits)
+        parts.append(t("scheduler.line.hits", lang, hits=hits))
     if d.finished:
         parts.append(t("scheduler.line.finished", lang, names=_names(d.finished, lang)))
     return parts[0] + " · ".join(parts[1:])  # the head ends as its language ends a lead-in
@@ -86,7 +87,8 @@ def step_line(step: StepTrace, d: StepDetail, config: SchedulerConfig, lang: str
 def blocks_line(d: StepDetail, config: SchedulerConfig, lang: str = "en") -> str:
     """Each running request's blocks, and the free ones (those still cached among them)."""
     held = {block for b in d.running for block in b.blocks}
-    each = ", ".join(f"{name(b.index)} {len(b.blocks)}" for b in d.running) or t("scheduler.none", lang)
+    each = t("scheduler.sep", lang).join(f"{name(b.index)} {len(b.blocks)}" for b in d.running) or \
+        t("scheduler.none", lang)
     return t("scheduler.line.blocks", lang, each=each, free=config.num_blocks - len(held),
              cached=len(d.cached_free_blocks))
 
