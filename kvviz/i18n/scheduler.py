@@ -98,10 +98,11 @@ EN = {
     "scheduler.real.run": "Run on the local vLLM",
     "scheduler.real.result": (
         "**{requests} requests on vLLM** ({model}, {blocks} KV blocks of {block_size} tokens): the load took "
-        "{real:.2f} s, the simulator says {sim:.2f} s. Peak running {real_running:g} on vLLM, {sim_running:g} "
-        "simulated; peak waiting {real_waiting:g} and {sim_waiting:g}; peak KV usage {real_kv:.1%} and "
-        "{sim_kv:.1%}; preemptions {real_pre} and {sim_pre}. vLLM's gauges are read every 0.25 s, so a count that "
-        "lasted one step (about {step_ms:.0f} ms here) may fall between two readings. Step times: {calibration}."),
+        "{real:.2f} s, the simulator says {sim:.2f} s. Peak running {real_running} on vLLM, {sim_running} "
+        "simulated; peak waiting {real_waiting} and {sim_waiting}; peak KV usage {real_kv} and "
+        "{sim_kv}; preemptions {real_pre} and {sim_pre}. vLLM's gauges are read every 0.25 s, so a count that "
+        "lasted one step (about {step_ms:.0f} ms here) may fall between two readings. Step times: {calibration}; "
+        "this machine's load average was {load:g} when the load ended (other work slows vLLM, not the simulator)."),
     "scheduler.real.unknown": "unknown",
     "scheduler.real.calibration": "{model}, calibrated on {device}",
     "scheduler.refuse.no_engine": "start the local vLLM first (Serving tab: Start vLLM), then run this again",
@@ -204,11 +205,12 @@ ZH = {
     "scheduler.real.run": "在本地 vLLM 上运行",
     "scheduler.real.result": (
         "**vLLM 上 {requests} 个请求**（{model}，{blocks} 个 {block_size} token 的 KV 块）：负载用时 {real:.2f} 秒，"
-        "模拟器预测 {sim:.2f} 秒。运行数峰值：vLLM {real_running:g}，模拟 {sim_running:g}；等待数峰"
-        "值 {real_waiting:g} "
-        "和 {sim_waiting:g}；KV 使用率峰值 {real_kv:.1%} 和 {sim_kv:.1%}；抢占 {real_pre} 和 {sim_pre} 次。"
+        "模拟器预测 {sim:.2f} 秒。运行数峰值：vLLM {real_running}，模拟 {sim_running}；等待数峰"
+        "值 {real_waiting} "
+        "和 {sim_waiting}；KV 使用率峰值 {real_kv} 和 {sim_kv}；抢占 {real_pre} 和 {sim_pre} 次。"
         "vLLM 的指标每 0.25 秒读一次，只持续一步（这里约 {step_ms:.0f} 毫秒）的计数可能落在两次读数"
-        "之间。步长时间：{calibration}。"),
+        "之间。步长时间：{calibration}；本负载结束时本机的 1 分钟平均负载为 {load:g}"
+        "（其他工作会拖慢 vLLM，但不影响模拟器）。"),
     "scheduler.real.unknown": "未知",
     "scheduler.real.calibration": "{model}，在 {device} 上标定",
     "scheduler.refuse.no_engine": "请先启动本地 vLLM（服务页：启动 vLLM），再运行",

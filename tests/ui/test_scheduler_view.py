@@ -13,9 +13,10 @@ from kvviz.sim.simulate import InBatch, StepDetail, StepTrace
 from kvviz.ui.figures import to_plotly
 from kvviz.ui.scheduler import compare
 from kvviz.ui.scheduler.player import Played, owners, phases, step_line, to_json
-from kvviz.ui.scheduler.presets import MAX_VIEW_REQUESTS, PRESETS, run_preset, view_requests
+from kvviz.ui.scheduler.presets import MAX_VIEW_REQUESTS, PRESETS, calibration, run_preset, view_requests
 from kvviz.ui.scheduler.real import checked_load
 from kvviz.ui.scheduler.tab import request_cap, simulated
+from kvviz.ui.scheduler.text import real_summary
 
 CONFIG = SchedulerConfig(num_blocks=4, block_size=4, max_num_batched_tokens=8)
 
@@ -134,3 +135,16 @@ def test_the_server_and_simulator_series_on_one_clock():
     assert len(fig["data"]) == 6 and {d["name"] for d in fig["data"]} == {"vLLM（/metrics）", "模拟器"}
     assert fig["data"][5]["y"] == [30.0, 10.0, 0.0], "KV usage drawn in %"
     assert compare.comparison_figure(compare.merged([], [], 10))["data"] == []
+
+
+def test_the_comparison_summary_reads_both_peaks_or_says_unknown():
+    """The peaks of the hand-built series above, the preemption preset's one preemption, and "unknown" for what
+    the server did not say (no samples, no preemption counter)."""
+    samples = [Sample(0.0, kv_usage=0.0, running=0, waiting=0), Sample(0.25, kv_usage=0.1, running=2, waiting=1)]
+    steps = [StepTrace(0, 0.0, 0.1, 2, 0, 3, 0, 2, 2, 0, 0, 0, 0)]
+    sim = run_preset(PRESETS["preempt"])
+    words = real_summary(compare.merged(samples, steps, 10), 4, "tiny", 8192, 128, 1.5, sim, 0, calibration(), 2.0)
+    assert "Peak running 2 on vLLM, 2 simulated; peak waiting 1 and 0; peak KV usage 10.0% and 30.0%" in words
+    assert "preemptions 0 and 1" in words and "load average was 2 " in words
+    words = real_summary(compare.merged([], steps, 10), 4, "tiny", 8192, 128, 1.5, sim, None, calibration(), 2.0)
+    assert "Peak running unknown on vLLM" in words and "preemptions unknown and 1" in words

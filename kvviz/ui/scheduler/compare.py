@@ -76,5 +76,6 @@ def comparison_figure(frame: pd.DataFrame, lang: str = "en") -> Figure:
         layout["yaxis" if row == 1 else f"yaxis{row}"] = {**axis, "domain": [top - 0.28, top],
                                                           "title": {"text": t(f"scheduler.fig.{name}", lang)},
                                                           "anchor": "x"}
+    layout["xaxis"]["anchor"] = f"y{len(SHOWN)}"  # the time axis under the lowest panel, shared by all three
     layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "left", "x": 0.0}
     return {"data": data, "layout": layout}

@@ -10,6 +10,7 @@ block size) and vLLM's CPU defaults (budget, sequences), with the step times cal
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from dataclasses import dataclass, replace
@@ -29,12 +30,14 @@ ENGINE_MAX_MODEL_LEN = 1024  # kvviz.serving.local.LocalEngine.start's default, 
 
 @dataclass(frozen=True)
 class RealRun:
-    """The load as vLLM ran it (its records and /metrics samples), the server's cache, and the simulator's run."""
+    """The load as vLLM ran it (its records and /metrics samples), the server's cache, the simulator's run, and
+    this machine's 1-minute load average when the load ended (other work slows vLLM, not the simulator)."""
 
     result: RunResult
     cache: CacheConfig
     sim: SimResult
     calibration: Calibration
+    load_average: float
 
     @property
     def preemptions(self) -> float | None:
@@ -84,4 +87,4 @@ def run_on_vllm(ep: Endpoint, folder, model: str | None, p: Preset, requests: in
         return None
     c = served_calibration(model)
     sim = simulate(p.workload(requests), engine_config(watcher.cache), c.step, VIEW_LIMITS)
-    return RealRun(result, watcher.cache, sim, c)
+    return RealRun(result, watcher.cache, sim, c, round(os.getloadavg()[0], 1))

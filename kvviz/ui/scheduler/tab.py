@@ -72,7 +72,8 @@ def compared(engine: LocalEngine, key: object, requests: object, policy: HostPol
         raise refusal(t("scheduler.refuse.no_cache", lang), lang)
     frame = compare.merged(done.result.samples, done.sim.trace, done.sim.kv_blocks)
     summary = text.real_summary(frame, n, status.model, done.cache.num_blocks, done.cache.block_size,
-                                done.result.stats.duration_s, done.sim, done.preemptions, done.calibration, lang)
+                                done.result.stats.duration_s, done.sim, done.preemptions, done.calibration,
+                                done.load_average, lang)
     return summary, plot(compare.comparison_figure(frame, lang))
 
 

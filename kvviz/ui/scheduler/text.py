@@ -37,7 +37,8 @@ def explanation(p: Preset, requests: int, result: SimResult, c: Calibration, lan
 
 
 def real_summary(frame, requests: int, model: str, blocks: int, block_size: int, real_s: float,
-                 sim: SimResult, real_preemptions: float | None, c: Calibration, lang: str = "en") -> str:
+                 sim: SimResult, real_preemptions: float | None, c: Calibration, load_average: float,
+                 lang: str = "en") -> str:
     """The comparison in a paragraph: durations, peaks of both series, preemptions, how coarse vLLM's gauges
     are against a step."""
     top = peaks(frame)
@@ -45,10 +46,15 @@ def real_summary(frame, requests: int, model: str, blocks: int, block_size: int,
     steps = sim.trace
     step_ms = 1e3 * sum(s.duration_s for s in steps) / len(steps) if steps else 0.0
     unknown = t("scheduler.real.unknown", lang)
+
+    def shown(side: dict[str, float], name: str, spec: str) -> str:
+        return format(side[name], spec) if name in side else unknown  # no samples: the server's /metrics failed
+
     return t("scheduler.real.result", lang, requests=requests, model=model, blocks=blocks, block_size=block_size,
-             real=real_s, sim=sim.stats.duration_s, real_running=real.get("running", float("nan")),
-             sim_running=simulated.get("running", 0.0), real_waiting=real.get("waiting", float("nan")),
-             sim_waiting=simulated.get("waiting", 0.0), real_kv=real.get("kv_usage", float("nan")),
-             sim_kv=simulated.get("kv_usage", 0.0),
+             real=real_s, sim=sim.stats.duration_s, real_running=shown(real, "running", "g"),
+             sim_running=shown(simulated, "running", "g"), real_waiting=shown(real, "waiting", "g"),
+             sim_waiting=shown(simulated, "waiting", "g"), real_kv=shown(real, "kv_usage", ".1%"),
+             sim_kv=shown(simulated, "kv_usage", ".1%"),
              real_pre=unknown if real_preemptions is None else f"{real_preemptions:g}",
-             sim_pre=sum(sim.preemptions), step_ms=step_ms, calibration=calibration_words(c, lang))
+             sim_pre=sum(sim.preemptions), step_ms=step_ms, calibration=calibration_words(c, lang),
+             load=load_average)
