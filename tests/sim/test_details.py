@@ -46,3 +46,11 @@ def test_details_are_only_kept_when_asked_and_match_the_trace():
         assert step.preemptions == len(detail.preempted)
         assert step.tokens_scheduled == sum(b.tokens for b in detail.running)
         assert step.cached_tokens == sum(tokens for _, tokens in detail.hits)
+
+
+
+# The run above as a case of tests/sim/test_against_vllm.py, which runs it through vLLM's own Scheduler class (one
+# start of vLLM's interpreter for all its cases) and checks the preemption at step 65 and r3's return there.
+FOUR_AS_CASE = {"block_size": 32, "num_blocks": 16, "max_num_seqs": 128, "max_num_batched_tokens": 512,
+                "max_model_len": 1024, "chunked_prefill": True, "prefix_caching": True,
+                "requests": [[0, 64, 96, 0] for _ in range(4)]}
