@@ -144,7 +144,7 @@ def test_the_comparison_summary_reads_both_peaks_or_says_unknown():
     steps = [StepTrace(0, 0.0, 0.1, 2, 0, 3, 0, 2, 2, 0, 0, 0, 0)]
     sim = run_preset(PRESETS["preempt"])
     words = real_summary(compare.merged(samples, steps, 10), 4, "tiny", 8192, 128, 1.5, sim, 0, calibration(), 2.0)
-    assert "Peak running 2 on vLLM, 2 simulated; peak waiting 1 and 0; peak KV usage 10.0% and 30.0%" in words
+    assert "Peak running 2 on vLLM, 2 simulated; peak waiting 1 and 0; peak KV usage 10.00% and 30.00%" in words
     assert "preemptions 0 and 1" in words and "load average was 2 " in words
     words = real_summary(compare.merged([], steps, 10), 4, "tiny", 8192, 128, 1.5, sim, None, calibration(), 2.0)
     assert "Peak running unknown on vLLM" in words and "preemptions unknown and 1" in words
