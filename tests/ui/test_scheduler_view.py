@@ -118,7 +118,8 @@ def test_the_real_run_keeps_to_the_host():
 
 def test_the_server_and_simulator_series_on_one_clock():
     """The server's samples move back by the first scrape's 20 ms; one without all three series is dropped. The
-    simulator's steps at their starts, then all 0 at the last one's end; KV usage over the pool's 10 blocks."""
+    simulator's steps at their starts, then all 0 at the last one's end; KV usage over the pool's 10 blocks. An
+    idle gap between two steps reads 0."""
     samples = [Sample(0.0, kv_usage=0.0, running=0, waiting=0, scrape_s=0.02),
                Sample(0.27, kv_usage=0.1, running=2, waiting=1, scrape_s=0.01), Sample(0.52, running=1)]
     steps = [StepTrace(0, 0.0, 0.1, 2, 0, 3, 0, 2, 2, 0, 0, 0, 0), StepTrace(1, 0.1, 0.2, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0)]
@@ -135,6 +136,9 @@ def test_the_server_and_simulator_series_on_one_clock():
     assert len(fig["data"]) == 6 and {d["name"] for d in fig["data"]} == {"vLLM（/metrics）", "模拟器"}
     assert fig["data"][5]["y"] == [30.0, 10.0, 0.0], "KV usage drawn in %"
     assert compare.comparison_figure(compare.merged([], [], 10))["data"] == []
+    gap = [*steps, StepTrace(2, 0.5, 0.1, 1, 0, 2, 0, 1, 0, 1, 0, 0, 0)]  # idle from 0.3 s to 0.5 s
+    idle = compare.sim_series(gap, 10)
+    assert idle.t_s.round(6).tolist() == [0.0, 0.1, 0.3, 0.5, 0.6] and idle.running.tolist() == [2, 1, 0, 1, 0]
 
 
 def test_the_comparison_summary_reads_both_peaks_or_says_unknown():

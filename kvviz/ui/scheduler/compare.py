@@ -4,9 +4,10 @@ over time (its /metrics, as kvviz.serving.metrics_reader samples them) against t
 Both series are put on one clock, seconds from the load's start. The server's samples are stamped from when
 polling began, which is one scrape before the load starts (the load generator waits for the first sample), so
 they are moved back by that first scrape's duration. The simulator's clock starts at its first arrival; each
-step's counts hold from its start to the next step's (running counts the requests that finish at the step's end,
-which ran in it), and everything is 0 after the last. KV usage is blocks in use over the pool's blocks, as vLLM's
-kv_cache_usage_perc counts it (cached blocks nobody holds count as free). Knows no gradio.
+step's counts hold from its start to its end (running counts the requests that finish at the step's end, which
+ran in it), and everything is 0 while the engine is idle and after the last step. KV usage is blocks in use over
+the pool's blocks, as vLLM's kv_cache_usage_perc counts it (cached blocks nobody holds count as free). Knows no
+gradio.
 """
 
 from __future__ import annotations
@@ -36,10 +37,15 @@ def server_series(samples: Sequence[Sample]) -> pd.DataFrame:
 
 
 def sim_series(trace: Sequence[StepTrace], num_blocks: int) -> pd.DataFrame:
-    """One row per simulated step at its start, and one at the last step's end where all is idle."""
-    rows = [(SIM, s.start_s, s.running, s.waiting, s.kv_blocks_used / num_blocks) for s in trace]
-    if trace:
-        rows.append((SIM, trace[-1].start_s + trace[-1].duration_s, 0, 0, 0.0))
+    """One row per simulated step at its start, and one of all 0 at the end of each step that the next does not
+    follow at once (the engine idle until the next arrival) and of the last."""
+    rows = []
+    for i, s in enumerate(trace):
+        after = trace[i + 1] if i + 1 < len(trace) else None
+        rows.append((SIM, s.start_s, s.running, s.waiting, s.kv_blocks_used / num_blocks))
+        end = s.start_s + s.duration_s
+        if after is None or after.start_s > end + 1e-9:
+            rows.append((SIM, end, 0, 0, 0.0))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
