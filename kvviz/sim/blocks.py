@@ -31,6 +31,11 @@ class BlockPool:
         """Blocks a request can take: those no request references, cached or not (vLLM's get_num_free_blocks)."""
         return len(self._free)
 
+    def cached_free(self) -> tuple[int, ...]:
+        """The free blocks that still hold cached tokens (a later request with the same tokens can hit them), in
+        eviction order."""
+        return tuple(block for block in self._free if block in self._hash_of)
+
     @property
     def used(self) -> int:
         return self.capacity - self.free

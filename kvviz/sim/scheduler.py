@@ -104,6 +104,8 @@ class StepPlan:
     preempted: int = 0
     preempted_tokens: int = 0  # computed tokens thrown away by preemption, to be computed again
     cached_tokens: int = 0  # prompt tokens a prefix-cache hit spared at admission
+    victims: list[int] = field(default_factory=list)  # the preempted requests' indices, in order
+    hits: list[tuple[int, int]] = field(default_factory=list)  # (request index, tokens) of each prefix-cache hit
 
 
 def _blocks_for(tokens: int, block_size: int) -> int:
@@ -167,6 +169,8 @@ class Scheduler:
             self.running.append(request)
             request.computed = start
             plan.cached_tokens += start
+            if start:
+                plan.hits.append((request.index, start))
             plan.scheduled.append(Scheduled(request, start, tokens))
             budget -= tokens
 
@@ -213,6 +217,7 @@ class Scheduler:
     def _preempt(self, request: SimRequest, plan: StepPlan) -> None:
         self.pool.release(request.blocks)
         plan.preempted += 1
+        plan.victims.append(request.index)
         plan.preempted_tokens += request.computed
         request.blocks, request.cached_blocks, request.computed = [], 0, 0
         request.preemptions += 1

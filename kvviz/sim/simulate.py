@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvviz.base.errors import InputError, StateError
 from kvviz.base.inputs import number, whole_number
@@ -56,6 +56,33 @@ class StepTrace:
 
 
 @dataclass(frozen=True)
+class InBatch:
+    """A running request in one step, once the step is scheduled: the tokens it had computed before, the tokens
+    it computes now (0: it runs but the budget ran out before it), and the KV blocks it holds (by number; a
+    shared-prefix block is held by every request that hit it)."""
+
+    index: int
+    start: int
+    tokens: int
+    blocks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StepDetail:
+    """Who was where in one step, for a view that plays the run (simulate(..., detail=True)): the running
+    requests in the scheduler's order, the waiting ones in queue order, those preempted in it, the prefix-cache
+    hits at admission (request, tokens), those that finished at its end, and the free blocks that still hold
+    cached tokens (by number). Request numbers are the records' indices."""
+
+    running: tuple[InBatch, ...]
+    waiting: tuple[int, ...]
+    preempted: tuple[int, ...]
+    hits: tuple[tuple[int, int], ...]
+    finished: tuple[int, ...]
+    cached_free_blocks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SimResult:
     """The records (one per request sent, in sending order), the statistics over them, the steps, and why the
     run stopped early (None: it ran every request to its end)."""
@@ -66,6 +93,7 @@ class SimResult:
     trace: tuple[StepTrace, ...]
     stopped: Said | None
     kv_blocks: int
+    details: tuple[StepDetail, ...] = ()  # one per step of trace, when asked for (detail=True)
 
 
 def contents(plan: StepPlan) -> StepContents:
@@ -98,8 +126,10 @@ def check(workload: Workload, config: SchedulerConfig) -> None:
 class _Run:
     """One simulation's state: the scheduler, the clock, the requests sent and those still to send."""
 
-    def __init__(self, workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits) -> None:
+    def __init__(self, workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits,
+                 detail: bool = False) -> None:
         self.workload, self.model, self.limits = workload, model, limits
+        self.details: list[StepDetail] | None = [] if detail else None
         self.scheduler = Scheduler(config)
         self.todo = deque(workload.requests[:limits.max_requests])
         self.sent: list[SimRequest] = []
@@ -141,15 +171,26 @@ class _Run:
         if not seconds > 0:
             raise InputError("sim.step_time", seconds=seconds, step=str(held))
         used, start = self.scheduler.pool.used, self.now
+        seen = self._seen(plan) if self.details is not None else None
         self.now += seconds
         done = self.scheduler.finish_step(plan, self.now)
         self.trace.append(StepTrace(
             len(self.trace), start, seconds, len(self.scheduler.running) + len(done), len(self.scheduler.waiting),
             used, plan.preempted, sum(s.tokens for s in plan.scheduled), held.prefill_tokens, held.decode_seqs,
             held.kv_tokens_read, plan.cached_tokens, plan.preempted_tokens))
+        if seen is not None:
+            self.details.append(replace(seen, finished=tuple(r.index for r in done)))
         for _ in done:
             if self.workload.closed and self.todo:
                 self.send(self.now)
+
+    def _seen(self, plan: StepPlan) -> StepDetail:
+        """The queues and blocks as scheduled, before the step runs (finished: filled in after it)."""
+        tokens = {s.request.index: (s.start, s.tokens) for s in plan.scheduled}
+        running = tuple(InBatch(r.index, *tokens.get(r.index, (r.computed, 0)), tuple(r.blocks))
+                        for r in self.scheduler.running)
+        return StepDetail(running, tuple(r.index for r in self.scheduler.waiting), tuple(plan.victims),
+                          tuple(plan.hits), (), self.scheduler.pool.cached_free())
 
     def run(self) -> None:
         started = time.monotonic()
@@ -177,12 +218,13 @@ def record(request: SimRequest, closed: bool) -> RequestRecord:
 
 
 def simulate(workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits = Limits(),
-             slo: Slo | None = None) -> SimResult:
-    """Run the workload to its end (or a limit) and gather what it measured."""
+             slo: Slo | None = None, detail: bool = False) -> SimResult:
+    """Run the workload to its end (or a limit) and gather what it measured; with detail, who was where in every
+    step too (SimResult.details: for a run small enough to watch, it holds every running request's blocks)."""
     check(workload, config)
     whole_number(limits.max_requests, "max_requests", 1, 10**9)
     number(limits.max_wall_s, "max_wall_s", 0.0, 1e6, low_open=True)
-    run = _Run(workload, config, model, limits)
+    run = _Run(workload, config, model, limits, detail)
     run.run()
     records = tuple(record(r, workload.closed) for r in run.sent)
     ends = [r.finished_s for r in run.sent if r.finished_s is not None]
@@ -190,4 +232,4 @@ def simulate(workload: Workload, config: SchedulerConfig, model: StepTimeModel, 
                                                                           default=0.0)
     stats = run_stats(list(records), duration, slo, rate=workload.rate)
     return SimResult(records, tuple(r.preemptions for r in run.sent), stats, tuple(run.trace), run.stopped,
-                     config.num_blocks)
+                     config.num_blocks, tuple(run.details or ()))

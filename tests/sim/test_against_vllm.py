@@ -17,6 +17,7 @@ from kvviz.sim.simulate import simulate
 from kvviz.sim.step_time import LinearStepTime
 from kvviz.sim.workload import RequestSpec, Workload
 from tests.helpers import REPO
+from tests.sim.test_details import FOUR_AS_CASE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -58,7 +59,7 @@ def _simulated(case: dict) -> dict:
 
 def test_the_simulator_schedules_as_vllms_own_scheduler():
     draw = random.Random(27)
-    cases = [_case(draw) for _ in range(60)]
+    cases = [_case(draw) for _ in range(60)] + [FOUR_AS_CASE]
     proc = subprocess.run([str(vllm_python()), str(REPO / "tests" / "sim" / "vllm_scheduler_driver.py"),
                            str(REPO / "assets" / "tiny")], input=json.dumps({"cases": cases}), capture_output=True,
                           text=True, timeout=600, cwd=REPO)
@@ -72,3 +73,6 @@ def test_the_simulator_schedules_as_vllms_own_scheduler():
         assert ours["samples"] == theirs["samples"], where
         preempting += any(theirs["preemptions"])
     assert preempting >= 5, "the cases must make vLLM preempt"
+    four = json.loads(proc.stdout)[-1]  # tests/sim/test_details.py's run, worked by hand there
+    assert [i for i, n in enumerate(four["preemptions"]) if n] == [65], "vLLM preempts elsewhere than at step 65"
+    assert four["steps"][65] == [[0, 1], [1, 1], [2, 1]] and four["steps"][96] == [[3, 97]]

@@ -36,6 +36,8 @@ PARAMETERS = {
     "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos", "chat_template", "lang"],
     "/batch_sweep": ["model", "prompt_tokens", "new_tokens", "max_batch", "lang"],  # python -m kvviz batch
     "/lesson_script": ["model", "prompt", "max_new_tokens", "lang"],  # the lesson's script beside kvviz's run
+    "/schedule": ["preset", "requests", "lang"],  # the Scheduler tab: a preset simulated, played in the page
+    "/schedule_on_vllm": ["preset", "requests", "lang"],  # the same load on the local vLLM beside the simulator
 }
 
 
