@@ -87,6 +87,8 @@ EN = {
                          " (tp {tp}, pp {pp}): predicted, not measured",
     "plan.how.calibrated": "simulated vLLM scheduler, each step a calibrated fit, {model} on {device} "
                            "(calibration {path}): predicted, not measured",
+    "plan.how.short_roofline": "predicted: roofline lower bound, {model} on {gpu} (tp {tp}, pp {pp})",
+    "plan.how.short_calibrated": "predicted: calibrated fit {file}, {model} on this machine",
     "plan.answer.how": "How:",
     "plan.answer.overhead": "every predicted TTFT includes the calibration's request overhead ({ms} ms): the "
                             "client's view, as measured",
@@ -202,6 +204,8 @@ ZH = {
                          "是预测，不是实测",
     "plan.how.calibrated": "模拟的 vLLM 调度器，每一步取校准拟合，{model} 在 {device} 上（校准文件 {path}）："
                            "是预测，不是实测",
+    "plan.how.short_roofline": "预测：roofline 下界，{model} 在 {gpu} 上（tp {tp}，pp {pp}）",
+    "plan.how.short_calibrated": "预测：校准拟合 {file}，{model} 在本机上",
     "plan.answer.how": "如何得到：",
     "plan.answer.overhead": "每个预测的 TTFT 都包含校准文件中的请求开销（{ms} 毫秒）：与实测一样，是客户端的视角",
     "plan.answer.load_open": "{load} 请求/秒",

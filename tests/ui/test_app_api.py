@@ -36,6 +36,11 @@ PARAMETERS = {
     "/batch": ["model", "prompts", "batch_size", "max_new_tokens", "use_cache", "ignore_eos", "chat_template", "lang"],
     "/batch_sweep": ["model", "prompt_tokens", "new_tokens", "max_batch", "lang"],  # python -m kvviz batch
     "/lesson_script": ["model", "prompt", "max_new_tokens", "lang"],  # the lesson's script beside kvviz's run
+    # python -m kvviz.sim plan --model --gpu --tp --pp --calibration --kv-space-gib --prompt-tokens ... --price
+    "/plan": ["device", "model", "gpu", "tp", "pp", "calibration", "kv_space_gib", "loop", "rate", "concurrency",
+              "prompt_tokens", "output_tokens", "prefix_tokens", "requests", "ttft", "ttft_percentile", "tpot",
+              "tpot_percentile", "price", "target_rate", "lang"],
+    "/plan_check": ["check_requests", "lang"],  # the last prediction's loads on the local vLLM
 }
 
 

@@ -90,7 +90,7 @@ def marks_of(p: Prediction, lang: str = "en") -> plan_figures.Marks:
     s = p.setup
     return plan_figures.Marks(s.closed, p.knee.requests_per_s, p.knee.output_tokens_per_s, p.plan.max_rate or None,
                               s.slo.ttft_s, s.slo.ttft_percentile, s.slo.tpot_s, s.slo.tpot_percentile,
-                              plan_text.how_line(answer_of(p), lang))
+                              plan_text.short_how(answer_of(p), lang))
 
 
 def figures_of(shown: Shown, lang: str = "en") -> tuple:

@@ -9,6 +9,7 @@ here imports gradio or plotly, simulates or measures anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -58,6 +59,13 @@ def how_line(a: Answer, lang: str = "en") -> str:
     if a.how == "calibrated":
         return t("plan.how.calibrated", lang, model=a.model, path=a.source, device=a.device)
     return t("plan.how.roofline", lang, model=a.model, gpu=a.source, tp=a.tp, pp=a.pp)
+
+
+def short_how(a: Answer, lang: str = "en") -> str:
+    """How the figures were obtained, short enough for a figure's subtitle (the calibration by its file's name)."""
+    if a.how == "calibrated":
+        return t("plan.how.short_calibrated", lang, file=Path(a.source).name, model=a.model)
+    return t("plan.how.short_roofline", lang, model=a.model, gpu=a.source, tp=a.tp, pp=a.pp)
 
 
 def _ms(seconds: float | None) -> str:
