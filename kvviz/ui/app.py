@@ -224,14 +224,14 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
                 serving = serving_tab(policy, engine, sessions, lang)
             tabs.append(tab)
             with gr.Tab(L("tab.plan"), id="plan") as tab:
-                plan_tab(policy, engine, sessions, lang)
+                plan = plan_tab(policy, engine, sessions, lang)
             tabs.append(tab)
             with gr.Tab(L("tab.history"), id="history") as tab:
                 history = history_tab(runs, lang)
             tabs.append(tab)
             with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
                 lesson_tab(default_model, policy, runs, lang, LessonTargets(tab_set, "generation", "compare",
-                           "calculator", "batch", generation.prompt, calculator.control), sessions)
+                           "calculator", "batch", generation.prompt, calculator.control, "plan", plan), sessions)
             tabs.append(tab)
 
         start_lesson.click(lambda: gr.Tabs(selected="lesson"), None, tab_set, api_visibility="private", queue=False)

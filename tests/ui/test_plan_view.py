@@ -160,3 +160,9 @@ def test_a_figures_subtitle_says_how_in_short():
                                 "model": "tiny"})
     assert text.short_how(calibrated) == "predicted: calibrated fit calibration-tiny.json, tiny on this machine"
     assert text.short_how(ANSWER, "zh") == "预测：roofline 下界，llama-3.1-8b 在 H100 SXM 上（tp 2，pp 1）"
+
+
+def test_a_knee_bound_answer_draws_one_rule():
+    """When the highest rate under the SLO is the knee itself, one rule, the knee's."""
+    fig = figures.throughput(CURVE, figures.Marks(**{**MARKS.__dict__, "max_rate": 3.0}))
+    assert _rule_xs(fig) == [3.0]

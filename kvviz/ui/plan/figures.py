@@ -58,7 +58,7 @@ def _rate_rules(marks: Marks, lang: str) -> tuple[list, list]:
     if marks.closed:
         return [], []
     rules = [vline(marks.knee_rate, t("plan.fig.knee", lang, rate=marks.knee_rate))]
-    if marks.max_rate:
+    if marks.max_rate and marks.max_rate != marks.knee_rate:  # at the knee, the knee's rule says it
         rules.append(vline(marks.max_rate, t("plan.fig.slo_rate", lang, rate=marks.max_rate), dash="dot",
                            top=False))
     return [s for s, _ in rules], [n for _, n in rules]

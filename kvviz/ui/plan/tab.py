@@ -72,6 +72,16 @@ class Shown:
     errors: pd.DataFrame | None = None
 
 
+@dataclass(frozen=True)
+class PlanControls:
+    """The controls other tabs set (the Lesson's questions 5 and 6): the loop, requests in flight, the lengths."""
+
+    loop: gr.Radio
+    concurrency: gr.Number
+    prompt_tokens: gr.Number
+    output_tokens: gr.Number
+
+
 def answer_of(p: Prediction) -> plan_text.Answer:
     """The numbers the answer states, from a prediction."""
     s, e, found = p.setup, p.setup.engine, p.plan
@@ -137,7 +147,7 @@ def check_load(setup: Setup, load: float, requests: int, policy: HostPolicy) -> 
     return built
 
 
-def plan_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore, lang: gr.Radio) -> None:
+def plan_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore, lang: gr.Radio) -> PlanControls:
     """Inputs on the left; the answer, the four figures, the check and the JSON on the right."""
     gr.Markdown(L("plan.intro"))
     shown = gr.State(None)
@@ -332,3 +342,4 @@ def plan_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore, la
                    api_name="plan_check", concurrency_id=SERVING, concurrency_limit=1, show_progress="hidden")
     lang.change(redraw, [shown, lang], [answer, *plots, check_text, check_table], api_visibility="private",
                 queue=False, show_progress="hidden")
+    return PlanControls(loop, concurrency, prompt_tokens, output_tokens)
