@@ -273,6 +273,6 @@ def test_plan_predicts_a_preset_on_an_h100(page: Page, shots: Path):
     page.locator("#lang-switch").get_by_text("中文").click()
     expect(answer).to_contain_text("满足 SLO 的最高速率", timeout=20_000)
     page.wait_for_timeout(800)
-    page.screenshot(path=str(shots / "plan-zh.png"), full_page=True)
+    page.screenshot(path=str(shots / "zh-plan.png"), full_page=True)
     page.locator("#lang-switch").get_by_text("English").click()
     expect(answer).to_contain_text("highest rate under the SLO", timeout=20_000)

@@ -197,7 +197,10 @@ def plan_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore, la
                                             min_width=100)
             go = gr.Button(L("plan.predict"), variant="primary", elem_id="plan-predict")
         with gr.Column(scale=2):
-            status = gr.Markdown(L("plan.hint"), elem_id="plan-status")
+            gr.Markdown(L("plan.hint"))
+            # Computed text only: a component whose value is a static text is translated again by the browser at a
+            # language switch, which would write the hint over the last status line.
+            status = gr.Markdown(elem_id="plan-status")
             answer = gr.Markdown(elem_id="plan-answer")
             with gr.Row():
                 tput_plot = gr.Plot(show_label=False, elem_id="plan-throughput")
