@@ -166,3 +166,9 @@ def test_a_knee_bound_answer_draws_one_rule():
     """When the highest rate under the SLO is the knee itself, one rule, the knee's."""
     fig = figures.throughput(CURVE, figures.Marks(**{**MARKS.__dict__, "max_rate": 3.0}))
     assert _rule_xs(fig) == [3.0]
+
+
+def test_one_token_answers_have_no_tpot_and_say_so():
+    """Requests of one output token have no TPOT: the answer shows a dash, not "nan"."""
+    md = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "asked_tpot_p99_s": float("nan")}))
+    assert "TPOT p99 – ms" in md and "nan" not in md

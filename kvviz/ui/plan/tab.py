@@ -119,7 +119,8 @@ def details(p: Prediction) -> dict:
     return {"how": HOW[e.how], "model": p.setup.model, "source": e.source, "device": e.device, "tp": e.tp,
             "pp": e.pp, "engine": asdict(e.config), "slo": asdict(p.setup.slo), "workload": asdict(p.setup.shape),
             "closed_loop": p.setup.closed, "load": p.setup.load, "request_overhead_s": p.setup.overhead_s,
-            "knee": asdict(p.knee), "curve": p.curve.to_dict(orient="records"),
+            "knee": asdict(p.knee),
+            "curve": p.curve.astype(object).where(p.curve.notna(), None).to_dict(orient="records"),  # JSON: no NaN
             "max_rate_per_s": found.max_rate, "next_rate_per_s": found.next_rate,
             "target_rate_per_s": found.target_rate, "replicas": found.replicas, "gpus_per_replica": e.gpus,
             "gpus": found.gpus, "cost": asdict(found.cost) if found.cost else None,

@@ -69,7 +69,8 @@ def short_how(a: Answer, lang: str = "en") -> str:
 
 
 def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1000:,.1f}"
+    """Seconds in ms; a dash for none (no TPOT when every request makes one token: None, or NaN from a frame)."""
+    return "–" if seconds is None or seconds != seconds else f"{seconds * 1000:,.1f}"
 
 
 def answer_markdown(a: Answer, lang: str = "en") -> str:
