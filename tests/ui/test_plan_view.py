@@ -10,6 +10,7 @@ from kvviz.engine.hosting import HostPolicy, PolicyError
 from kvviz.ui.figures import to_plotly
 from kvviz.ui.plan import figures, text
 from kvviz.ui.plan.predict import (
+    CALIBRATIONS,
     CLOSED,
     HOSTED_SIM_REQUESTS,
     OPEN,
@@ -17,6 +18,7 @@ from kvviz.ui.plan.predict import (
     check_loads,
     errors,
     setup_from_values,
+    shown_source,
 )
 from kvviz.ui.plan.tab import check_load
 
@@ -172,3 +174,9 @@ def test_one_token_answers_have_no_tpot_and_say_so():
     """Requests of one output token have no TPOT: the answer shows a dash, not "nan"."""
     md = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "asked_tpot_p99_s": float("nan")}))
     assert "TPOT p99 – ms" in md and "nan" not in md
+
+
+def test_a_kept_calibration_is_shown_by_its_place_in_the_repository():
+    """results/simulator's files by that path, whatever the checkout's folder; another path as given."""
+    assert shown_source(str(CALIBRATIONS / "calibration-tiny.json")) == "results/simulator/calibration-tiny.json"
+    assert shown_source("/data/cal.json") == "/data/cal.json"

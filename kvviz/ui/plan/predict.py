@@ -121,6 +121,12 @@ def calibration_choices() -> list[str]:
     return sorted(p.name for p in CALIBRATIONS.glob("calibration-*.json"))
 
 
+def shown_source(source: str) -> str:
+    """A calibration kept here as results/simulator/NAME (not this checkout's absolute path); anything else as is."""
+    path = Path(source)
+    return f"results/simulator/{path.name}" if path.parent == CALIBRATIONS else source
+
+
 def calibration_path(value: object, policy: HostPolicy) -> Path:
     """A calibration kept here by name, or (not hosted) a path to one."""
     name = text(value, "calibration", 4096).strip()

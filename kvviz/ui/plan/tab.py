@@ -53,6 +53,7 @@ from kvviz.ui.plan.predict import (
     is_calibrated,
     predict,
     setup_from_values,
+    shown_source,
     simulated_stats,
 )
 from kvviz.ui.serving.tab import SERVING
@@ -87,7 +88,8 @@ def answer_of(p: Prediction) -> plan_text.Answer:
     s, e, found = p.setup, p.setup.engine, p.plan
     cost = found.cost
     return plan_text.Answer(
-        how=e.how, model=s.model, source=e.source, device=e.device, tp=e.tp, pp=e.pp, closed=s.closed, load=s.load,
+        how=e.how, model=s.model, source=shown_source(e.source), device=e.device, tp=e.tp, pp=e.pp, closed=s.closed,
+        load=s.load,
         asked_tokens_per_s=p.asked["output_tokens_per_s"], asked_ttft_p99_s=p.asked["ttft_p99_s"],
         asked_tpot_p99_s=p.asked["tpot_p99_s"], knee_rate=p.knee.requests_per_s,
         knee_tokens_per_s=p.knee.output_tokens_per_s, max_rate=found.max_rate, next_rate=found.next_rate,
