@@ -5,7 +5,9 @@ a session's history (kvviz.ui.generation.history.RunHistory: one row per run, an
 into six short answers in zh or en: the last single run's life cycle (Q1), its prefill against its decode
 (Q2), the KV formula with a model's numbers (Q3), the cache's measured bytes per step (Q4), TTFT, TPOT and
 throughput across the levels of the latest serving load, batch sweep or batches (Q5), the last run's TTFT by
-cause (Q6). Where nothing is measured yet, the answer says what to run. Pure: no gradio, no torch, no model.
+cause (Q6). Where nothing is measured yet, the answer says what to run. Q5 and Q6 lead on to the Plan tab's
+prediction with the run's numbers (plan_numbers: the most requests in flight measured, the last run's lengths).
+Pure: no gradio, no torch, no model.
 """
 
 from __future__ import annotations
@@ -169,7 +171,8 @@ def batch_levels(history: History, lang: str = "en") -> list[Level]:
 
 
 def throughput_answer(history: History, lang: str = "en") -> str:
-    """Q5: TTFT, TPOT and tokens/s at each level measured, and what more in flight traded."""
+    """Q5: TTFT, TPOT and tokens/s at each level measured, and what more in flight traded; then the Plan tab at the
+    most in flight measured."""
     measured = levels(history, lang)
     if not measured:
         return t("lesson.a5.none", lang)
@@ -177,11 +180,13 @@ def throughput_answer(history: History, lang: str = "en") -> str:
                        ttft=ms(v.ttft_s, lang), tpot=ms(v.tpot_s, lang)) for v in measured)
     text = t("lesson.a5", lang, what=t("lesson.a5.what", lang), rows=rows)
     low, high = measured[0], measured[-1]
+    plan = t("lesson.a5.plan", lang, in_flight=high.in_flight)
     if len(measured) < 2:
-        return f"{text}\n\n{t('lesson.a5.one', lang)}"
+        return f"{text}\n\n{t('lesson.a5.one', lang)}\n\n{plan}"
     tpot_ratio = f"{high.tpot_s / low.tpot_s:,.2f}" if high.tpot_s and low.tpot_s else ms(None, lang)
     return f"{text}\n\n" + t("lesson.a5.tradeoff", lang, low=low.in_flight, high=high.in_flight,
-                             rate_ratio=f"{high.tokens_per_s / low.tokens_per_s:,.2f}", tpot_ratio=tpot_ratio)
+                             rate_ratio=f"{high.tokens_per_s / low.tokens_per_s:,.2f}", tpot_ratio=tpot_ratio) + \
+        f"\n\n{plan}"
 
 
 def ttft_answer(history: History, lang: str = "en") -> str:
@@ -194,7 +199,24 @@ def ttft_answer(history: History, lang: str = "en") -> str:
     return t("lesson.a6", lang, run=r["run"], ttft=ms(r["ttft_s"], lang), queue=ms(r["queue_s"], lang),
              tokenize=ms(r["tokenize_s"], lang), prefill=ms(r["prefill_s"], lang),
              prompt_tokens=r["prompt_tokens"], largest=t(f"lesson.part.{largest}", lang)) + \
-        f"\n\n{t('lesson.q6.busy', lang)}"
+        f"\n\n{t('lesson.q6.busy', lang)}\n\n{t('lesson.a6.plan', lang, prompt_tokens=r['prompt_tokens'])}"
+
+
+@dataclass(frozen=True)
+class PlanNumbers:
+    """What the Plan tab is opened with from questions 5 and 6: the most requests in flight measured (the latest
+    serving load, batch sweep or batches), the last run's prompt and new tokens; None where nothing measured it."""
+
+    in_flight: int | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+
+
+def plan_numbers(history: History) -> PlanNumbers:
+    measured, run = levels(history), last_run(history)
+    return PlanNumbers(measured[-1].in_flight if measured else None,
+                       int(run["prompt_tokens"]) if run and run.get("prompt_tokens") else None,
+                       int(run["new_tokens"]) if run and run.get("new_tokens") else None)
 
 
 def answers(history: History, lang: str = "en", arch: Architecture | None = None) -> list[str]:

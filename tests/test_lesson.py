@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from kvviz.calc.arch import architecture_from_dims
-from kvviz.lesson import QUESTIONS, answers, levels
+from kvviz.lesson import QUESTIONS, PlanNumbers, answers, levels, plan_numbers
 
 RUN = {"run": 3, "model": "tiny", "mode": "cached", "finish": "eos", "prompt": "The kernel", "device": "cpu",
        "dtype": "fp32", "prompt_tokens": 20, "new_tokens": 11, "ttft_s": 0.05, "tpot_s": 0.004,
@@ -118,3 +118,17 @@ def test_the_most_recent_measurement_answers():
     assert "From 1 to 4 in flight: throughput × 4.00, TPOT × 1.00." in a5
     later = History((*history.rows, *(dict(r, batch=2) for r in BATCH)), {3: FRAME})
     assert [(v.in_flight, v.tokens_per_s) for v in levels(later)] == [(1, 122.222222), (4, 800.0)]
+
+
+def test_questions_5_and_6_lead_to_the_plan_tab_with_the_runs_numbers():
+    """A serving sweep at 1, 2 and 4 in flight after run 3 (20 prompt tokens, 11 new): Q5 offers the Plan tab at 4
+    in flight, Q6 with 20-token prompts; plan_numbers gives what "Plan it" sets. Nothing measured: nothing set."""
+    sweep = tuple({"kind": "serving", "label": f"sweep c={c}", "concurrency": c, "output_tokens_per_s": 100.0 * c,
+                   "ttft_p50_s": 0.01 * c, "tpot_p50_s": 0.002 * c} for c in (1, 2, 4))
+    history = History((RUN, *sweep), {3: FRAME})
+    *_, a5, a6 = answers(history, "en")
+    assert "**Plan it** opens the Plan tab at 4 requests in flight" in a5
+    assert "**Plan it** opens the Plan tab with this run's 20-token prompts" in a6
+    assert "在途请求数为 4（闭环）" in answers(history, "zh")[4]
+    assert plan_numbers(history) == PlanNumbers(in_flight=4, prompt_tokens=20, output_tokens=11)
+    assert plan_numbers(History()) == PlanNumbers(None, None, None)

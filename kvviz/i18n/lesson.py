@@ -89,6 +89,9 @@ EN = {
                       "Throughput: tokens per second the whole system makes. Nothing batched measured yet: run the "
                       "Batch tab's sweep (**Show me**), a batch, or a load on the Serving tab.",
     "lesson.a5.what": "run",
+    "lesson.a5.plan": "Predict it: **Plan it** opens the Plan tab at {in_flight} requests in flight (a closed loop), "
+                      "where the simulator draws the whole curve on a GPU or on this machine: tokens/s per user "
+                      "against total tokens/s, and the knee past which more in flight only adds waiting.",
     "lesson.a5.batch": "batch {batch} ({rows} rows, {decoded} decoded)",
     "lesson.a6": "Run {run}: TTFT {ttft} = queue {queue} + tokenization {tokenize} + prefill {prefill} "
                  "({prompt_tokens} prompt tokens). The largest part: **{largest}**.\n\nCheck first: the queue "
@@ -96,6 +99,9 @@ EN = {
                  "batch); then the prompt's length and prefill (prefix cache, chunked prefill, a shorter system "
                  "prompt); then tokenization and the network (TTFT seen by the client against the server's). "
                  "Fast later tokens mean decode is fine: the time is lost before the first token.",
+    "lesson.a6.plan": "Predict it: **Plan it** opens the Plan tab with this run's {prompt_tokens}-token prompts: its "
+                      "TTFT figure shows the queue, not the prefill, taking over TTFT as the rate nears the knee.",
+    "lesson.plan": "Plan it",
     "lesson.part.queue": "queue",
     "lesson.part.tokenize": "tokenization",
     "lesson.part.prefill": "prefill",
@@ -176,12 +182,18 @@ ZH = {
                       "每秒生成的 token 数。还没有批量测量：运行批处理（Batch）页的扫描（**带我去看**）、"
                       "一个 batch，或服务（Serving）页的一次负载。",
     "lesson.a5.what": "运行",
+    "lesson.a5.plan": "预测一下：**去规划** 会打开规划（Plan）页，在途请求数为 {in_flight}（闭环），"
+                      "模拟器在 GPU 或本机上画出整条曲线：每用户 token/秒 与总 token/秒 的权衡，"
+                      "以及拐点：过了它，更多在途请求只会增加等待。",
     "lesson.a5.batch": "批次 {batch}（{rows} 行，{decoded} 行进入解码）",
     "lesson.a6": "运行 {run}：TTFT {ttft} = 排队 {queue} + 分词 {tokenize} + 预填充 {prefill}（{prompt_tokens} 个 "
                  "prompt token）。最大的一项：**{largest}**。\n\n优先检查：排队（请求在等设备或 batch 的空位："
                  "加副本、让预填充更早被接纳、限制批大小）；然后是 prompt 长度与预填充（前缀缓存、分块预填充、"
                  "更短的系统提示词）；再是分词与网络（客户端看到的 TTFT 对比服务端的）。后续 token 很快说明解码"
                  "没问题：时间耗在第一个 token 之前。",
+    "lesson.a6.plan": "预测一下：**去规划** 会用这次运行的 {prompt_tokens} 个 token 的 prompt 打开规划（Plan）页："
+                      "它的 TTFT 图显示，速率接近拐点时，占据 TTFT 的是排队，而不是预填充。",
+    "lesson.plan": "去规划",
     "lesson.part.queue": "排队",
     "lesson.part.tokenize": "分词",
     "lesson.part.prefill": "预填充",

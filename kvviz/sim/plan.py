@@ -356,11 +356,12 @@ class RateSearch:
 
 
 def plan(engine: Engine, slo: SloLimits, shape: Shape, search: Search = Search(), target_rate: float | None = None,
-         price_per_gpu_hour: float | None = None) -> Plan:
-    """The highest rate one replica holds under `slo`, the knee, replicas for the target, and cost."""
+         price_per_gpu_hour: float | None = None, saturated: Knee | None = None) -> Plan:
+    """The highest rate one replica holds under `slo`, the knee, replicas for the target, and cost. saturated: the
+    knee of this engine and shape when already simulated (the Plan tab draws its curve from it first)."""
     check_target_and_price(target_rate, price_per_gpu_hour)
     started = time.monotonic()
-    saturated = knee(engine, shape, search.max_wall_s)
+    saturated = saturated or knee(engine, shape, search.max_wall_s)
     left = replace(search, max_wall_s=max(search.max_wall_s - (time.monotonic() - started), 1e-3))
     searcher = RateSearch(lambda rate, wall_s: simulated(engine, slo, shape, rate, wall_s, saturated.requests_per_s),
                           left)

@@ -194,6 +194,16 @@ class Scheduler:
         """allocate_slots: blocks for `tokens` more tokens past the hit and the request's computed tokens, if the
         free blocks (less the cached hit blocks it would take off the free queue) cover them and the watermark."""
         size = self.config.block_size
+        if not hit and not watermark:  # a running request's next tokens (most calls): no cached blocks to touch
+            total = request.computed + tokens
+            new = max(-(-total // size) - len(request.blocks), 0)
+            if new > self.pool.free:
+                return False
+            if new:
+                request.blocks += self.pool.allocate(new)
+            if self.config.prefix_caching and min(total, request.num_tokens) // size > request.cached_blocks:
+                self._cache_full_blocks(request, min(total, request.num_tokens))
+            return True
         held = len(request.blocks) + len(hit)
         total = request.computed + len(hit) * size + tokens
         new = max(_blocks_for(total, size) - held, 0)

@@ -34,6 +34,7 @@ from kvviz.ui.generation.live import RunRecord
 from kvviz.ui.generation.tab import GenerationTab, generation_tab
 from kvviz.ui.lang import LOAD_JS, SWITCH_JS, L, language_switch, tab_labels
 from kvviz.ui.lesson.tab import LessonTargets, lesson_tab
+from kvviz.ui.plan.tab import plan_tab
 from kvviz.ui.scheduler.tab import scheduler_tab
 from kvviz.ui.serving.tab import ServingTab, serving_tab
 from kvviz.ui.sessions import SessionStore, session_id
@@ -50,9 +51,8 @@ PAGE_CSS = """
 # the tab is drawn, and once more after a slower redraw.
 RELAYOUT_JS = ("() => { for (const ms of [60, 400]) "
                "setTimeout(() => window.dispatchEvent(new Event('resize')), ms); }")
-TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.scheduler",
-        "tab.history",
-        "tab.lesson"]
+TABS = ["tab.calculator", "tab.generation", "tab.compare", "tab.batch", "tab.lifecycle", "tab.serving", "tab.plan",
+        "tab.scheduler", "tab.history", "tab.lesson"]
 
 
 class CountedBlocks(gr.Blocks):
@@ -224,6 +224,9 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             with gr.Tab(L("tab.serving"), id="serving") as tab:
                 serving = serving_tab(policy, engine, sessions, lang)
             tabs.append(tab)
+            with gr.Tab(L("tab.plan"), id="plan") as tab:
+                plan = plan_tab(policy, engine, sessions, lang)
+            tabs.append(tab)
             with gr.Tab(L("tab.scheduler"), id="scheduler") as tab:
                 scheduler_tab(policy, engine, lang)
             tabs.append(tab)
@@ -232,7 +235,7 @@ def build_app(default_model: str = "tiny", policy: HostPolicy | None = None,
             tabs.append(tab)
             with gr.Tab(L("tab.lesson"), id="lesson") as tab:  # the lesson's questions lead through the tabs above
                 lesson_tab(default_model, policy, runs, lang, LessonTargets(tab_set, "generation", "compare",
-                           "calculator", "batch", generation.prompt, calculator.control), sessions)
+                           "calculator", "batch", generation.prompt, calculator.control, "plan", plan), sessions)
             tabs.append(tab)
 
         start_lesson.click(lambda: gr.Tabs(selected="lesson"), None, tab_set, api_visibility="private", queue=False)

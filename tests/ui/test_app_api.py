@@ -38,6 +38,11 @@ PARAMETERS = {
     "/lesson_script": ["model", "prompt", "max_new_tokens", "lang"],  # the lesson's script beside kvviz's run
     "/schedule": ["preset", "requests", "lang"],  # the Scheduler tab: a preset simulated, played in the page
     "/schedule_on_vllm": ["preset", "requests", "lang"],  # the same load on the local vLLM beside the simulator
+    # python -m kvviz.sim plan --model --gpu --tp --pp --calibration --kv-space-gib --prompt-tokens ... --price
+    "/plan": ["device", "model", "gpu", "tp", "pp", "calibration", "kv_space_gib", "loop", "rate", "concurrency",
+              "prompt_tokens", "output_tokens", "prefix_tokens", "requests", "ttft", "ttft_percentile", "tpot",
+              "tpot_percentile", "price", "target_rate", "lang"],
+    "/plan_check": ["check_requests", "lang"],  # the last prediction's loads on the local vLLM
 }
 
 

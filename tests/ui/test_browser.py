@@ -250,3 +250,30 @@ def test_unknown_model_shows_a_message(page: Page):
     page.click("#generate-btn")
     expect(page.get_by_text("not in the local cache").first).to_be_visible(timeout=30_000)
     _type(page, "#gen-model input", "tiny")
+
+
+def test_plan_predicts_a_preset_on_an_h100(page: Page, shots: Path):
+    """Llama-3.1-8B on one H100 with a TPOT p99 limit of 8 ms: the answer gives the knee and a highest rate under
+    the SLO below it, the throughput figure marks that rate where the text says, and all four figures are drawn; then
+    the same in Chinese."""
+    _tab(page, "Plan")
+    _type(page, "#plan-tpot input", "0.008")
+    page.click("#plan-predict")
+    expect(page.locator("#plan-status")).to_contain_text("predicted in", timeout=120_000)
+    answer = page.locator("#plan-answer")
+    expect(answer).to_contain_text("llama-3.1-8b on H100 SXM (tp 1, pp 1)")
+    said = answer.inner_text()
+    knee = float(re.search(r"saturates at ([\d,.]+) requests/s", said).group(1).replace(",", ""))
+    held = float(re.search(r"highest rate under the SLO: ([\d,.]+) requests/s", said).group(1).replace(",", ""))
+    assert 0 < held < knee, said
+    for plot in ("#plan-throughput", "#plan-ttft-plot", "#plan-tpot-plot", "#plan-tradeoff"):
+        expect(page.locator(f"{plot} .js-plotly-plot")).to_be_visible()
+    rule = page.locator("#plan-throughput .annotation-text", has_text="highest under the SLO")
+    expect(rule).to_contain_text(f"{held:,.3g}/s")
+    page.screenshot(path=str(shots / "plan.png"), full_page=True)
+    page.locator("#lang-switch").get_by_text("中文").click()
+    expect(answer).to_contain_text("满足 SLO 的最高速率", timeout=20_000)
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(shots / "zh-plan.png"), full_page=True)
+    page.locator("#lang-switch").get_by_text("English").click()
+    expect(answer).to_contain_text("highest rate under the SLO", timeout=20_000)

@@ -118,6 +118,18 @@ def test_hosted_serving_sends_nothing_to_a_visitors_address(app):
         client.predict(api_name="/stop_vllm")
 
 
+def test_hosted_plan_limits_the_simulation_and_the_check(app):
+    """The Plan tab hosted: at most 500 simulated requests a load, calculator presets only (no folder of the host's),
+    and no run on the local vLLM before a prediction."""
+    client = Client(app[0], verbose=False)
+    with pytest.raises(AppError, match="requests per point must be between 1 and 500"):
+        client.predict(requests=501, api_name="/plan")
+    with pytest.raises(AppError, match="/etc"):
+        client.predict(model="/etc", api_name="/plan")
+    with pytest.raises(AppError, match="press Predict first"):
+        client.predict(api_name="/plan_check")
+
+
 def test_time_limit_stops_a_long_generation_and_frees_the_device(app):
     """A run past the time limit is stopped, reported as stopped by the time limit, and the next one runs."""
     client = Client(app[0], verbose=False)

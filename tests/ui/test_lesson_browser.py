@@ -117,3 +117,17 @@ def test_start_here_opens_the_lesson(browser, app_url, locale, button, question)
     expect(page.locator("#lesson-open-1")).to_be_visible()
     expect(page.get_by_text(question).first).to_be_visible()
     page.close()
+
+
+def test_plan_it_opens_the_plan_tab(browser, app_url):  # noqa: F811
+    """Question 5's "Plan it" opens the Plan tab with its Predict button in view; with nothing measured in this
+    session it leaves the tab's values as they were (500-token prompts typed there stay)."""
+    page = open_page(browser, app_url)
+    page.get_by_role("tab", name="Plan").click()
+    _type(page, "#plan-prompt-tokens input", "500")
+    page.get_by_role("tab", name="Lesson").click()
+    page.locator("#lesson-plan-5").click()
+    expect(page.get_by_role("tab", name="Plan")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#plan-predict")).to_be_in_viewport()
+    expect(page.locator("#plan-prompt-tokens input")).to_have_value("500")
+    page.close()

@@ -111,6 +111,34 @@ def test_the_runs_are_in_the_history(page: Page):
     page.get_by_role("tab", name="Serving").click()
 
 
+def test_the_plan_tabs_check_runs_on_this_vllm(page: Page):
+    """The Plan tab on this machine calibrated (tiny's calibration), 4 requests/s: its check runs 2, 4 and 8 requests/s
+    (half, the load, twice) on the vLLM started above, 8 requests each, and lists 3 loads × 5 figures with their
+    errors; the measured points are drawn over the lines."""
+    page.get_by_role("tab", name="Plan").click()
+    page.get_by_text("this machine, calibrated (the local vLLM)").click()
+    for box, value in (("plan-rate", "4"), ("plan-prompt-tokens", "64"), ("plan-output-tokens", "16"),
+                       ("plan-requests", "50")):
+        page.locator(f"#{box} input").fill(value)
+        page.locator(f"#{box} input").press("Enter")
+    page.locator("#plan-predict").click()
+    expect(page.locator("#plan-status")).to_contain_text("predicted in", timeout=180_000)
+    page.get_by_text("Run the same loads on the local vLLM").click()
+    expect(page.locator("#plan-check")).to_be_visible()
+    page.locator("#plan-check-requests input").fill("8")
+    page.locator("#plan-check-requests input").press("Enter")
+    page.locator("#plan-check").click()
+    expect(page.locator("#plan-status")).to_contain_text("measured 3 load(s)", timeout=300_000)
+    expect(page.locator("#plan-check-text")).to_contain_text("3 load(s), 8 requests each")
+    table = page.locator("#plan-check-table")
+    for metric in ("output tokens/s", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)", "TPOT p99 (ms)"):
+        expect(table.get_by_role("gridcell", name=metric, exact=True)).to_have_count(3)  # one per load
+    for load in ("2", "4", "8"):
+        expect(table.get_by_role("gridcell", name=load, exact=True).first).to_be_visible()
+    expect(page.locator("#plan-throughput .legendtext", has_text="measured (local vLLM)")).to_be_visible()
+    page.get_by_role("tab", name="Serving").click()
+
+
 def test_stop_vllm_leaves_nothing_running(page: Page):
     assert vllm_servers(), "vLLM should be running before Stop"
     page.get_by_role("button", name="Stop vLLM").click()

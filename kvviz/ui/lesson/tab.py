@@ -2,7 +2,8 @@
 
 Each question has a button that opens the view that shows it, already set to make the point (the Live
 generation tab with a long prompt, the Cached vs uncached tab, the calculator at the lesson's example with every
-control its figure depends on, the Batch tab's sweep), and scrolls to where the answer shows. "Answer with my
+control its figure depends on, the Batch tab's sweep), and scrolls to where the answer shows; questions 5 and 6 have
+a second, "Plan it", that opens the Plan tab set with the session's numbers. "Answer with my
 measurements" fills every answer from the session's history (kvviz.lesson, in the page's language). The script
 section runs the lesson's loop and kvviz's on the device worker (a Lesson job) and shows the script's dict beside
 kvviz's metrics for the same request; its Stop reaches that run only (the session's "lesson" stop handle).
@@ -20,7 +21,7 @@ import gradio as gr
 from kvviz.engine.hosting import HostPolicy
 from kvviz.engine.lesson_script import LESSON_MAX_NEW_TOKENS, known_architecture
 from kvviz.i18n import t
-from kvviz.lesson import QUESTIONS, answers
+from kvviz.lesson import QUESTIONS, answers, plan_numbers
 from kvviz.ui.common import (
     DEVICE,
     build_request,
@@ -31,6 +32,8 @@ from kvviz.ui.common import (
 )
 from kvviz.ui.generation.history import RunHistory
 from kvviz.ui.lang import L
+from kvviz.ui.plan.predict import CLOSED
+from kvviz.ui.plan.tab import PlanControls
 from kvviz.ui.sessions import SessionStore, stop_handle
 from kvviz.ui.worker import Lesson
 
@@ -77,6 +80,24 @@ class LessonTargets:
     batch_id: str
     gen_prompt: gr.Textbox | None
     calculator: Callable[[str], gr.components.Component]  # a calculator control by its input name
+    plan_id: str | None = None  # questions 5 and 6 lead on to the Plan tab, set with the run's numbers
+    plan: PlanControls | None = None
+
+
+def plan_opener(targets: LessonTargets, question: int) -> tuple[Callable, list]:
+    """The handler and outputs of question 5's or 6's "Plan it": the Plan tab selected, set from the session's
+    runs (kvviz.lesson.plan_numbers): question 5 a closed loop at the most in flight measured, both the last run's
+    prompt and output tokens; a value nothing measured is left as it is."""
+    c = targets.plan
+
+    def open_plan(history: RunHistory):
+        n = plan_numbers(history)
+        closed = question == 5 and n.in_flight is not None
+        return (gr.Tabs(selected=targets.plan_id), gr.update(value=CLOSED) if closed else gr.update(),
+                gr.update(value=n.in_flight) if closed else gr.update(),
+                *(gr.update() if v is None else gr.update(value=v) for v in (n.prompt_tokens, n.output_tokens)))
+
+    return open_plan, [targets.tabs, c.loop, c.concurrency, c.prompt_tokens, c.output_tokens]
 
 
 def opener(targets: LessonTargets, question: int) -> tuple[Callable, list]:
@@ -114,10 +135,17 @@ def lesson_tab(default_model: str, policy: HostPolicy, runs: gr.State, lang: gr.
             with gr.Row():
                 gr.Markdown(L(q.key))
                 go = gr.Button(L("lesson.open"), size="sm", scale=0, min_width=120, elem_id=f"lesson-open-{q.number}")
+                planned = (gr.Button(L("lesson.plan"), size="sm", scale=0, min_width=120,
+                                     elem_id=f"lesson-plan-{q.number}")
+                           if q.number in (5, 6) and targets.plan is not None else None)
             shown.append(gr.Markdown(L("lesson.pending"), elem_id=f"lesson-answer-{q.number}"))
         fn, outputs = opener(targets, q.number)
         go.click(fn, None, outputs, api_visibility="private", queue=False).then(
             None, js=scroll_js(ANSWER_AT[q.number]), api_visibility="private", queue=False)
+        if planned is not None:
+            fn, outputs = plan_opener(targets, q.number)
+            planned.click(fn, runs, outputs, api_visibility="private", queue=False).then(
+                None, js=scroll_js("plan-predict"), api_visibility="private", queue=False)
 
     gr.Markdown(L("lesson.script.title"))
     with gr.Row():
