@@ -12,6 +12,7 @@ from gradio_client.exceptions import AppError
 from gradio_client.utils import QueueError
 from hypothesis import strategies as st
 
+from kvviz.calc.presets import preset_names
 from tests.helpers import REPO, running_app
 from tests.ui.test_fuzz import CALC_CHECK, CALC_CHECK_BYTES, SPECIAL, bad_models, drive
 
@@ -44,12 +45,14 @@ def test_page_shows_the_limits_and_offers_only_the_allowlist(app):
     for part in ("1,000 new tokens", "32 prompt tokens", "under 200 M", f"{TIME_LIMIT_S} s per request",
                  "1 request waiting"):
         assert part in note, f"{part!r} missing from the page's note {note!r}"
-    pickers = [c["props"] for c in config["components"] if c.get("type") == "dropdown"
-               and "model" in str(c["props"].get("label"))]
-    assert len(pickers) == 5, "generation's, comparison's, the batch tab's, the Serving tab's (vLLM's model) and the " \
-        "lesson script's"
-    for props in pickers:
-        assert [value for _, value in props["choices"]] == ["tiny", "smollm2-135m-instruct", "random:gpt2", TWIN]
+    dropdowns = {c["props"].get("elem_id"): c["props"] for c in config["components"] if c.get("type") == "dropdown"
+                 and "model" in str(c["props"].get("label"))}
+    plan = dropdowns.pop("plan-model")  # an architecture to simulate, never loaded: the calculator's presets
+    assert {value for _, value in plan["choices"]} <= set(preset_names()) and plan["allow_custom_value"] is False
+    assert sorted(dropdowns) == ["batch-model", "compare-model", "gen-model", "lesson-model", "serve-local-model"]
+    for props in dropdowns.values():
+        # no smollm2-135m-instruct: the app fetches nothing (running_app's KVVIZ_FETCH=0) and none is converted
+        assert [value for _, value in props["choices"]] == ["tiny", "random:gpt2", TWIN]
         assert props["allow_custom_value"] is False
 
 
