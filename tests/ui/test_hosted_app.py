@@ -123,7 +123,8 @@ def test_hosted_serving_sends_nothing_to_a_visitors_address(app):
 
 def test_hosted_plan_limits_the_simulation_and_the_check(app):
     """The Plan tab hosted: at most 500 simulated requests a load, calculator presets only (no folder of the host's),
-    and no run on the local vLLM before a prediction."""
+    and no run on the local vLLM before a prediction; the Scheduler tab refuses a preset it lacks and more requests
+    than the host allows. Each refusal is the handler's one line: nothing reaches the log as a traceback."""
     client = Client(app[0], verbose=False)
     with pytest.raises(AppError, match="requests per point must be between 1 and 500"):
         client.predict(requests=501, api_name="/plan")
@@ -131,6 +132,12 @@ def test_hosted_plan_limits_the_simulation_and_the_check(app):
         client.predict(model="/etc", api_name="/plan")
     with pytest.raises(AppError, match="press Predict first"):
         client.predict(api_name="/plan_check")
+    with pytest.raises(AppError, match="preset"):  # refused by the handler in one line, not by gradio's choices
+        client.predict(preset="/etc", api_name="/schedule")
+    with pytest.raises(AppError, match="requests"):
+        client.predict(requests=10_000, api_name="/schedule")
+    log = app[1]
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 
 
 def test_time_limit_stops_a_long_generation_and_frees_the_device(app):

@@ -343,7 +343,7 @@ def plan_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore, la
     go.click(run_plan, [device, model, gpu, tp, pp, calibration, kv_space, loop, rate, concurrency, prompt_tokens,
                         output_tokens, prefix_tokens, requests, ttft, ttft_q, tpot, tpot_q, price, target_rate, lang],
              [status, answer, *plots, check_table, as_json, shown], api_name="plan", concurrency_id="plan",
-             concurrency_limit=1, show_progress="hidden")
+             concurrency_limit=1, show_progress="hidden", preprocess=False)  # values as sent, checked by run_plan
     check_go.click(run_check, [shown, check_requests, lang], [status, *plots, check_text, check_table, shown],
                    api_name="plan_check", concurrency_id=SERVING, concurrency_limit=1, show_progress="hidden")
     lang.change(redraw, [shown, lang], [answer, *plots, check_text, check_table], api_visibility="private",

@@ -117,9 +117,10 @@ def scheduler_tab(policy: HostPolicy, engine: LocalEngine, lang: gr.Radio) -> No
         except ValueError as exc:
             raise refusal(exc, lang) from None
 
-    go.click(schedule, [key, requests, lang], [explanation, player], api_name="schedule", concurrency_limit=None)
+    go.click(schedule, [key, requests, lang], [explanation, player], api_name="schedule", concurrency_limit=None,
+             preprocess=False)  # the values as sent: schedule checks them itself, in one line (no gradio traceback)
     key.input(pick, [key, lang], [requests, explanation, player], api_visibility="private", concurrency_limit=None)
     lang.change(schedule, [key, requests, lang], [explanation, player], api_visibility="private",
                 concurrency_limit=None, show_progress="hidden")
     real_go.click(schedule_on_vllm, [key, requests, lang], [real_text, real_plot], api_name="schedule_on_vllm",
-                  concurrency_id=SERVING, concurrency_limit=1, show_progress_on=real_text)
+                  preprocess=False, concurrency_id=SERVING, concurrency_limit=1, show_progress_on=real_text)
