@@ -205,6 +205,7 @@ def reading(summary: dict, lang: str = "en") -> str:
     loads = [v["load_average_1m"] for v in summary.values()]
     parts = [t("serving_cli.pserve.intro", lang, cpus=cpus, low=low, high=high,
                load_lo=min(x["min"] for x in loads), load_hi=max(x["max"] for x in loads),
+               base_load=summary[base]["load_average_1m"]["median"],
                tpot=_median(summary, base, low, "tpot_p50_s") * 1e3,
                tps=_median(summary, base, high, "output_tokens_per_s"),
                cpu=_median(summary, base, high, "server_cpu_ms_per_token"))]
@@ -219,6 +220,7 @@ def reading(summary: dict, lang: str = "en") -> str:
         kind = next(k for k, n in _sizes(layout).items() if n > 1)  # the first size above 1 names the text
         tokens = [r["kv_tokens"] for r in summary[layout]["ranks"]]
         parts.append(t(f"serving_cli.pserve.{kind}", lang, layout=_short(layout), low=low, high=high, cpus=cpus,
+                       load=summary[layout]["load_average_1m"]["median"],
                        tpot=_median(summary, layout, low, "tpot_p50_s") * 1e3, tpot_ratio=tpot,
                        tpot_word=t("serving_cli.pserve.slower" if tpot > 1 else "serving_cli.pserve.faster", lang),
                        tps=_median(summary, layout, high, "output_tokens_per_s"), tps_ratio=tps,

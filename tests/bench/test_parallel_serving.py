@@ -52,10 +52,10 @@ def test_reading_follows_the_numbers():
     TPOT), dp2 'slower' (1.25×); the lowest TPOT is tp2's, the most tokens/s dp2's, so no 'no split paid'."""
     data, records = frame()
     text = reading(summarize(data, records))
-    tp2 = text[text.index("tp2 splits"):]
+    tp2 = text[text.index("tp2 (load average"):]
     assert "its TPOT was 10.0 ms, 0.50× tp1's (faster)" in tp2
     assert "0.33× tp1's" in tp2, "tp2's 100 tokens/s against tp1's 300"
-    dp2 = text[text.index("dp2 runs"):]
+    dp2 = text[text.index("dp2 (load average"):]
     assert "1.25× tp1's (slower)" in dp2 and "1.33× tp1's" in dp2
     assert "Lowest TPOT with 1 in flight: tp2; most tokens/s with 8: dp2." in text
     assert "no split paid" not in text
