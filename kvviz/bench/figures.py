@@ -319,7 +319,7 @@ def parallel_serving_figure(rows: pd.DataFrame) -> go.Figure:
                             showlegend=col == 1, line={"color": color}, row=1, col=col)
             fig.add_scatter(x=runs["concurrency"], y=runs[key] * scale, mode="markers", legendgroup=layout,
                             showlegend=False, marker={"color": color, "size": 5, "opacity": 0.5}, row=1, col=col)
-    fig.update_xaxes(title_text="requests in flight", type="log")
+    fig.update_xaxes(title_text="requests in flight", type="log", tickvals=sorted(rows["concurrency"].unique()))
     fig.update_yaxes(rangemode="tozero")
     return _layout(fig, "The same load on parallel layouts of one model (lines: medians; dots: each run)",
                    height=430, width=1200)
