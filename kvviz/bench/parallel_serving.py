@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -339,7 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                args.kv_space_gib, args.max_model_len, args.dummy_weights)
     load_before = os.getloadavg()
     started = time.perf_counter()
-    frame, records = parallel_serving(plan, Path("results-tmp"))
+    try:
+        frame, records = parallel_serving(plan, Path("results-tmp"))
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (vllm.Stopped): vLLM is stopped, nothing written
+        print("interrupted: nothing written", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     result = write(args.out, frame, records, plan, "python -m kvviz.bench.parallel_serving " + " ".join(argv),
                    load_before, png=not args.no_png)
     print(result["results"]["reading"]["en"], f"({time.perf_counter() - started:.0f} s)", flush=True)
