@@ -275,6 +275,8 @@ def rehearse(model: str, layout: Parallelism, nodes: int, head: str = "127.0.0.1
                 server = start(spec, log_path=logs / f"vllm-node{node.node}-{spec.port}.log", argv=node.argv)
                 running.append((node, server))
             ready_s = _wait_head(running, timeout_s)
+            for _, server in running:  # every node up: a stop now gives each the grace to drain (not a starter's)
+                server.tell_ready()
             pids = {node.node: group_pids(server.pid) for node, server in running}
             text = complete(spec.base_url, spec.name, "The KV cache")
         finally:
