@@ -304,6 +304,39 @@ def loadgen_figure(rows: pd.DataFrame) -> go.Figure:
                    "throughput)", height=460, width=1200)
 
 
+def parallel_serving_figure(rows: pd.DataFrame) -> go.Figure:
+    """The same load on each parallel layout (results/parallel/serving.csv): output tokens/s, TPOT p50 and TTFT
+    p50 against requests in flight, a line through each layout's medians, every run a dot."""
+    keys = (("output_tokens_per_s", "output tokens/s", 1.0), ("tpot_p50_s", "TPOT p50 (ms)", 1e3),
+            ("ttft_p50_s", "TTFT p50 (ms)", 1e3))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title, _ in keys])
+    palette = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2")
+    for i, (layout, runs) in enumerate(rows.groupby("layout", sort=False)):
+        color = palette[i % len(palette)]
+        for col, (key, _, scale) in enumerate(keys, start=1):
+            med = runs.groupby("concurrency")[key].median() * scale
+            fig.add_scatter(x=med.index, y=med.values, mode="lines+markers", name=layout, legendgroup=layout,
+                            showlegend=col == 1, line={"color": color}, row=1, col=col)
+            fig.add_scatter(x=runs["concurrency"], y=runs[key] * scale, mode="markers", legendgroup=layout,
+                            showlegend=False, marker={"color": color, "size": 5, "opacity": 0.5}, row=1, col=col)
+    fig.update_xaxes(title_text="requests in flight", type="log", tickvals=sorted(rows["concurrency"].unique()))
+    fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, "The same load on parallel layouts of one model (lines: medians; dots: each run)",
+                   height=430, width=1200)
+
+
+def save_figure(fig: go.Figure, stem: Path, png: bool = True) -> list[Path]:
+    """fig as stem.html (plotly.js saved beside it, so the page opens offline) and, with png, stem.png."""
+    if png and "BROWSER_PATH" not in os.environ and Path("/usr/bin/chromium").exists():
+        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"  # kaleido's renderer: Debian's chromium
+    fig.write_html(stem.with_suffix(".html"), include_plotlyjs="directory")
+    written = [stem.with_suffix(".html")]
+    if png:
+        fig.write_image(stem.with_suffix(".png"), scale=1)
+        written.append(stem.with_suffix(".png"))
+    return written
+
+
 def _gather(results: Path, name: str) -> pd.DataFrame | None:
     """A part's rows (name.csv) from the folder and its sub-run folders (not gpu*/ runs or figures/)."""
     runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(("gpu", "figures")))

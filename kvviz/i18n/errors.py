@@ -247,6 +247,12 @@ EN: dict[str, str] = {
     "vllm.no_completion": "{url} did not answer a completion (HTTP {code})",
     "parallel_capacity.layout": "layout {text!r}: write the sizes as tp2, pp2, dp2 or together as tp2pp2 (whole "
                                 "numbers of at least 1)",
+    "multinode.uneven": "{workers} workers ({layout}) do not divide evenly over {nodes} nodes",
+    "multinode.split_replica": "a replica of tp × pp = {replica} workers neither fits whole on a node of {per_node} "
+                               "nor spans whole nodes ({layout})",
+    "multinode.rehearse_loopback": "a rehearsal runs every node on this host: give --head-address 127.0.0.1 and "
+                                   "--backend mp (got {head}, {backend})",
+    "multinode.node_exited": "node {node} ({role}) ended while the others started: {why} (log: {log})",
     "vllm.status.starting": "vLLM is starting for {model} (about a minute on a small CPU)...",
     "vllm.status.failed": "vLLM failed to start for {model}: {why}",
     "vllm.status.stopped": "vLLM is not running: start it here, or point the tab at an endpoint",
@@ -553,6 +559,12 @@ ZH: dict[str, str] = {
                                "{gib} GiB KV Cache；vLLM 日志中每个 rank 的 KV Cache token 数：{ranks}",
     "vllm.no_completion": "{url} 没有返回补全结果（HTTP {code}）",
     "parallel_capacity.layout": "布局 {text!r}：请把并行规模写成 tp2、pp2、dp2，或合写为 tp2pp2（至少为 1 的整数）",
+    "multinode.uneven": "{workers} 个 worker（{layout}）不能平均分到 {nodes} 个节点上",
+    "multinode.split_replica": "一个副本 tp × pp = {replica} 个 worker，"
+                               "既放不进每节点 {per_node} 个 worker 的单个节点，也不能正好占满整数个节点（{layout}）",
+    "multinode.rehearse_loopback": "演练在本机上运行所有节点：请用 --head-address 127.0.0.1 和 --backend mp"
+                                   "（收到的是 {head}、{backend}）",
+    "multinode.node_exited": "其他节点启动时，节点 {node}（{role}）已退出：{why}（日志：{log}）",
     "vllm.status.starting": "vLLM 正在为 {model} 启动（小型 CPU 上约需一分钟）...",
     "vllm.status.failed": "vLLM 为 {model} 启动失败：{why}",
     "vllm.status.stopped": "vLLM 未运行：请在这里启动，或让本页连接一个端点",

@@ -76,6 +76,53 @@ EN = {
                                 "the bottleneck); levels beyond it would measure the client",
     "serving_cli.sweep.cancelled": "sweep stopped at c={concurrency}: cancelled",
     "serving_cli.sweep.last": "sweep ended at its last level, c={concurrency}",
+    "serving_cli.multinode": "{layout} over {nodes} nodes, {per_node} worker(s) a node: {mode}",
+    "serving_cli.multinode.mp.dp": "whole replicas on each node, one API on the head (vLLM's data parallel "
+                                   "deployment, internal load balancing)",
+    "serving_cli.multinode.mp.span": "each replica over whole nodes, vLLM's own processes across them "
+                                     "(--nnodes, --node-rank)",
+    "serving_cli.multinode.ray.dp": "a Ray cluster; whole replicas on each node, placed by Ray",
+    "serving_cli.multinode.ray.span": "a Ray cluster; each replica over whole nodes, placed by Ray",
+    "serving_cli.multinode.api": "node {node} (head: the API and its engines):",
+    "serving_cli.multinode.headless": "node {node} (headless: engines or workers, no API):",
+    "serving_cli.multinode.ray-head": "node {node} (Ray's head):",
+    "serving_cli.multinode.ray-worker": "node {node} (joins Ray):",
+    "serving_cli.multinode.rehearsed": "rehearsed on this host: the head answered in {s:.0f} s, a completion "
+                                       "{text!r}; engines logged {engines}; {pids} processes ran, {left} left "
+                                       "after the stop",
+    "serving_cli.pserve.intro": "On {cpus} CPU cores (load average {load_lo:.1f}-{load_hi:.1f} over the "
+                                "runs), tp1 (one worker; load average {base_load:.1f} over its runs) decoded at "
+                                "{tpot:.1f} ms a token (TPOT p50) "
+                                "with {low} request(s) in flight and made {tps:,.0f} output tokens/s with {high}, "
+                                "vLLM's processes spending {cpu:.1f} ms of CPU a token.",
+    "serving_cli.pserve.tp": "{layout} (load average {load:.1f}) splits each layer's matrix products across {ranks} "
+                             "worker processes and "
+                             "all-reduces every layer's output between them (gloo, shared memory): with {low} in "
+                             "flight its TPOT was {tpot:.1f} ms, {tpot_ratio:.2f}× tp1's ({tpot_word}), its TTFT "
+                             "{ttft:.1f} ms against {base_ttft:.1f}; with {high} it made {tps:,.0f} tokens/s, "
+                             "{tps_ratio:.2f}× tp1's, spending {cpu:.1f} ms of CPU a token; each rank logged "
+                             "{tokens:,} tokens of KV (its share of each).",
+    "serving_cli.pserve.pp": "{layout} (load average {load:.1f}) runs the layers as {ranks} stages, a process each, "
+                             "the activations sent from "
+                             "stage to stage every step: with {low} in flight its TPOT was {tpot:.1f} ms, "
+                             "{tpot_ratio:.2f}× tp1's ({tpot_word}), its TTFT {ttft:.1f} ms against "
+                             "{base_ttft:.1f}; with {high} it made {tps:,.0f} tokens/s, {tps_ratio:.2f}× tp1's, "
+                             "spending {cpu:.1f} ms of CPU a token; each stage logged {tokens:,} tokens of KV (its "
+                             "layers' share of each).",
+    "serving_cli.pserve.dp": "{layout} (load average {load:.1f}) runs {ranks} whole engines (replicas) on the same "
+                             "{cpus} cores, the requests "
+                             "dealt between them: with {low} in flight its TPOT was {tpot:.1f} ms, {tpot_ratio:.2f}× "
+                             "tp1's ({tpot_word}), its TTFT {ttft:.1f} ms against {base_ttft:.1f}; with {high} it "
+                             "made {tps:,.0f} tokens/s, {tps_ratio:.2f}× tp1's, spending {cpu:.1f} ms of CPU a "
+                             "token; each engine holds its own cache of {tokens:,} tokens.",
+    "serving_cli.pserve.busy": "The load average went past {cpus}: other jobs held cores too, and every figure here "
+                               "carries that contention.",
+    "serving_cli.pserve.slower": "slower",
+    "serving_cli.pserve.faster": "faster",
+    "serving_cli.pserve.verdict": "Lowest TPOT with {low} in flight: {best_low}; most tokens/s with {high}: "
+                                  "{best_high}.",
+    "serving_cli.pserve.none_paid": "On these cores no split paid for its communication: what grew was the KV each "
+                                    "rank can hold, not the speed.",
 }
 ZH = {
     "serving_cli.error": "错误：{message}",
@@ -141,5 +188,47 @@ ZH = {
                                 "更高的级别测到的将是客户端",
     "serving_cli.sweep.cancelled": "扫描在 c={concurrency} 停止：已取消",
     "serving_cli.sweep.last": "扫描在最后一级 c={concurrency} 结束",
+    "serving_cli.multinode": "{layout} 分布在 {nodes} 个节点上，每节点 {per_node} 个 worker：{mode}",
+    "serving_cli.multinode.mp.dp": "每个节点放整数个副本，API 只在主节点上（vLLM 的数据并行部署，内部负载均衡）",
+    "serving_cli.multinode.mp.span": "每个副本占满整数个节点，由 vLLM 自己的进程跨节点运行（--nnodes、--node-rank）",
+    "serving_cli.multinode.ray.dp": "Ray 集群；每个节点放整数个副本，由 Ray 放置",
+    "serving_cli.multinode.ray.span": "Ray 集群；每个副本占满整数个节点，由 Ray 放置",
+    "serving_cli.multinode.api": "节点 {node}（主节点：API 及其引擎）：",
+    "serving_cli.multinode.headless": "节点 {node}（无头节点：只有引擎或 worker，没有 API）：",
+    "serving_cli.multinode.ray-head": "节点 {node}（Ray 主节点）：",
+    "serving_cli.multinode.ray-worker": "节点 {node}（加入 Ray）：",
+    "serving_cli.multinode.rehearsed": "已在本机演练：主节点 {s:.0f} 秒后应答，补全结果 {text!r}；"
+                                       "引擎日志中的 KV Cache {engines}；运行过 {pids} 个进程，停止后剩下 {left} 个",
+    "serving_cli.pserve.intro": "在 {cpus} 个 CPU 核上（各次运行期间负载均值 "
+                                "{load_lo:.1f}-{load_hi:.1f}），tp1（一个 worker；其运行期间负载均值 "
+                                "{base_load:.1f}）在 {low} 个请求并发时每 "
+                                "token 解码 "
+                                "{tpot:.1f} ms（TPOT p50），{high} 个并发时输出 {tps:,.0f} tokens/s，"
+                                "vLLM 各进程每 token 花费 {cpu:.1f} ms CPU。",
+    "serving_cli.pserve.tp": "{layout}（负载均值 {load:.1f}）把每层的矩阵乘法拆到 {ranks} 个 worker 进程上，"
+                             "每层输出在它们之间做一次 "
+                             "all-reduce（gloo、共享内存）：{low} 个并发时 TPOT 为 {tpot:.1f} ms，是 tp1 的 "
+                             "{tpot_ratio:.2f} 倍（{tpot_word}），TTFT {ttft:.1f} ms（tp1 为 {base_ttft:.1f}）；"
+                             "{high} 个并发时输出 {tps:,.0f} tokens/s，是 tp1 的 {tps_ratio:.2f} 倍，"
+                             "每 token 花费 {cpu:.1f} ms CPU；每个 rank 日志中的 KV Cache 为 {tokens:,} 个 token"
+                             "（每个 token 存它的那一份）。",
+    "serving_cli.pserve.pp": "{layout}（负载均值 {load:.1f}）把各层分成 {ranks} 个流水线阶段，每阶段一个进程，"
+                             "每一步把激活从一个阶段发到下一个："
+                             "{low} 个并发时 TPOT 为 {tpot:.1f} ms，是 tp1 的 {tpot_ratio:.2f} 倍（{tpot_word}），"
+                             "TTFT {ttft:.1f} ms（tp1 为 {base_ttft:.1f}）；{high} 个并发时输出 {tps:,.0f} tokens/s，"
+                             "是 tp1 的 {tps_ratio:.2f} 倍，每 token 花费 {cpu:.1f} ms CPU；每个阶段日志中的 KV Cache "
+                             "为 {tokens:,} 个 token（每个 token 存它那几层的一份）。",
+    "serving_cli.pserve.dp": "{layout}（负载均值 {load:.1f}）在同样的 {cpus} 个核上运行 {ranks} 个完整引擎（副本），"
+                             "请求在它们之间分配："
+                             "{low} 个并发时 TPOT 为 {tpot:.1f} ms，是 tp1 的 {tpot_ratio:.2f} 倍（{tpot_word}），"
+                             "TTFT {ttft:.1f} ms（tp1 为 {base_ttft:.1f}）；{high} 个并发时输出 {tps:,.0f} tokens/s，"
+                             "是 tp1 的 {tps_ratio:.2f} 倍，每 token 花费 {cpu:.1f} ms CPU；每个引擎有自己的 "
+                             "{tokens:,} 个 token 的 KV Cache。",
+    "serving_cli.pserve.busy": "负载均值超过了 {cpus}：其他任务也占着核，这里的每个数字都带着这种争用。",
+    "serving_cli.pserve.slower": "更慢",
+    "serving_cli.pserve.faster": "更快",
+    "serving_cli.pserve.verdict": "{low} 个并发时 TPOT 最低的是 {best_low}；{high} 个并发时吞吐最高的是 {best_high}。",
+    "serving_cli.pserve.none_paid": "在这些核上，没有哪种切分抵得上它的通信开销：增加的是每个 rank 能存的 KV Cache，"
+                                    "而不是速度。",
 }
 register(EN, ZH)

@@ -86,6 +86,29 @@ def _load_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _multinode_parser(sub) -> argparse.ArgumentParser:
+    """`multinode`: a layout over several nodes, the commands node by node, and its rehearsal here."""
+    multi = sub.add_parser("multinode", help="the vLLM commands, node by node, for a layout over several nodes; "
+                           "--rehearse runs them on this host's loopback")
+    multi.add_argument("--model", required=True, help="as each node names it (a hub id or a path there); tiny, "
+                       "random:<preset> and local folders are resolved here and their layout checked")
+    multi.add_argument("--tp", type=int, default=1, help="tensor parallel size (workers per layer)")
+    multi.add_argument("--pp", type=int, default=1, help="pipeline parallel size (stages)")
+    multi.add_argument("--dp", type=int, default=1, help="data parallel size (replicas)")
+    multi.add_argument("--nodes", type=int, required=True, help="nodes (machines), at least 2")
+    multi.add_argument("--head-address", required=True, help="the head node's address, as the others reach it")
+    multi.add_argument("--backend", choices=["mp", "ray"], default="mp", help="vLLM's own processes (mp, default) "
+                       "or a Ray cluster")
+    multi.add_argument("--rpc-port", type=int, default=13345, help="--data-parallel-rpc-port (default 13345)")
+    multi.add_argument("--master-port", type=int, default=29501, help="--master-port (default 29501)")
+    multi.add_argument("--rehearse", action="store_true", help="run every node on this host (--head-address "
+                       "127.0.0.1, mp): start, one completion, stop, no process left")
+    multi.add_argument("--max-model-len", type=int, default=1024, help="context length of the rehearsal (default 1024)")
+    _dummy_arg(multi)
+    multi.add_argument("--json", action="store_true", help="print one JSON object")
+    return multi
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kvviz.serving", description="Serving under load: vLLM set up and started, "
                 "loads and sweeps against any OpenAI-compatible endpoint, KV capacity checked.")
@@ -127,7 +150,8 @@ def parser() -> argparse.ArgumentParser:
     par.add_argument("--predict-only", action="store_true", help="print kvviz's prediction; start no vLLM")
     _dummy_arg(par)
     par.add_argument("--json", action="store_true", help="print one JSON object")
-    for command in (setup, start, one, sw, cap, par):
+    multi = _multinode_parser(sub)
+    for command in (setup, start, one, sw, cap, par, multi):
         _lang_arg(command)
     return p
 
@@ -462,8 +486,60 @@ def _parallel_capacity(args: argparse.Namespace) -> None:
         print(json.dumps(records))
 
 
+def _known_model(model: str, layout, dummy: bool) -> str:
+    """The model as the commands name it: a model kvviz knows (tiny, random:<preset>, a local folder) by its
+    folder, its layout checked by the calculator (InputError in one line); anything else (a hub id) as given."""
+    from kvviz.serving.models import model_folder
+    from kvviz.serving.vllm import ServerSpec, check_layout
+
+    try:
+        folder = model_folder(model, dummy_weights=dummy)
+    except ValueError:
+        return model  # not here: a hub id or a path on the nodes, which vLLM there judges
+    check_layout(ServerSpec(folder.path, folder.name, tensor_parallel=layout.tp, pipeline_parallel=layout.pp,
+                            data_parallel=layout.dp))
+    return str(folder.path)
+
+
+def plan_lines(the_plan, lang: str = "en") -> list[str]:
+    """The plan in words, then each node's command."""
+    out = [t("serving_cli.multinode", lang, layout=the_plan.layout.label, nodes=the_plan.nodes,
+             per_node=the_plan.per_node, mode=t(f"serving_cli.multinode.{the_plan.backend}."
+                                                f"{'dp' if the_plan.mode.startswith('data') else 'span'}", lang))]
+    for c in the_plan.commands:
+        out.append(t(f"serving_cli.multinode.{c.role}", lang, node=c.node))
+        out.append("  " + c.line)
+    return out
+
+
+def _multinode(args: argparse.Namespace) -> None:
+    from kvviz.calc.parallel import Parallelism
+    from kvviz.serving.multinode import plan, rehearse
+
+    layout = Parallelism(args.tp, args.pp, args.dp)
+    if args.rehearse:
+        done = rehearse(args.model, layout, args.nodes, args.head_address, args.backend, args.max_model_len,
+                        dummy_weights=args.dummy_weights)
+        if args.json:
+            print(json.dumps(asdict(done) | {"layout": layout.label}, indent=1))
+            return
+        for line in plan_lines(done.plan, args.lang):
+            print(line)
+        print(t("serving_cli.multinode.rehearsed", args.lang, s=done.ready_s, text=done.completion,
+                pids=sum(len(n.pids) for n in done.nodes), left=len(done.left),
+                engines=", ".join(f"{name} {n:,}" for node in done.nodes for name, n in node.engines)))
+        return
+    model = _known_model(args.model, layout, args.dummy_weights)
+    the_plan = plan(model, layout, args.nodes, args.head_address, args.backend, args.rpc_port, args.master_port)
+    if args.json:
+        print(json.dumps(asdict(the_plan) | {"lines": [c.line for c in the_plan.commands]}, indent=1))
+        return
+    for line in plan_lines(the_plan, args.lang):
+        print(line)
+
+
 COMMANDS = {"setup": _setup, "start": _start, "run": _run, "sweep": _sweep, "capacity": _capacity,
-            "parallel-capacity": _parallel_capacity}
+            "parallel-capacity": _parallel_capacity, "multinode": _multinode}
 
 
 def _says(message: object, key: str) -> bool:

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -362,9 +362,12 @@ def default_log_path(spec: ServerSpec) -> Path:
     return REPO / "results-tmp" / f"vllm-{spec.name}-{spec.port}.log"
 
 
-def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> VllmServer:
+def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None,
+          argv: Sequence[str] | None = None) -> VllmServer:
     """Start vLLM for `spec` under a guardian (kvviz.serving.guardian: vLLM in a process group of its own,
-    stopped when kvviz stops it or ends), its output into log_path; returns once vLLM's process exists."""
+    stopped when kvviz stops it or ends), its output into log_path; returns once vLLM's process exists.
+    argv: another of vLLM's commands to run in the server's place, with spec's environment (a node of a
+    multi-node plan, kvviz.serving.multinode)."""
     check_layout(spec)  # the model's fault, said before the environment's
     python = vllm_python(venv)
     log_path = Path(log_path or default_log_path(spec))
@@ -374,7 +377,8 @@ def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None) -> 
         with open(log_path, "wb") as log:
             guardian = subprocess.Popen(  # noqa: S603
                 [sys.executable, "-I", str(GUARDIAN), "--lifeline-fd", str(read_end), "--grace", f"{STOP_GRACE_S:g}",
-                 "--starting-grace", f"{STARTING_GRACE_S:g}", "--", *command(spec, python)],
+                 "--starting-grace", f"{STARTING_GRACE_S:g}", "--",
+                 *(command(spec, python) if argv is None else argv)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=environment(spec),
                 pass_fds=(read_end,), start_new_session=True)
     except BaseException:
