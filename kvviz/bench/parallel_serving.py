@@ -263,7 +263,10 @@ def markdown(result: dict) -> str:
             "ms | vLLM CPU ms/token | KV a rank holds (tokens, each rank's share) | load avg 1m |")
     lines = [f"    {result['command']}", "", head, "|" + "---|" * 9]
     for layout, v in s["layouts"].items():
-        kv = " · ".join(f"{r['rank']} {r['kv_tokens']:,}" for r in v["ranks"] if r["kv_tokens"])
+        held = [r for r in v["ranks"] if r["kv_tokens"]]
+        # one worker has no rank name worth printing (vLLM calls it plain "Worker")
+        kv = f"{held[0]['kv_tokens']:,}" if len(held) == 1 else " · ".join(f"{r['rank']} {r['kv_tokens']:,}"
+                                                                             for r in held)
         for c, f in v["levels"].items():
             def ms(k: str, f=f) -> str:
                 return f"{f[k]['median'] * 1e3:.1f}"
