@@ -21,6 +21,11 @@ Figure = dict
 LOG_FULL = {"type": "log", "dtick": "D2", "tickformat": ",~g"}
 
 
+def in_ms(seconds) -> list:
+    """Seconds drawn as milliseconds; None (a gap in the line) where a value is missing, None or NaN."""
+    return [None if v is None or v != v else v * 1e3 for v in seconds]
+
+
 def base_layout(title: str, x: str, y: str, height: int = 400, **extra) -> dict:
     """kvviz's figure layout: transparent, mid-grey ink, axis titles, the legend below the x axis's title."""
     axis = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": INK, "automargin": True}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kvviz.i18n import t
-from kvviz.ui.figures import COLORS, Figure, base_layout, empty, hline, vline
+from kvviz.ui.figures import COLORS, Figure, base_layout, empty, hline, in_ms, vline
 
 PREDICTED, MEASURED = COLORS[0], COLORS[3]
 P50_P99 = (("p50", "solid", 2.0), ("p99", "dot", 1.5))
@@ -47,10 +47,6 @@ def _x(marks: Marks, lang: str) -> str:
 
 def _has(frame: pd.DataFrame | None) -> bool:
     return frame is not None and len(frame) > 0
-
-
-def _ms(values) -> list:
-    return [None if v is None or pd.isna(v) else v * 1000 for v in values]
 
 
 def _rate_rules(marks: Marks, lang: str) -> tuple[list, list]:
@@ -95,11 +91,11 @@ def latency(curve: pd.DataFrame, marks: Marks, metric: str, measured: pd.DataFra
     data = []
     for q, dash, width in P50_P99:
         data.append({"type": "scatter", "mode": "lines+markers", "x": curve["load"].tolist(),
-                     "y": _ms(curve[f"{metric}_{q}_s"]), "name": t("plan.fig.predicted_q", lang, metric=name, q=q),
+                     "y": in_ms(curve[f"{metric}_{q}_s"]), "name": t("plan.fig.predicted_q", lang, metric=name, q=q),
                      "line": {"color": PREDICTED, "dash": dash, "width": width}, "marker": {"size": 5}})
         if _has(measured):
             data.append({"type": "scatter", "mode": "markers", "x": measured["load"].tolist(),
-                         "y": _ms(measured[f"{metric}_{q}_s"]),
+                         "y": in_ms(measured[f"{metric}_{q}_s"]),
                          "name": t("plan.fig.measured_q", lang, metric=name, q=q),
                          "marker": {"color": MEASURED, "size": 10, "symbol": "x" if q == "p50" else "circle-open"}})
     limit, q = (marks.ttft_s, marks.ttft_percentile) if metric == "ttft" else (marks.tpot_s, marks.tpot_percentile)

@@ -25,7 +25,7 @@ from kvviz.i18n.errors import translate
 from kvviz.serving.loadgen import RunResult
 from kvviz.serving.metrics_reader import Sample, ServerView, server_view
 from kvviz.serving.record import RequestRecord
-from kvviz.ui.figures import COLORS, GRID, INK, LOG_FULL, Figure, base_layout, empty
+from kvviz.ui.figures import COLORS, GRID, INK, LOG_FULL, Figure, base_layout, empty, in_ms
 
 # One colour per phase of a request, the same in every figure: waiting (HTTP, then the first token), streaming.
 PHASE = {"accepted": "#72b7b2", "first": "#f58518", "stream": "#4c78a8", "failed": "#e45756"}
@@ -52,10 +52,6 @@ def legend_on_top(layout: dict) -> None:
                         "traceorder": "normal"}
     layout["title"] |= {"y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 12}}
     layout["margin"] = {**layout["margin"], "t": 110}  # the title, then up to two rows of legend
-
-
-def _ms(values: Sequence[float | None]) -> list[float | None]:
-    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else v * 1e3 for v in values]
 
 
 # --- a run, live -------------------------------------------------------------------------------------------
@@ -376,7 +372,7 @@ def sweep_latency(frame: pd.DataFrame, lang: str = "en") -> Figure:
     for metric, color in (("ttft", PHASE["first"]), ("tpot", PHASE["stream"])):
         for q, dash, width in (("p50", "solid", 2), ("p99", "dot", 1.5)):
             data.append({"type": "scatter", "mode": "lines+markers", "x": f["concurrency"].tolist(),
-                         "y": _ms(f[f"{metric}_{q}_s"].tolist()), "name": f"{metric.upper()} {q}",
+                         "y": in_ms(f[f"{metric}_{q}_s"].tolist()), "name": f"{metric.upper()} {q}",
                          "line": {"color": color, "dash": dash, "width": width}, "marker": {"size": 6},
                          "hovertemplate": t("serving.fig.latency.hover", lang, metric=metric.upper(), q=q)})
     values = [v for trace in data for v in trace["y"] if v is not None and v > 0]
@@ -422,7 +418,7 @@ def prefix_cache(without: RunResult, with_: RunResult, lang: str = "en") -> Figu
     names = (t("serving.fig.prefix.without", lang), t("serving.fig.prefix.with", lang))
     bars = [t("serving.fig.prefix.ttft", lang), t("serving.fig.prefix.prefill", lang)]
     for result, view, name, color in zip((without, with_), views, names, (COLORS[7], COLORS[2]), strict=True):
-        y = _ms([result.stats.ttft.p50, view.prefill_mean_s if view else None])
+        y = in_ms([result.stats.ttft.p50, view.prefill_mean_s if view else None])
         data.append({"type": "bar", "x": bars, "y": y, "name": name,
                      "marker": {"color": color}, "text": [_bar_text(v, "ms") for v in y], "textposition": "outside",
                      "cliponaxis": False, "hovertemplate": t("serving.fig.prefix.hover", lang, name=name)})
