@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Generator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import gradio as gr
 import pandas as pd
@@ -33,7 +33,7 @@ from kvviz.serving.load import CLOSED as CLOSED_ARRIVALS
 from kvviz.serving.load import MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.local import READY, LocalEngine
 from kvviz.serving.stats import Slo
-from kvviz.sim.plan import HOW
+from kvviz.sim.plan_cli import as_dict
 from kvviz.ui.common import plot, refusal
 from kvviz.ui.lang import L
 from kvviz.ui.plan import figures as plan_figures
@@ -116,17 +116,12 @@ def figures_of(shown: Shown, lang: str = "en") -> tuple:
 
 
 def details(p: Prediction) -> dict:
-    """The prediction as JSON (English keys)."""
-    e, found = p.setup.engine, p.plan
-    return {"how": HOW[e.how], "model": p.setup.model, "source": e.source, "device": e.device, "tp": e.tp,
-            "pp": e.pp, "engine": asdict(e.config), "slo": asdict(p.setup.slo), "workload": asdict(p.setup.shape),
-            "closed_loop": p.setup.closed, "load": p.setup.load, "request_overhead_s": p.setup.overhead_s,
-            "knee": asdict(p.knee),
-            "curve": p.curve.astype(object).where(p.curve.notna(), None).to_dict(orient="records"),  # JSON: no NaN
-            "max_rate_per_s": found.max_rate, "next_rate_per_s": found.next_rate,
-            "target_rate_per_s": found.target_rate, "replicas": found.replicas, "gpus_per_replica": e.gpus,
-            "gpus": found.gpus, "cost": asdict(found.cost) if found.cost else None,
-            "searched": [asdict(x) for x in found.points], "stopped": str(found.stopped) if found.stopped else None}
+    """The prediction as JSON (English keys): `python -m kvviz.sim plan --json`'s record, with the tab's model,
+    loop, load, request overhead and curve."""
+    return as_dict(p.plan) | {
+        "model": p.setup.model, "closed_loop": p.setup.closed, "load": p.setup.load,
+        "request_overhead_s": p.setup.overhead_s,
+        "curve": p.curve.astype(object).where(p.curve.notna(), None).to_dict(orient="records")}  # JSON: no NaN
 
 
 def load_text(setup: Setup, load: float, lang: str) -> str:
