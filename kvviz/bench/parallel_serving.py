@@ -157,6 +157,8 @@ def parallel_serving(plan: ParallelServingPlan, log_dir: Path) -> tuple[pd.DataF
         for _, _, layout, predicted in plans if round_ % 2 else plans[::-1]:
             # the same prompts for every layout and round: each start's cache is fresh, so each sees them once
             prompts = synthetic(plan.prompts_per_start(), plan.prompt_tokens, tokenizer, seed=7)
+            # a start takes a minute or more: say which one is under way
+            print(json.dumps({"layout": layout.label, "round": round_, "starting": True}), flush=True)
             got, record = serve_layout(plan, layout, predicted, prompts, round_, log_dir)
             rows += got
             records.append(record)

@@ -19,6 +19,8 @@ EN = {
     "serving_cli.vllm.ready": "vLLM ready in {seconds:.0f} s; KV capacity {tokens:,} tokens",
     "serving_cli.setup.done": "vLLM's environment is ready in {venv} ({seconds:.0f} s)",
     "serving_cli.start.starting": "starting vLLM for {name} (log: {log})...",
+    "serving_cli.multinode.starting": "starting {nodes} nodes of {layout} on this host's loopback (a minute or "
+                                      "more before vLLM is ready)...",
     "serving_cli.start.serving": "vLLM serves {name} at {url} (ready in {seconds:.0f} s; KV capacity {tokens:,} "
                                  "tokens; dtype {dtype}). Ctrl-C stops it.",
     "serving_cli.start.ranks": "KV cache tokens per rank as vLLM logged them: {ranks}",
@@ -135,6 +137,8 @@ ZH = {
     "serving_cli.vllm.ready": "vLLM 已就绪，用时 {seconds:.0f} 秒；KV Cache 容量 {tokens:,} 个 token",
     "serving_cli.setup.done": "vLLM 环境已就绪：{venv}（用时 {seconds:.0f} 秒）",
     "serving_cli.start.starting": "正在为 {name} 启动 vLLM（日志：{log}）...",
+    "serving_cli.multinode.starting": "正在本机回环地址上启动 {layout} 的 {nodes} 个节点"
+                                      "（vLLM 要一分钟或更久才就绪）...",
     "serving_cli.start.serving": "vLLM 正在 {url} 提供 {name}（就绪用时 {seconds:.0f} 秒；KV Cache 容量 {tokens:,} "
                                  "个 token；dtype {dtype}）。按 Ctrl-C 停止。",
     "serving_cli.start.ranks": "vLLM 日志中每个 rank 的 KV Cache token 数：{ranks}",

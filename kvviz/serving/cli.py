@@ -518,6 +518,8 @@ def _multinode(args: argparse.Namespace) -> None:
 
     layout = Parallelism(args.tp, args.pp, args.dp)
     if args.rehearse:
+        print(t("serving_cli.multinode.starting", args.lang, nodes=args.nodes, layout=layout.label), file=sys.stderr,
+              flush=True)  # on stderr: --json's output stays JSON
         done = rehearse(args.model, layout, args.nodes, args.head_address, args.backend, args.max_model_len,
                         dummy_weights=args.dummy_weights)
         if args.json:
