@@ -37,3 +37,44 @@ def cpu_name() -> str:
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity), else all the machine has."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _stat_ticks(stat: str) -> dict[str, int]:
+    """The machine's CPU time so far from /proc/stat's text (its first, all-CPU line), in clock ticks: busy
+    (user, nice, system, irq, softirq), steal (taken by the hypervisor for other guests) and all of it."""
+    fields = [int(x) for x in stat.splitlines()[0].split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return {"busy": user + nice + system + irq + softirq, "steal": steal,
+            "all": user + nice + system + idle + iowait + irq + softirq + steal}
+
+
+class CpuUse:
+    """Who used this machine's CPUs from now until share() is read: this process (and the children it waited
+    for), every other process, and the hypervisor (steal). A benchmark's figures are its own only when the
+    others' shares are near zero; load averages alone miss steal, which a shared host takes unseen inside the
+    guest. Shares of all the CPU time that passed; None where /proc/stat cannot be read."""
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[dict[str, int], float] | None:
+        try:
+            ticks = _stat_ticks(Path("/proc/stat").read_text())
+        except (OSError, ValueError, IndexError):
+            return None
+        t = os.times()
+        return ticks, t.user + t.system + t.children_user + t.children_system
+
+    def share(self) -> dict:
+        now = self._read()
+        if self._start is None or now is None:
+            return {"cpu_share_this_run": None, "cpu_share_others": None, "cpu_share_steal": None}
+        (t0, own0), (t1, own1) = self._start, now
+        hz = os.sysconf("SC_CLK_TCK")
+        total = max(t1["all"] - t0["all"], 1)
+        own = (own1 - own0) * hz
+        busy = t1["busy"] - t0["busy"]
+        return {"cpu_share_this_run": round(min(own / total, 1.0), 3),
+                "cpu_share_others": round(max(busy - own, 0) / total, 3),
+                "cpu_share_steal": round((t1["steal"] - t0["steal"]) / total, 3)}

@@ -112,7 +112,9 @@ def _batch(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
 
 def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
-    from kvviz.bench.fast import fast_bench, summarize_fast
+    import pandas as pd
+
+    from kvviz.bench.fast import fast_bench, summarize_fast, summarize_profiles
     from kvviz.calc.hardware import measure_device, stream_read_bandwidth
     from kvviz.engine.loading import resolve_device
 
@@ -124,10 +126,19 @@ def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     mib = 32 if args.quick else 2048 if device.type == "cuda" else 256
     accel = measure_device(str(device), mib, 256, 2 if args.quick else 5)
     stream = stream_read_bandwidth(str(device), 64 if args.quick else 512, 2 if args.quick else 5)
+    profiles: list | None = [] if args.profile else None
     frame = fast_bench(args.models, args.prompt, args.new_tokens, args.repeats, args.uncached_repeats,
-                       accel.bandwidth, str(device))
-    write_results(args.out, "fast-quick" if args.quick else "fast", frame,
-                  summarize_fast(frame, accel.bandwidth, accel.note, stream), argv)
+                       accel.bandwidth, str(device), profiles)
+    tag = "fast-quick" if args.quick else "fast"
+    summary = summarize_fast(frame, accel.bandwidth, accel.note, stream)
+    if profiles:
+        ops = pd.concat([o for o, _ in profiles], ignore_index=True)
+        kernels = pd.concat([k for _, k in profiles], ignore_index=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        ops.to_csv(args.out / f"{tag}-profile.csv", index=False)
+        kernels.to_csv(args.out / f"{tag}-onednn.csv", index=False)
+        summary["profile"] = summarize_profiles(ops, kernels)
+    write_results(args.out, tag, frame, summary, argv)
 
 
 def _calculator(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
@@ -321,10 +332,13 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
              "model.generate: tokens/s, bandwidth against the measured limit, compile time",
              "tiny in fp32, 8 tokens, 1 round",
              [_models("tiny@fp32", "tiny@bf16", "random:qwen2.5-0.5b@fp32", "random:qwen2.5-0.5b@bf16",
-                      help_="models as MODEL@DTYPE"),
+                      "smollm2-135m-instruct@fp32", help_="models as MODEL@DTYPE"),
               _int("--new-tokens", 64), _int("--repeats", 3, "timed rounds after the warm-ups (default 3)"),
               _int("--uncached-repeats", 1, "rounds that also run the uncached loop, which is slow (default 1)"),
-              _text("--prompt", LESSON_PROMPT), _text("--device", "auto")]),
+              _text("--prompt", LESSON_PROMPT), _text("--device", "auto"),
+              ("--profile", {"action": "store_true",
+                             "help": "also profile a decode step of the cached and static modes per model: the "
+                                     "top operators and the oneDNN kernels (<out>/fast-profile.csv, fast-onednn.csv)"})]),
     "calculator": ("latency of the calculator's handler, every preset", "2 calls per preset",
                    [_int("--repeats", 20)]),
     "app": ("decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from kvviz.base.cpu import this_cpu, usable_cpus
+from kvviz.base.cpu import CpuUse, this_cpu, usable_cpus
 
 LESSON_PROMPT = "用三句话解释 LLM 推理中的 KV Cache。"
 LONG_PROMPT = (
@@ -42,10 +42,16 @@ def _bandwidths() -> dict:
     return {k: round(v, 2) for k, v in out.items()}
 
 
+_since = CpuUse()  # the CPU's use since this process started measuring, or since the last result was written
+
+
 def machine() -> dict:
     """What the figures were measured on, and what they depend on: the CPU's model and ISA flags, the cores this
     process may use and the torch threads it ran with, torch's CPU kernel level, the load averages when the
-    result was written (1, 5 and 15 minutes), the bandwidths measured (a streaming read and torch.mv), the GPU."""
+    result was written (1, 5 and 15 minutes), who used the CPUs while it was measured (this run, other
+    processes, the hypervisor's steal: shares of all CPU time since the previous result or the start), the
+    bandwidths measured (a streaming read and torch.mv), the GPU."""
+    global _since
     import transformers
 
     info = {"python": platform.python_version(), "torch": torch.__version__,
@@ -54,7 +60,8 @@ def machine() -> dict:
             "logical_cpus": os.cpu_count(),
             "usable_cpus": usable_cpus(),
             "cpu_threads": torch.get_num_threads(),
-            "load_average": [round(x, 2) for x in os.getloadavg()], **_bandwidths()}
+            "load_average": [round(x, 2) for x in os.getloadavg()], **_since.share(), **_bandwidths()}
+    _since = CpuUse()
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from kvviz.bench.overhead import run_generate
-from kvviz.engine.compiled import forget_decoders
+from kvviz.engine.compiled import decoder_lengths, forget_decoders
 from kvviz.engine.loading import LoadedModel, load_model, unload_all
 from kvviz.engine.loop import run_to_end
 from kvviz.engine.metrics import RunSummary, decode_bandwidth
@@ -90,13 +90,20 @@ def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncac
 
 
 def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, uncached_repeats: int,
-               bandwidth: float, device: str | None = None) -> pd.DataFrame:
-    """fast_runs for each MODEL@DTYPE in `specs`, each model and its compiled steps freed before the next."""
+               bandwidth: float, device: str | None = None,
+               profiles: list[tuple[pd.DataFrame, pd.DataFrame]] | None = None) -> pd.DataFrame:
+    """fast_runs for each MODEL@DTYPE in `specs`, each model and its compiled steps freed before the next. With
+    `profiles` (a list), each model's decode steps are also profiled after its timed rounds, on the static cache
+    length the runs used (kvviz.bench.step_profile), and appended to it."""
     frames = []
     for spec in specs:
         model, _, dtype = spec.partition("@")
         lm = load_model(model, device=device, dtype=dtype or None)
         frames.append(fast_runs(lm, prompt, new_tokens, repeats, uncached_repeats, bandwidth))
+        if profiles is not None:
+            from kvviz.bench.step_profile import profile_model
+
+            profiles.append(profile_model(lm, max(decoder_lengths(lm.model))))
         del lm
         forget_decoders()
         unload_all()
@@ -142,3 +149,20 @@ def _num(value) -> float | None:
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
+
+
+def summarize_profiles(ops: pd.DataFrame, kernels: pd.DataFrame, top: int = 6) -> dict:
+    """Per model and variant: the step's profiled ms, its `top` operators by self time (with input shapes and
+    share of the step) and the oneDNN implementations that ran its matrix products (ms per step each)."""
+    out: dict = {}
+    for (model, dtype, variant), group in ops.groupby(["model", "dtype", "variant"], sort=False):
+        mine = kernels[(kernels["model"] == model) & (kernels["dtype"] == dtype) & (kernels["variant"] == variant)]
+        by_impl = mine.groupby("implementation")["ms_per_step"].sum().sort_values(ascending=False)
+        out.setdefault(f"{model}@{dtype}", {})[variant] = {
+            "step_ms_profiled": float(group["step_ms_profiled"].iloc[0]),
+            "top_ops": [{"op": r.op, "shapes": r.shapes, "calls_per_step": r.calls_per_step,
+                         "self_ms_per_step": round(r.self_ms_per_step, 3), "share": round(r.share, 3)}
+                        for r in group.head(top).itertuples()],
+            "onednn_ms_per_step": {impl: round(ms, 3) for impl, ms in by_impl.items()},
+        }
+    return out

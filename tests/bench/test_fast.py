@@ -15,7 +15,7 @@ from kvviz.bench.fast import VARIANTS
 def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path):
     """The quick run writes rows for model.generate and the three modes, the static warm-up's compile apart, and a
     summary whose speedups and utilisations follow from the medians."""
-    assert bench_main(["fast", "--quick", "--out", str(tmp_path)]) == 0
+    assert bench_main(["fast", "--quick", "--profile", "--out", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "fast-quick.json").read_text())
     assert saved["command"].startswith("python -m kvviz.bench fast --quick")
     result = saved["results"]["models"]["tiny@fp32"]
@@ -36,7 +36,40 @@ def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path):
     assert static["bytes_per_decode_step"] >= cached["bytes_per_decode_step"], "a static step reads its whole cache"
     stream = saved["results"]["stream_read_bandwidth_gb_s"] * 1e9  # each mode against the physical ceiling too
     assert v["static"]["share_of_stream_read"] == pytest.approx(v["static"]["bandwidth_utilisation"] * bw / stream)
-    assert {"cpu_model", "isa", "load_average", "cpu_stream_read_gb_s"} <= set(saved["machine"])
+    assert {"cpu_model", "isa", "load_average", "cpu_stream_read_gb_s", "cpu_share_others",
+            "cpu_share_steal"} <= set(saved["machine"])
+    # --profile: what a decode step of each mode spent its time in. On a CPU freezing prepacks every linear's
+    # weights, so the static step runs MKL's packed fp32 kernels where the eager step runs aten's mm/addmm.
+    profile = saved["results"]["profile"]["tiny@fp32"]
+    eager_ops = {op["op"] for op in profile["cached"]["top_ops"]}
+    static_ops = {op["op"] for op in profile["static"]["top_ops"]}
+    assert eager_ops & {"aten::mm", "aten::addmm"} and not eager_ops & {"mkl::_mkl_linear"}
+    assert "mkl::_mkl_linear" in static_ops and not static_ops & {"aten::mm", "aten::addmm"}
+    assert 0 < profile["static"]["step_ms_profiled"] and all(0 < op["share"] <= 1 for op in profile["static"]["top_ops"])
+    assert (tmp_path / "fast-quick-profile.csv").exists() and (tmp_path / "fast-quick-onednn.csv").exists()
+
+
+VERBOSE = """onednn_verbose,v1,info,oneDNN v3.7.1 (commit 8d263e693366ef8db40acc569cc7d8edf644556d)
+onednn_verbose,v1,primitive,info,template:operation,engine,primitive,implementation,prop_kind,memory_descriptors,attributes,auxiliary,problem_desc,exec_time
+onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx10_1_512_amx,undef,src:bf16::blocked:ab::f0 wei:bf16::blocked:ba::f0 dst:bf16::blocked:ab::f0,attr-scratchpad:user,,1x896:896x4864,1.75195
+onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx10_1_512_amx,undef,src:bf16::blocked:ab::f0 wei:bf16::blocked:ba::f0 dst:bf16::blocked:ab::f0,attr-scratchpad:user,,1x896:896x4864,0.73999
+onednn_verbose,primitive,exec,cpu,inner_product,brgemm:avx512_core_bf16,forward_inference,src_bf16::blocked:ab:f0 wei_bf16:p:blocked:AB16b64a2b:f0 dst_bf16::blocked:ab:f0,,,mb1ic896oc151936,10.5
+"""
+
+
+def test_onednn_verbose_lines_are_read_as_kernels():
+    """oneDNN's verbose lines (two of torch's real ones, both line formats) read into primitive, implementation,
+    problem and ms; info lines skipped; grouped per step by hand: 2 calls of the AMX matmul, 2.49194 ms."""
+    from kvviz.bench.step_profile import group_kernels, parse_onednn_verbose
+
+    lines = parse_onednn_verbose(VERBOSE)
+    assert list(lines["implementation"]) == ["brg_matmul:avx10_1_512_amx"] * 2 + ["brgemm:avx512_core_bf16"]
+    assert list(lines["problem"]) == ["1x896:896x4864", "1x896:896x4864", "mb1ic896oc151936"]
+    grouped = group_kernels(lines)
+    assert grouped.iloc[0].to_dict() == {"primitive": "inner_product", "implementation": "brgemm:avx512_core_bf16",
+                                         "problem": "mb1ic896oc151936", "calls_per_step": 1, "ms_per_step": 10.5}
+    assert grouped.iloc[1]["calls_per_step"] == 2 and grouped.iloc[1]["ms_per_step"] == pytest.approx(2.49194)
+    assert parse_onednn_verbose("").empty and group_kernels(parse_onednn_verbose("")).empty
 
 
 def test_fast_figure_draws_the_quick_results(tmp_path):

@@ -33,8 +33,57 @@ def test_a_result_carries_the_machine(tmp_path):
     measured (positive), and the streaming read no slower than a third of the matvec (both read memory once)."""
     write_results(tmp_path, "probe", __import__("pandas").DataFrame({"x": [1]}), {"ok": True}, ["probe"])
     record = json.loads((tmp_path / "probe.json").read_text())["machine"]
-    assert record == machine()  | {"load_average": record["load_average"]}
+    moving = ("load_average", "cpu_share_this_run", "cpu_share_others", "cpu_share_steal")
+    assert {k: v for k, v in record.items() if k not in moving} == {
+        k: v for k, v in machine().items() if k not in moving}
     assert 1 <= record["cpu_threads"] and record["usable_cpus"] <= record["logical_cpus"]
     assert len(record["load_average"]) == 3
     assert record["cpu_stream_read_gb_s"] > 0 and record["cpu_matvec_gb_s"] > 0
     assert record["cpu_stream_read_gb_s"] > record["cpu_matvec_gb_s"] / 3
+
+
+STAT = """cpu  1000 50 200 5000 30 7 3 40 0 0
+cpu0 500 25 100 2500 15 3 2 20 0 0
+"""
+
+
+def test_proc_stat_is_read_as_busy_steal_and_all():
+    """By hand from the line above: busy = user 1000 + nice 50 + system 200 + irq 7 + softirq 3 = 1260; steal 40;
+    all = busy + idle 5000 + iowait 30 + steal 40 = 6330 (guest time is inside user already)."""
+    from kvviz.base.cpu import _stat_ticks
+
+    assert _stat_ticks(STAT) == {"busy": 1260, "steal": 40, "all": 6330}
+
+
+def _burn(seconds: float) -> None:
+    import time
+
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_cpu_use_tells_this_run_from_other_processes():
+    """A busy second in this process counts as this run's; a busy second in a process this one has not waited
+    for counts as others'. On 2 CPUs a busy second on one is about half the CPU time of that second: each share
+    is asked to reach a quarter (the other CPU may be idle or busy with the other burn)."""
+    import subprocess
+    import sys
+    import time
+
+    from kvviz.base.cpu import CpuUse
+
+    use = CpuUse()
+    _burn(1.0)
+    mine = use.share()
+    assert mine["cpu_share_this_run"] >= 0.25, mine
+    other = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 1.5\n"
+                              "while time.process_time() < end: pass"])
+    try:
+        time.sleep(0.3)  # the child starts
+        use = CpuUse()
+        time.sleep(1.0)
+        theirs = use.share()
+    finally:
+        other.wait()
+    assert theirs["cpu_share_others"] >= 0.25 and theirs["cpu_share_this_run"] < 0.1, theirs
