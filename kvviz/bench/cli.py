@@ -129,6 +129,7 @@ def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     profiles: list | None = [] if args.profile else None
     frame = fast_bench(args.models, args.prompt, args.new_tokens, args.repeats, args.uncached_repeats,
                        accel.bandwidth, str(device), profiles)
+    frame["share_of_stream_read"] = frame["bandwidth_achieved"] / stream  # each run against the physical ceiling
     tag = "fast-quick" if args.quick else "fast"
     summary = summarize_fast(frame, accel.bandwidth, accel.note, stream)
     if profiles:
@@ -338,7 +339,8 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
               _text("--prompt", LESSON_PROMPT), _text("--device", "auto"),
               ("--profile", {"action": "store_true",
                              "help": "also profile a decode step of the cached and static modes per model: the "
-                                     "top operators and the oneDNN kernels (<out>/fast-profile.csv, fast-onednn.csv)"})]),
+                                     "top operators and the oneDNN kernels (<out>/fast-profile.csv, "
+                                     "fast-onednn.csv)"})]),
     "calculator": ("latency of the calculator's handler, every preset", "2 calls per preset",
                    [_int("--repeats", 20)]),
     "app": ("decode speed in the app against the CLI, same generation", "16 tokens, 1 repeat",
