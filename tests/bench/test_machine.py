@@ -66,7 +66,8 @@ def _burn(seconds: float) -> None:
 def test_cpu_use_tells_this_run_from_other_processes():
     """A busy second in this process counts as this run's; a busy second in a process this one has not waited
     for counts as others'. On 2 CPUs a busy second on one is about half the CPU time of that second: each share
-    is asked to reach a quarter (the other CPU may be idle or busy with the other burn)."""
+    is asked to reach 0.15 (room for a machine busy with something else), and this run's share while it only
+    sleeps to stay under 0.1."""
     import subprocess
     import sys
     import time
@@ -76,7 +77,7 @@ def test_cpu_use_tells_this_run_from_other_processes():
     use = CpuUse()
     _burn(1.0)
     mine = use.share()
-    assert mine["cpu_share_this_run"] >= 0.25, mine
+    assert mine["cpu_share_this_run"] >= 0.15, mine
     other = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 1.5\n"
                               "while time.process_time() < end: pass"])
     try:
@@ -86,4 +87,4 @@ def test_cpu_use_tells_this_run_from_other_processes():
         theirs = use.share()
     finally:
         other.wait()
-    assert theirs["cpu_share_others"] >= 0.25 and theirs["cpu_share_this_run"] < 0.1, theirs
+    assert theirs["cpu_share_others"] >= 0.15 and theirs["cpu_share_this_run"] < 0.1, theirs
