@@ -88,6 +88,10 @@ EN = {
                      "its percentiles; {points} rates simulated): the limits are below what one request alone takes",
     "sim_plan.none_stopped": "no rate was found to hold the SLO before the search stopped ({points} rates simulated)",
     "sim_plan.replicas": "for {target:g} requests/s: {replicas:,} replica(s) × {per} {unit} = {gpus:,} {unit}",
+    "sim_plan.workload_file": "workload: the {requests:,} requests of {path} at each rate tried, {arrivals}; mean "
+                              "prompt {prompt:,} tokens ({prefix:,} shared), mean output {output:,} tokens",
+    "sim_plan.scaled": "at the file's arrival times scaled to that rate",
+    "sim_plan.untimed": "{arrivals} arrivals (the file has no arrival_s)",
     "sim_plan.poisson": "Poisson",
     "sim_plan.constant": "evenly spaced",
     "sim_plan.gpus": "GPU(s)",
@@ -184,6 +188,10 @@ ZH = {
                      "每 token 延迟 {tpot} 毫秒；模拟了 {points} 个速率）：限值低于单个请求本身所需的时间",
     "sim_plan.none_stopped": "搜索停止前没有找到满足 SLO 的速率（模拟了 {points} 个速率）",
     "sim_plan.replicas": "要承受 {target:g} 请求/秒：{replicas:,} 个副本 × {per} {unit} = {gpus:,} {unit}",
+    "sim_plan.workload_file": "负载：在每个尝试的速率下发送 {path} 中的 {requests:,} 个请求，{arrivals}；"
+                              "平均提示词 {prompt:,} 个 token（共享 {prefix:,} 个），平均输出 {output:,} 个 token",
+    "sim_plan.scaled": "按该速率缩放文件中的到达时间",
+    "sim_plan.untimed": "{arrivals}到达（文件没有 arrival_s 列）",
     "sim_plan.poisson": "泊松",
     "sim_plan.constant": "均匀间隔",
     "sim_plan.gpus": "块 GPU",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from kvviz.base.errors import InputError
@@ -49,7 +49,7 @@ from kvviz.sim.roofline import LABEL, roofline_step_time
 from kvviz.sim.scheduler import SchedulerConfig
 from kvviz.sim.simulate import Limits, simulate
 from kvviz.sim.step_time import StepTimeModel
-from kvviz.sim.workload import Workload, closed_loop, open_loop
+from kvviz.sim.workload import RequestSpec, Workload, arrivals, closed_loop, from_csv, open_loop, read_csv
 
 GPU_BLOCK_SIZE = 16  # vLLM's CUDA default block size
 MAX_NODE_TP = 8  # the sizing tries tensor parallelism within one node of 8 GPUs
@@ -89,7 +89,12 @@ class SloLimits:
 
 @dataclass(frozen=True)
 class Shape:
-    """The requests of every point: their lengths, a shared prefix, how they arrive, how many a point sends."""
+    """The requests of every point: their lengths, a shared prefix, how they arrive, how many a point sends.
+
+    From a workload file (Shape.from_file) every point sends the file's requests with their own lengths: at their
+    own arrival times scaled to the point's rate (the file's bursts and lulls kept; `timed`), or, where the file
+    gives no times, Poisson or evenly spaced at that rate. prompt_tokens and output_tokens are then the file's
+    means rounded (what the texts show); mean_output_tokens is exact (what a cost per token is counted from)."""
 
     prompt_tokens: int = 512
     output_tokens: int = 128
@@ -97,13 +102,60 @@ class Shape:
     poisson: bool = True
     seed: int = 0
     requests: int = 300
+    trace: tuple[RequestSpec, ...] | None = field(default=None, repr=False, compare=False)
+    source: str | None = None  # the workload file, when there is one
 
     def __post_init__(self) -> None:
         self.at(1.0)  # the workload's own checks: lengths from 1, a prefix within the prompt, a count of requests
 
+    @classmethod
+    def from_file(cls, path: Path, prefix_tokens: int = 0, poisson: bool = True, seed: int = 0) -> Shape:
+        """The requests of a CSV file of prompt_tokens, output_tokens and (optionally) arrival_s rows; a bad row
+        is refused with its line (kvviz.sim.workload)."""
+        timed = "arrival_s" in read_csv(path)[0]
+        rows = from_csv(path, None if timed else 1, prefix_tokens).requests
+        n = len(rows)
+        return cls(round(sum(r.prompt_tokens for r in rows) / n), round(sum(r.output_tokens for r in rows) / n),
+                   prefix_tokens, poisson, seed, n, rows, str(path))
+
+    @property
+    def timed(self) -> bool:
+        """Whether the file's own arrival times shape every point: a file with times spread over some interval."""
+        return (self.trace is not None and self.trace[0].arrival_s is not None
+                and self.trace[-1].arrival_s > self.trace[0].arrival_s)
+
+    @property
+    def mean_output_tokens(self) -> float:
+        if self.trace is None:
+            return float(self.output_tokens)
+        return sum(r.output_tokens for r in self.trace) / len(self.trace)
+
     def at(self, rate: float) -> Workload:
-        return open_loop(self.requests, rate, self.prompt_tokens, self.output_tokens, self.prefix_tokens,
-                         self.poisson, self.seed)
+        if self.trace is None:
+            return open_loop(self.requests, rate, self.prompt_tokens, self.output_tokens, self.prefix_tokens,
+                             self.poisson, self.seed)
+        rate = number(rate, "rate", 0.0, 1e9, low_open=True)
+        if self.timed:
+            # The file's mean rate is (n - 1) arrivals over its span; stretching its times by that rate over this
+            # one keeps each gap's share of the whole.
+            first, span = self.trace[0].arrival_s, self.trace[-1].arrival_s - self.trace[0].arrival_s
+            stretch = (len(self.trace) - 1) / span / rate
+            times = [(r.arrival_s - first) * stretch for r in self.trace]
+        else:
+            times = arrivals(len(self.trace), rate, self.poisson, self.seed)
+        return Workload(tuple(replace(r, arrival_s=when) for r, when in zip(self.trace, times, strict=True)), False, rate=rate)
+
+    def closed(self, requests: int, concurrency: int) -> Workload:
+        """A closed loop of `requests` requests at `concurrency`: these lengths, or the file's rows in turn."""
+        if self.trace is None:
+            return closed_loop(requests, concurrency, self.prompt_tokens, self.output_tokens, self.prefix_tokens)
+        rows = tuple(replace(self.trace[i % len(self.trace)], arrival_s=None) for i in range(requests))
+        return Workload(rows, True, whole_number(concurrency, "concurrency", 1, 1_000_000))
+
+    def described(self) -> dict:
+        """The shape as a record (JSON): its fields without the file's rows, which the file holds."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"} | (
+            {"timed": self.timed, "mean_output_tokens": self.mean_output_tokens} if self.trace else {})
 
 
 @dataclass(frozen=True)
@@ -281,8 +333,7 @@ def simulated(engine: Engine, slo: SloLimits, shape: Shape, rate: float, wall_s:
 def knee(engine: Engine, shape: Shape, wall_s: float) -> Knee:
     """The closed loop at max_num_seqs, three of its batches long (at least shape.requests requests)."""
     seqs = engine.config.max_num_seqs
-    load = closed_loop(max(shape.requests, 3 * seqs), seqs, shape.prompt_tokens, shape.output_tokens,
-                       shape.prefix_tokens)
+    load = shape.closed(max(shape.requests, 3 * seqs), seqs)
     result = simulate(load, engine.config, engine.model, Limits(max_requests=len(load.requests), max_wall_s=wall_s))
     if result.stopped is not None:
         raise InputError("sim.plan_knee_stopped", why=result.stopped)
@@ -386,4 +437,4 @@ def check_target_and_price(target_rate: float | None, price_per_gpu_hour: float 
 def _per_million(gpus: int, price: float, rate: float, shape: Shape) -> float | None:
     """Dollars (or whatever the price is in) per 10^6 output tokens: GPUs × price an hour over the output tokens
     an hour at `rate`."""
-    return gpus * price / (rate * shape.output_tokens * 3600) * 1e6 if rate else None
+    return gpus * price / (rate * shape.mean_output_tokens * 3600) * 1e6 if rate else None

@@ -3,7 +3,8 @@
   plan   --model PRESET|DIR and either --gpu PRESET (the roofline lower bound on tp × pp GPUs; the smallest tp that
          fits unless --tp) or --calibration FILE (a fitted step time of this machine; KV blocks from the model
          folder in --kv-space-gib GiB, or --num-blocks); a workload (--prompt-tokens, --output-tokens,
-         --prefix-tokens, --requests per point, Poisson unless --constant); an SLO (--ttft seconds at
+         --prefix-tokens, --requests per point, Poisson unless --constant; or --workload FILE, its rows at each
+         rate tried); an SLO (--ttft seconds at
          --ttft-percentile, --tpot seconds at --tpot-percentile); --target-rate and --price per GPU-hour. Prints
          the highest rate one replica holds, the knee, replicas and GPUs for the target, cost, and how each was
          obtained (a roofline lower bound or a calibrated fit); --json for a script.
@@ -56,6 +57,9 @@ def add_to(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--output-tokens", type=int, default=Shape.output_tokens)
     p.add_argument("--prefix-tokens", type=int, default=0, help="tokens every prompt starts with, the same in all")
     p.add_argument("--requests", type=int, default=Shape.requests, help="requests each simulated rate sends")
+    p.add_argument("--workload", type=Path, help="a CSV of prompt_tokens, output_tokens (and arrival_s) rows: "
+                   "every rate tried sends its requests, at its arrival times scaled to that rate (without "
+                   "arrival_s: Poisson or --constant); replaces --prompt-tokens, --output-tokens and --requests")
     p.add_argument("--constant", action="store_true", help="evenly spaced arrivals (default: Poisson)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttft", type=float, default=SloLimits.ttft_s, help="TTFT limit, seconds")
@@ -89,8 +93,11 @@ def _engine(args: argparse.Namespace) -> Engine:
 def run(args: argparse.Namespace) -> None:
     # The quick checks first: the engine's sizing counts the model's parameters, which takes seconds.
     slo = SloLimits(args.ttft, args.tpot, args.ttft_percentile, args.tpot_percentile)
-    shape = Shape(args.prompt_tokens, args.output_tokens, args.prefix_tokens, not args.constant, args.seed,
-                  args.requests)
+    if args.workload:
+        shape = Shape.from_file(args.workload, args.prefix_tokens, not args.constant, args.seed)
+    else:
+        shape = Shape(args.prompt_tokens, args.output_tokens, args.prefix_tokens, not args.constant, args.seed,
+                      args.requests)
     search = Search(args.resolution, args.max_points, args.max_wall_s)
     check_target_and_price(args.target_rate, args.price)
     found = plan(_engine(args), slo, shape, search, args.target_rate, args.price)
@@ -100,7 +107,8 @@ def run(args: argparse.Namespace) -> None:
 def as_dict(p: Plan) -> dict:
     e = p.engine
     return {"how": HOW[e.how], "source": e.source, "device": e.device, "tp": e.tp, "pp": e.pp,
-            "engine": asdict(e.config), "slo": asdict(p.slo), "workload": asdict(p.shape), "knee": asdict(p.knee),
+            "engine": asdict(e.config), "slo": asdict(p.slo), "workload": p.shape.described(),
+            "knee": asdict(p.knee),
             "max_rate_per_s": p.max_rate, "next_rate_per_s": p.next_rate, "resolution": p.resolution,
             "knee_bound": p.max_rate > 0 and p.next_rate is None and p.stopped is None,
             "target_rate_per_s": p.target_rate, "replicas": p.replicas, "gpus_per_replica": e.gpus, "gpus": p.gpus,
@@ -119,10 +127,15 @@ def lines(p: Plan, model: str, lang: str = "en") -> list[str]:
     else:
         out = [t("sim_plan.how_roofline", lang, model=model, gpu=e.source, tp=e.tp, pp=e.pp)]
     arrivals = t("sim_plan.poisson" if p.shape.poisson else "sim_plan.constant", lang)
+    when = t("sim_plan.scaled", lang) if p.shape.timed else t("sim_plan.untimed", lang, arrivals=arrivals)
+    workload = (t("sim_plan.workload_file", lang, path=p.shape.source, requests=p.shape.requests, arrivals=when,
+                  prompt=p.shape.prompt_tokens, output=p.shape.output_tokens, prefix=p.shape.prefix_tokens)
+                if p.shape.source else
+                t("sim_plan.workload", lang, arrivals=arrivals, prompt=p.shape.prompt_tokens,
+                  output=p.shape.output_tokens, prefix=p.shape.prefix_tokens, requests=p.shape.requests))
     out += [t("sim_plan.engine", lang, blocks=c.num_blocks, block=c.block_size, seqs=c.max_num_seqs,
               tokens=c.max_num_batched_tokens, length=c.max_model_len),
-            t("sim_plan.workload", lang, arrivals=arrivals, prompt=p.shape.prompt_tokens,
-              output=p.shape.output_tokens, prefix=p.shape.prefix_tokens, requests=p.shape.requests),
+            workload,
             t("sim_plan.slo", lang, ttft_q=s.ttft_percentile, ttft=s.ttft_s, tpot_q=s.tpot_percentile,
               tpot=_ms(s.tpot_s)),
             t("sim_plan.knee", lang, rate=p.knee.requests_per_s, tokens=p.knee.output_tokens_per_s,
@@ -142,7 +155,7 @@ def lines(p: Plan, model: str, lang: str = "en") -> list[str]:
 
 
 def _answer(p: Plan, lang: str) -> str:
-    tokens = p.max_rate * p.shape.output_tokens
+    tokens = p.max_rate * p.shape.mean_output_tokens
     if not p.max_rate and p.stopped:
         return t("sim_plan.none_stopped", lang, points=len(p.points))
     if p.next_rate is None and p.max_rate < p.knee.requests_per_s:

@@ -164,3 +164,71 @@ def test_bad_input_gets_one_line(capsys, extra, words):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def _trace(tmp_path, text: str):
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    return path
+
+
+def test_a_workload_file_is_sent_at_its_own_arrival_times_scaled_to_each_rate(tmp_path):
+    """Three requests arriving at 0, 1 and 3 s: the file's rate is 2 arrivals over 3 s, 2/3 a second. At 2
+    requests/s every time is stretched by (2/3) / 2 = 1/3: 0, 1/3 and 1 s, lengths kept, a 4-token shared prefix
+    on each. Means by hand: prompt (10 + 20 + 30) / 3 = 20, output (4 + 5 + 9) / 3 = 6."""
+    shape = Shape.from_file(_trace(tmp_path, "prompt_tokens,output_tokens,arrival_s\n"
+                                             "20,5,1\n10,4,0\n30,9,3\n"), prefix_tokens=4)
+    assert shape.timed and shape.requests == 3
+    assert (shape.prompt_tokens, shape.output_tokens, shape.mean_output_tokens) == (20, 6, 6.0)
+    load = shape.at(2.0)
+    assert [r.arrival_s for r in load.requests] == pytest.approx([0.0, 1 / 3, 1.0])
+    assert [(r.prompt_tokens, r.output_tokens, r.prefix_tokens) for r in load.requests] == [
+        (10, 4, 4), (20, 5, 4), (30, 9, 4)]
+    assert load.rate == 2.0 and not load.closed
+    # Without times the rate is evenly spaced (--constant): 0, 0.5 and 1 s at 2 requests/s.
+    untimed = Shape.from_file(_trace(tmp_path, "prompt_tokens,output_tokens\n10,4\n20,5\n30,9\n"), poisson=False)
+    assert not untimed.timed
+    assert [r.arrival_s for r in untimed.at(2.0).requests] == pytest.approx([0.0, 0.5, 1.0])
+
+
+def test_the_knee_of_a_workload_file_runs_its_rows_in_turn(tmp_path):
+    """The knee test above with its 12 requests drawn from a 4-row file (8-token prompts, 10 output tokens): the
+    rows in turn, three waves of 4 at 10 ms a step, 100 ms a wave: 40 requests/s, 400 output tokens/s."""
+    engine = cpu_engine(LinearStepTime(0.01, 0, 0, 0), seqs=4)
+    shape = Shape.from_file(_trace(tmp_path, "prompt_tokens,output_tokens\n" + "8,10\n" * 4))
+    found = knee(engine, shape, 60)
+    assert found.requests_per_s == pytest.approx(40.0) and found.output_tokens_per_s == pytest.approx(400.0)
+
+
+def test_a_workload_files_cost_counts_its_mean_output(tmp_path):
+    """Outputs of 20 and 44 tokens: 32 on average, so the cost is the hand formula of the fixed-length test with
+    32 output tokens a request."""
+    rows = "prompt_tokens,output_tokens\n" + "128,20\n128,44\n" * 40
+    found = plan(cpu_engine(), SloLimits(ttft_s=2.0, tpot_s=0.006), Shape.from_file(_trace(tmp_path, rows)),
+                 target_rate=50, price_per_gpu_hour=2.0)
+    assert found.max_rate > 0
+    assert found.cost.at_max == pytest.approx(2 / (found.max_rate * 32 * 3600) * 1e6)
+
+
+def test_plan_with_a_workload_file_names_it_and_refuses_a_bad_row(capsys, tmp_path):
+    """The CLI: the workload line names the file, its rows and its scaled arrivals; the JSON records the file
+    (not its rows); a row with a negative count is refused in one line naming its line number."""
+    path = _trace(tmp_path, "prompt_tokens,output_tokens,arrival_s\n" +
+                  "".join(f"{256 + i},{32 + i % 3},{i * 0.5}\n" for i in range(60)))
+    argv = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "4096", "--workload",
+            str(path), "--tpot", "0.02", "--max-points", "12"]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert f"the 60 requests of {path}" in out and "arrival times scaled" in out
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    workload = json.loads(out)["workload"]
+    assert workload["source"] == str(path) and workload["requests"] == 60 and workload["timed"]
+    assert "trace" not in workload and workload["mean_output_tokens"] == pytest.approx(33.0)
+    code, out, err = run_cli(capsys, *argv, "--lang", "zh")
+    assert code == 0 and "按该速率缩放" in out, err
+    bad = _trace(tmp_path, "prompt_tokens,output_tokens,arrival_s\n256,32,0\n256,-3,1\n")
+    argv[argv.index(str(path))] = str(bad)
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "line 3: output_tokens must be a whole number" in err, err
