@@ -143,7 +143,8 @@ class Shape:
             times = [(r.arrival_s - first) * stretch for r in self.trace]
         else:
             times = arrivals(len(self.trace), rate, self.poisson, self.seed)
-        return Workload(tuple(replace(r, arrival_s=when) for r, when in zip(self.trace, times, strict=True)), False, rate=rate)
+        timed = tuple(replace(r, arrival_s=when) for r, when in zip(self.trace, times, strict=True))
+        return Workload(timed, False, rate=rate)
 
     def closed(self, requests: int, concurrency: int) -> Workload:
         """A closed loop of `requests` requests at `concurrency`: these lengths, or the file's rows in turn."""
