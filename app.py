@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             any(os.environ.get(f"KVVIZ_{name.upper()}") for name in LIMIT_OPTIONS):
         print("note: hosted-mode limits were given but hosted mode is off, so they do not apply (add --hosted)",
               flush=True)
-    # A plain exit on SIGTERM or SIGHUP runs the clean-up that stops the device worker and vLLM with the app.
+    # A plain exit on SIGTERM, SIGHUP or Ctrl-C runs the clean-up that stops the device worker and vLLM with the app.
     from kvviz.serving.local import exit_on_stop_signals
 
     exit_on_stop_signals()

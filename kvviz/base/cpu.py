@@ -39,7 +39,7 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _stat_ticks(stat: str) -> dict[str, int]:
+def stat_ticks(stat: str) -> dict[str, int]:
     """The machine's CPU time so far from /proc/stat's text (its first, all-CPU line), in clock ticks: busy
     (user, nice, system, irq, softirq), steal (taken by the hypervisor for other guests) and all of it."""
     fields = [int(x) for x in stat.splitlines()[0].split()[1:]]
@@ -60,7 +60,7 @@ class CpuUse:
     @staticmethod
     def _read() -> tuple[dict[str, int], float] | None:
         try:
-            ticks = _stat_ticks(Path("/proc/stat").read_text())
+            ticks = stat_ticks(Path("/proc/stat").read_text())
         except (OSError, ValueError, IndexError):
             return None
         t = os.times()

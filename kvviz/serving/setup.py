@@ -391,7 +391,9 @@ def _clear(venv: Path) -> None:
 
 class SetupSlot:
     """The one build an app runs at a time, for every visitor: start() begins one, or hands back the one under
-    way; job is the latest (running or ended), which a page that reloads reads again. The app's exit (atexit,
+    way; job is the latest (running or ended), which a page that reloads reads again, and refused why the
+    latest press could not begin one (the folder holds other files, another process builds it), kept until a
+    build begins, so that no later redraw of the page (a language switch, a reload) hides it. The app's exit (atexit,
     which its SIGTERM and SIGHUP reach: kvviz.serving.local.exit_on_stop_signals) stops a build under way, so
     no pip outlives it."""
 
@@ -400,6 +402,7 @@ class SetupSlot:
         self._recipe = recipe
         self._lock = threading.Lock()
         self.job: SetupJob | None = None
+        self.refused: VllmError | None = None
         atexit.register(self.stop)
 
     def ready(self) -> bool:
@@ -413,7 +416,12 @@ class SetupSlot:
                 return self.job
             if self.ready():
                 raise VllmError("vllm.setup_exists", venv=self.venv)
-            self.job = SetupJob(self._recipe(self.venv)).start()
+            try:
+                self.job = SetupJob(self._recipe(self.venv)).start()
+            except VllmError as exc:
+                self.refused = exc
+                raise
+            self.refused = None
             return self.job
 
     def stop(self) -> None:

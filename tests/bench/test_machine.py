@@ -50,9 +50,9 @@ cpu0 500 25 100 2500 15 3 2 20 0 0
 def test_proc_stat_is_read_as_busy_steal_and_all():
     """By hand from the line above: busy = user 1000 + nice 50 + system 200 + irq 7 + softirq 3 = 1260; steal 40;
     all = busy + idle 5000 + iowait 30 + steal 40 = 6330 (guest time is inside user already)."""
-    from kvviz.base.cpu import _stat_ticks
+    from kvviz.base.cpu import stat_ticks
 
-    assert _stat_ticks(STAT) == {"busy": 1260, "steal": 40, "all": 6330}
+    assert stat_ticks(STAT) == {"busy": 1260, "steal": 40, "all": 6330}
 
 
 def _burn(seconds: float) -> None:

@@ -242,6 +242,14 @@ def test_a_folder_with_other_files_is_never_cleared(tmp_path, index):
     with pytest.raises(VllmError, match="holds other files"):
         SetupJob(local(venv, index, "tinykv")).start()
     assert (venv / "notes.txt").read_text() == "mine"
+    # The app's slot keeps why the press was refused (the page shows it at every redraw) until a build begins.
+    slot = SetupSlot(venv, lambda v: local(v, index, "tinykv", check="import tinykv"))
+    with pytest.raises(VllmError, match="holds other files"):
+        slot.start()
+    assert slot.job is None and "holds other files" in str(slot.refused)
+    (venv / "notes.txt").unlink()
+    follow(slot.start())
+    assert slot.refused is None and slot.job.error is None and environment_ready(venv)
 
 
 def test_a_half_built_venv_left_by_a_killed_process_is_not_an_environment_and_is_cleared(tmp_path, index):

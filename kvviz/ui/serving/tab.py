@@ -152,6 +152,8 @@ def serving_tab(policy: HostPolicy, engine: LocalEngine, sessions: SessionStore,
             line = t("serving.setup.failed", lang, why=refused)
         elif running:
             line = t("serving.setup.running", lang, line=translate(job.progress().line(), lang), log=job.log)
+        elif setup.refused is not None and not ready:  # the latest press could not begin a set-up: say why
+            line = t("serving.setup.failed", lang, why=translate(redact(first_line(setup.refused, 1000)), lang))
         elif job is not None and job.error is not None and not ready:
             line = t("serving.setup.failed", lang, why=translate(redact(first_line(job.error, 1000)), lang))
         elif job is not None and ready and engine.status().state == STOPPED:
