@@ -65,7 +65,7 @@ def test_the_fitted_step_time_costs_time(result):
     1 µs floor the fit holds the intercept to; no coefficient is negative; the fit stands on more than 100 rows.
 
     Not asserted: that a step holding more work (prefill tokens, decodes, context) costs more. On tiny that fit is
-    unstable: on an idle machine 4 fits in 14 put everything in the intercept (b = c = d = 0, a = 4.2 ms), the
+    unstable: on an idle machine 3 fits in 14 put everything in the intercept (b = c = d = 0, a = 4.2 ms), the
     others 70 µs a prefill token; tiny's ~4 ms steps are the size of the API server's own work, the term issue 27
     leaves open. The SmolLM2 calibration (results/simulator/) is where the coefficients are read."""
     s = result.fitted.step
