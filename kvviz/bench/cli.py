@@ -114,7 +114,7 @@ def _batch(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     import pandas as pd
 
-    from kvviz.bench.fast import fast_bench, summarize_fast, summarize_profiles
+    from kvviz.bench.fast import fast_bench, summarize_fast, summarize_profiles, with_stream_share
     from kvviz.calc.hardware import measure_device, stream_read_bandwidth
     from kvviz.engine.loading import resolve_device
 
@@ -129,7 +129,7 @@ def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     profiles: list | None = [] if args.profile else None
     frame = fast_bench(args.models, args.prompt, args.new_tokens, args.repeats, args.uncached_repeats,
                        accel.bandwidth, str(device), profiles)
-    frame["share_of_stream_read"] = frame["bandwidth_achieved"] / stream  # each run against the physical ceiling
+    frame = with_stream_share(frame, stream)  # each run against the physical ceiling, for the rows and the figure
     tag = "fast-quick" if args.quick else "fast"
     summary = summarize_fast(frame, accel.bandwidth, accel.note, stream)
     if profiles:

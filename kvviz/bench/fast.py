@@ -113,21 +113,26 @@ def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, unc
     return pd.concat(frames, ignore_index=True)
 
 
+def with_stream_share(frame: pd.DataFrame, stream_bandwidth: float) -> pd.DataFrame:
+    """Each run's achieved bandwidth as a share of a plain streaming read's (the physical ceiling)."""
+    return frame.assign(share_of_stream_read=frame["bandwidth_achieved"] / stream_bandwidth)
+
+
 def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str, stream_bandwidth: float | None = None) -> dict:
     """Per model and dtype: medians of every variant's figures over the timed rounds, the static mode's compile
     and speedups, and the ceiling the measured bandwidth sets (tokens/s = bandwidth / bytes per step); with
-    stream_bandwidth (a plain streaming read's, the physical ceiling), each variant's share of it too."""
+    stream_bandwidth (a plain streaming read's, the physical ceiling), each variant's share of it too (the median
+    of the rows' shares, with_stream_share)."""
+    if stream_bandwidth:
+        frame = with_stream_share(frame, stream_bandwidth)
+    keys = ("tokens_per_s", "decode_tokens_per_s", "ttft_s", "bandwidth_utilisation", "bytes_per_decode_step",
+            *(("share_of_stream_read",) if stream_bandwidth else ()))
     out = {"measured_bandwidth_gb_s": bandwidth / 1e9, "how": how, "models": {},
            "stream_read_bandwidth_gb_s": stream_bandwidth / 1e9 if stream_bandwidth else None}
     timed = frame[frame["repeat"] >= 0]
     for (model, dtype), group in timed.groupby(["model", "dtype"], sort=False):
         med = group.groupby("variant").median(numeric_only=True)
-        pick = {v: {k: _num(med.loc[v, k]) for k in ("tokens_per_s", "decode_tokens_per_s", "ttft_s",
-                                                       "bandwidth_utilisation", "bytes_per_decode_step")}
-                for v in med.index}
-        for figures in pick.values():
-            achieved = (figures["bandwidth_utilisation"] or 0) * bandwidth
-            figures["share_of_stream_read"] = achieved / stream_bandwidth if stream_bandwidth and achieved else None
+        pick = {v: {"share_of_stream_read": None} | {k: _num(med.loc[v, k]) for k in keys} for v in med.index}
         static, gen, cached = pick["static"], pick["generate"], pick["cached"]
         warm = frame[(frame["model"] == model) & (frame["dtype"] == dtype) & (frame["repeat"] < 0)]
         out["models"][f"{model}@{dtype}"] = {
