@@ -408,15 +408,22 @@ class RateSearch:
 
 
 def plan(engine: Engine, slo: SloLimits, shape: Shape, search: Search = Search(), target_rate: float | None = None,
-         price_per_gpu_hour: float | None = None, saturated: Knee | None = None) -> Plan:
+         price_per_gpu_hour: float | None = None, saturated: Knee | None = None,
+         on_point: Callable[[Point], None] | None = None) -> Plan:
     """The highest rate one replica holds under `slo`, the knee, replicas for the target, and cost. saturated: the
-    knee of this engine and shape when already simulated (the Plan tab draws its curve from it first)."""
+    knee of this engine and shape when already simulated (the Plan tab draws its curve from it first); on_point
+    hears of each rate as it is judged (the CLI's progress)."""
     check_target_and_price(target_rate, price_per_gpu_hour)
     started = time.monotonic()
     saturated = saturated or knee(engine, shape, search.max_wall_s)
     left = replace(search, max_wall_s=max(search.max_wall_s - (time.monotonic() - started), 1e-3))
-    searcher = RateSearch(lambda rate, wall_s: simulated(engine, slo, shape, rate, wall_s, saturated.requests_per_s),
-                          left)
+    def measure(rate: float, wall_s: float) -> Point | None:
+        point = simulated(engine, slo, shape, rate, wall_s, saturated.requests_per_s)
+        if point is not None and on_point is not None:
+            on_point(point)
+        return point
+
+    searcher = RateSearch(measure, left)
     low, high = searcher.run(saturated.requests_per_s, 2.0, saturated.requests_per_s)
     replicas = math.ceil(target_rate / low) if target_rate and low else None
     cost = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from kvviz.sim.plan import (
     HOW,
     Engine,
     Plan,
+    Point,
     Search,
     Shape,
     SloLimits,
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> None:
                       args.requests)
     search = Search(args.resolution, args.max_points, args.max_wall_s)
     check_target_and_price(args.target_rate, args.price)
-    found = plan(_engine(args), slo, shape, search, args.target_rate, args.price)
+    found = plan(_engine(args), slo, shape, search, args.target_rate, args.price,
+                 on_point=lambda point: print(progress_line(point, args.lang), file=sys.stderr, flush=True))
     print(json.dumps(as_dict(found), indent=2) if args.json else "\n".join(lines(found, args.model, args.lang)))
 
 
@@ -114,6 +117,13 @@ def as_dict(p: Plan) -> dict:
             "target_rate_per_s": p.target_rate, "replicas": p.replicas, "gpus_per_replica": e.gpus, "gpus": p.gpus,
             "cost": asdict(p.cost) if p.cost else None, "points": [asdict(x) for x in p.points],
             "stopped": str(p.stopped) if p.stopped else None}
+
+
+def progress_line(point: Point, lang: str | None = "en") -> str:
+    """One rate judged, as the search goes (on stderr: --json's output stays JSON)."""
+    return t("sim_plan.progress", lang, rate=point.rate, held=t("sim_plan.held" if point.held else
+                                                                    "sim_plan.not_held", lang),
+             ttft=_ms(point.ttft_s), tpot=_ms(point.tpot_s))
 
 
 def _ms(seconds: float | None) -> str:

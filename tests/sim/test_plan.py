@@ -128,6 +128,11 @@ def test_the_gpu_plan_says_it_is_a_roofline_lower_bound(capsys):
     assert code == 0, err
     data = json.loads(out)
     assert data["how"] == "roofline lower bound" and data["max_rate_per_s"] > 0 and data["tp"] == 1
+    # The search's progress went to stderr, a line per rate as it was judged, in the order the JSON lists them.
+    progress = err.strip().splitlines()
+    assert len(progress) == len(data["points"])
+    for line, point in zip(progress, data["points"], strict=True):
+        assert line.strip().startswith(f"{point['rate']:.4g} requests/s: {'held' if point['held'] else 'not held'}")
 
 
 def test_a_calibrated_plan_says_where_its_step_time_came_from(capsys, tmp_path):
