@@ -12,6 +12,7 @@ model.generate's step reads what the cached loop's reads (the same weights and t
 from __future__ import annotations
 
 import gc
+import sys
 from dataclasses import replace
 
 import pandas as pd
@@ -59,6 +60,11 @@ def _run(lm: LoadedModel, req: GenerationRequest) -> tuple[RunSummary, list[int]
     return fin.summary, [t.token_id for t in tokens]
 
 
+def _say(line: str) -> None:
+    """Progress on stderr (a full run takes minutes; stdout keeps the results' JSON)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncached_repeats: int,
               bandwidth: float) -> pd.DataFrame:
     """Every variant on `lm`, after a warm-up each (the static one compiles: its compile_s is the warm-up's row,
@@ -66,12 +72,14 @@ def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncac
     only: it is slow and no target is set on it). EOS is ignored so every run makes new_tokens tokens."""
     req = GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True)
     base = {"model": lm.spec, "device": str(lm.device), "dtype": lm.dtype_name}
+    _say(f"fast: {lm.spec}@{lm.dtype_name}: warm-ups, the static step's compile")
     run_generate(lm, prompt, min(new_tokens, 4))
     for mode in ("cached", "uncached"):
         _run(lm, replace(req, max_new_tokens=min(new_tokens, 4)).with_mode(mode))
     warm, _ = _run(lm, req.with_mode("static"))  # full length: the same static cache as the timed runs
     rows = [{**base, "variant": "static", "repeat": -1, "tokens_identical": None, **_engine_row(warm, bandwidth)}]
     for rep in range(repeats):
+        _say(f"fast: {lm.spec}@{lm.dtype_name}: round {rep + 1} of {repeats}")
         done, ids = {}, {}
         for variant in VARIANTS[rep % len(VARIANTS):] + VARIANTS[: rep % len(VARIANTS)]:
             if variant == "uncached" and rep >= uncached_repeats:

@@ -12,10 +12,12 @@ from kvviz.bench.cli import main as bench_main
 from kvviz.bench.fast import VARIANTS
 
 
-def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path):
+def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path, capsys):
     """The quick run writes rows for model.generate and the three modes, the static warm-up's compile apart, and a
     summary whose speedups and utilisations follow from the medians."""
     assert bench_main(["fast", "--quick", "--profile", "--out", str(tmp_path)]) == 0
+    said = capsys.readouterr().err  # its progress: the warm-ups, then the one timed round
+    assert "fast: tiny@fp32: warm-ups" in said and "fast: tiny@fp32: round 1 of 1" in said
     saved = json.loads((tmp_path / "fast-quick.json").read_text())
     assert saved["command"].startswith("python -m kvviz.bench fast --quick")
     result = saved["results"]["models"]["tiny@fp32"]
