@@ -44,8 +44,11 @@ class RequestRecord:
 
     @property
     def tpot_s(self) -> float | None:
-        """(E2E - TTFT) / (new_tokens - 1): defined for more than one token (vLLM's, GenAI-Perf's definition)."""
-        if not self.ok or self.new_tokens < 2 or self.e2e_s is None:
+        """(E2E - TTFT) / (new_tokens - 1): defined for more than one token (vLLM's, GenAI-Perf's definition), and
+        only where the client saw the decode: None when every output chunk reached it at one instant (one chunk, or
+        one read), as when vLLM merges a request's outputs because its API server lags behind the engine. That is
+        a decode the client could not time, not one that took no time (vLLM's benchmark would say 0 ms)."""
+        if not self.ok or self.new_tokens < 2 or self.e2e_s is None or self.e2e_s <= self.ttft_s:
             return None
         return (self.e2e_s - self.ttft_s) / (self.new_tokens - 1)
 

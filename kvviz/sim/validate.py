@@ -59,7 +59,9 @@ class ModelPlan:
 
 @dataclass
 class Point:
-    """One held-out load: measured and predicted figures, per metric."""
+    """One held-out load: measured and predicted figures, per metric. unseen_decodes: the requests whose whole
+    output reached the client at one instant (vLLM merges a request's outputs while its API server lags behind the
+    engine), so their TPOT was not measured; when it is every request, the point has no measured TPOT."""
 
     model: str
     kind: str
@@ -69,6 +71,7 @@ class Point:
     load_average: float
     measured_preemptions: int | None
     predicted_preemptions: int
+    unseen_decodes: int = 0
 
     def row(self) -> dict:
         p = self.point
@@ -77,7 +80,7 @@ class Point:
                "prompt_tokens": p.mix.prompt_tokens, "output_tokens": p.mix.output_tokens,
                "prefix_tokens": p.mix.prefix_tokens, "load_average_1m": self.load_average,
                "completed": self.measured.completed, "measured_preemptions": self.measured_preemptions,
-               "predicted_preemptions": self.predicted_preemptions}
+               "predicted_preemptions": self.predicted_preemptions, "unseen_decodes": self.unseen_decodes}
         for name, get in METRICS.items():
             m, q = get(self.measured), get(self.predicted)
             row[f"measured_{name}"], row[f"predicted_{name}"] = m, q
@@ -114,8 +117,9 @@ def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> floa
 
 def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fitted) -> Point:
     stats, preempted = predicted_stats(measured.point, engine, fitted)
+    unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and len(set(r.arrivals_s)) == 1)
     return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
-                 preempted)
+                 preempted, unseen)
 
 
 def onset(points: list[Point], which: Callable[[Point], int | None]) -> int | None:

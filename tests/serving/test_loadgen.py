@@ -51,6 +51,16 @@ def test_chunks_of_several_tokens_count_tokens_from_usage():
     assert rec.itl_s[0] == pytest.approx(0.05, abs=SLACK)
 
 
+def test_a_whole_output_in_one_chunk_has_no_tpot():
+    """6 tokens in one chunk: the client saw no decode, so TPOT is unknown (not (E2E - TTFT) / 5 = 0 s), and a
+    run of such requests has no TPOT distribution rather than a median of 0."""
+    with fake_server(ttft_s=0.2, itl_s=0.05, tokens=6, tokens_per_chunk=6) as (url, _):
+        result = run(_ep(url), Load(requests=2, output_tokens=6), PROMPTS)
+    assert [len(r.arrivals_s) for r in result.records] == [1, 1] and result.records[0].new_tokens == 6
+    assert [r.tpot_s for r in result.records] == [None, None]
+    assert result.stats.tpot.p50 is None and result.stats.completed == 2
+
+
 def test_closed_loop_keeps_the_concurrency_and_the_run_figures_follow():
     """2 in flight, 4 requests of 0.4 s: two waves, 0.8 s; 20 tokens / 0.8 s = 25 tokens/s, 5 requests/s;
     the second wave starts when the first ends."""

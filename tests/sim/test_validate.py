@@ -36,13 +36,23 @@ def _log_error(result: validate.ModelResult, fitted: Fitted, metric: str) -> flo
     """The mean of |ln(predicted / measured)| over the held-out points: how many e-folds off, the same for a
     prediction twice too high as for one twice too low (a relative error is capped at 100% below the truth, so a
     step time ten times too small would read as "100% off" against a fit 70% high, and the comparison would say
-    nothing)."""
+    nothing). A point whose every request reached the client in one read has no measured TPOT (_unseen) and
+    counts for E2E alone; two points at least must count."""
     errors = []
     for p in result.points:
         predicted, _ = validate.predicted_stats(p.point, result.engine, fitted)
         measured, guess = validate.METRICS[metric](p.measured), validate.METRICS[metric](predicted)
+        if measured is None and _unseen(p):
+            continue
         errors.append(abs(math.log(guess / measured)))
+    assert len(errors) >= 2, f"{metric}: measured at {len(errors)} of {len(result.points)} points"
     return sum(errors) / len(errors)
+
+
+def _unseen(p: validate.Point) -> bool:
+    """Whether the client saw none of a point's decodes: every request's output came at one instant (vLLM merges
+    a request's outputs while its API server lags behind the engine; CI's machine did this at the 384/16 load)."""
+    return p.unseen_decodes == p.point.requests
 
 
 def test_every_held_out_load_ran_on_vllm_and_has_its_errors(result):
@@ -52,6 +62,9 @@ def test_every_held_out_load_ran_on_vllm_and_has_its_errors(result):
         assert p.measured.completed == p.point.requests and p.measured.failed == 0
         row = p.row()
         for name in validate.METRICS:
+            if name == "tpot_p50_s" and row[f"measured_{name}"] is None and _unseen(p):
+                assert row[f"error_{name}"] is None
+                continue
             assert row[f"error_{name}"] == pytest.approx(
                 (row[f"predicted_{name}"] - row[f"measured_{name}"]) / row[f"measured_{name}"])
     assert any(not p.point.closed for p in result.points)
