@@ -108,6 +108,12 @@ EN = {
                      "p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}: MAPE over {points} held-out points: output tok/s {output_tokens_per_s}, TPOT p50 "
                     "{tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
+    "sim_cli.repeat": "{model}: the same {points} loads measured twice moved by (mean |second - first| / first) "
+                      "output tok/s {output_tokens_per_s}, TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 "
+                      "{e2e_p50_s}: no prediction's error can be read finer than that",
+    "sim_cli.tpot_split": "{model}: mean TPOT predicted against the client's, MAPE {tpot_mean_s}; against vLLM's "
+                          "engine clock (its decode time, before the API server streams), {engine_tpot_mean_s} "
+                          "({points} points)",
     "sim_cli.onset": "{model}: preemption starts at concurrency {measured} on vLLM, {predicted} predicted",
     "sim_cli.v_ready": "{model}: vLLM ready, {blocks:,} KV blocks of {size}",
     "sim_cli.v_fitted": "{model}: fitted a = {a:.4g} s, b = {b:.4g}, c = {c:.4g}, d = {d:.4g}; request overhead "
@@ -211,6 +217,12 @@ ZH = {
                      "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}：{points} 个留出点的平均绝对百分比误差（MAPE）：输出 tok/s {output_tokens_per_s}，"
                     "TPOT p50 {tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
+    "sim_cli.repeat": "{model}：同样的 {points} 个负载测两次，变化（|第二次 - 第一次| / 第一次 的均值）为 输出 tok/s "
+                      "{output_tokens_per_s}，TPOT p50 {tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}："
+                      "任何预测的误差都无法读得比这更细",
+    "sim_cli.tpot_split": "{model}：预测的平均 TPOT 对客户端测得的，MAPE {tpot_mean_s}；"
+                          "对 vLLM 引擎自己的时钟（其解码时间，在 API 服务器流式发送之前），"
+                          "{engine_tpot_mean_s}（{points} 个点）",
     "sim_cli.onset": "{model}：vLLM 在并发 {measured} 时开始抢占，预测为 {predicted}",
     "sim_cli.v_ready": "{model}：vLLM 已就绪，{blocks:,} 个 KV 块，每块 {size} 个 token",
     "sim_cli.v_fitted": "{model}：拟合得 a = {a:.4g} 秒，b = {b:.4g}，c = {c:.4g}，d = {d:.4g}；"

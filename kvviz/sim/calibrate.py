@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +45,9 @@ from kvviz.sim.scheduler import CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, Sc
 from kvviz.sim.simulate import Limits, SimResult, StepTrace, simulate
 from kvviz.sim.step_time import Calibration, FitSummary, LinearStepTime
 from kvviz.sim.workload import Workload, closed_loop, open_loop
+
+if TYPE_CHECKING:
+    from kvviz.serving.metrics_reader import ServerView
 
 
 @dataclass(frozen=True)
@@ -97,13 +101,25 @@ class LoadPoint:
 @dataclass(frozen=True)
 class Measured:
     """A load as run on vLLM: every request's record, the run's figures, the preemptions vLLM counted during it
-    (vllm:num_preemptions_total's rise), and the 1-minute load average when it ended (the machine is shared)."""
+    (vllm:num_preemptions_total's rise), the 1-minute load average when it ended (the machine is shared), and
+    the run as vLLM's own /metrics saw it (server: its histograms' sums over the run; None without them)."""
 
     point: LoadPoint
     records: tuple[RequestRecord, ...]
     stats: RunStats
     preemptions: int | None
     load_average: float
+    server: ServerView | None = None
+
+    @property
+    def engine_tpot_mean_s(self) -> float | None:
+        """TPOT as vLLM's engine clocked it, over the run's requests: their mean decode time (first token to last,
+        in the engine process's timestamps, so before the API server streams them) over output tokens less one.
+        The client's TPOT adds what happens after the engine: the API server's detokenizing and streaming."""
+        decode = self.server.decode_mean_s if self.server else None
+        if decode is None or self.point.mix.output_tokens < 2:
+            return None
+        return decode / (self.point.mix.output_tokens - 1)
 
 
 @dataclass(frozen=True)
@@ -180,11 +196,21 @@ def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
 @dataclass
 class Rows:
     """The fit's rows: features (steps, prefill tokens, decode sequences, KV tokens read, and 1 on a TTFT row for
-    the request overhead), the measured seconds, the weights."""
+    the request overhead), the measured seconds, the weights, and each row's kind (GAP or TTFT)."""
 
     x: list = field(default_factory=list)
     y: list = field(default_factory=list)
     w: list = field(default_factory=list)
+    kind: list = field(default_factory=list)
+
+    def add(self, x: np.ndarray, y: float, w: float, kind: str) -> None:
+        self.x.append(x)
+        self.y.append(y)
+        self.w.append(w)
+        self.kind.append(kind)
+
+
+GAP, TTFT = "gap", "ttft"
 
 
 FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
@@ -205,16 +231,14 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
             continue  # a request the server cut short, or whose chunks were read joined: no row
         first = int(np.searchsorted(starts, sim.sent_s - 1e-12))
         if first <= steps[0]:
-            rows.x.append(np.append(cum[steps[0] + 1] - cum[first], 1.0))
-            rows.y.append(rec.ttft_s - (starts[first] - sim.sent_s))
-            rows.w.append(1.0)
+            rows.add(np.append(cum[steps[0] + 1] - cum[first], 1.0), rec.ttft_s - (starts[first] - sim.sent_s), 1.0,
+                     TTFT)
         for k in range(len(steps) - 1):
             lo, hi = steps[k] + 1, steps[k + 1]
             if hi < lo:
                 continue
-            rows.x.append(np.append(cum[hi + 1] - cum[lo], 0.0))
-            rows.y.append(rec.arrivals_s[k + 1] - rec.arrivals_s[k])
-            rows.w.append(1.0 / running[hi])
+            rows.add(np.append(cum[hi + 1] - cum[lo], 0.0), rec.arrivals_s[k + 1] - rec.arrivals_s[k],
+                     1.0 / running[hi], GAP)
 
 
 def nonnegative_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -257,13 +281,14 @@ def fit_runs(runs: list[Measured], engine: Engine) -> Fitted:
                          residual_max_s=float(np.max(np.abs(residuals))),
                          r_squared=1 - float(np.sum(residuals ** 2)) / spread if spread > 0 else None)
     by_load = {}
+    kinds = np.array(rows.kind)
     for m, lo, hi in spans:
-        r, ttft = residuals[lo:hi], x[lo:hi, 4] == 1
+        r, ttft, gap = residuals[lo:hi], kinds[lo:hi] == TTFT, kinds[lo:hi] == GAP
         by_load[m.point.label] = {
-            "gap_rows": int((~ttft).sum()), "ttft_rows": int(ttft.sum()),
-            "mean_gap_s": float(np.mean(y[lo:hi][~ttft])) if (~ttft).any() else None,
-            "gap_residual_mean_s": float(np.mean(r[~ttft])) if (~ttft).any() else None,
-            "gap_residual_rms_s": float(np.sqrt(np.mean(r[~ttft] ** 2))) if (~ttft).any() else None,
+            "gap_rows": int(gap.sum()), "ttft_rows": int(ttft.sum()),
+            "mean_gap_s": float(np.mean(y[lo:hi][gap])) if gap.any() else None,
+            "gap_residual_mean_s": float(np.mean(r[gap])) if gap.any() else None,
+            "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None}
     return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load)
 
@@ -354,10 +379,15 @@ def _metrics(server) -> list:
     return asyncio.run(get())
 
 
-def preemptions_so_far(server) -> int | None:
+def server_sample(server):
+    """The server's /metrics now, as one kvviz.serving.metrics_reader.Sample (counters and histogram sums)."""
     from kvviz.serving.metrics_reader import sample_from
 
-    value = sample_from(_metrics(server), 0.0).preemptions
+    return sample_from(_metrics(server), 0.0)
+
+
+def preemptions_so_far(server) -> int | None:
+    value = server_sample(server).preemptions
     return None if value is None else int(value)
 
 
@@ -390,11 +420,13 @@ def measure(served: Served, point: LoadPoint) -> Measured:
 
     prompts = synthetic(point.requests, point.mix.prompt_tokens, served.tokenizer, seed=served.seed(),
                         shared_prefix=point.mix.prefix_tokens)
-    before = preemptions_so_far(served.server)
+    from kvviz.serving.metrics_reader import server_view
+
+    before = server_sample(served.server)
     result = run(served.server.endpoint(), point.load(), prompts)
-    after = preemptions_so_far(served.server)
-    return Measured(point, result.records, result.stats,
-                    None if before is None or after is None else after - before, round(os.getloadavg()[0], 2))
+    view = server_view([before, server_sample(served.server)])
+    preempted = None if view is None or view.preemptions is None else int(view.preemptions)
+    return Measured(point, result.records, result.stats, preempted, round(os.getloadavg()[0], 2), view)
 
 
 def warm_up(served: Served) -> None:

@@ -112,6 +112,8 @@ def _validate_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a small plan on tiny, one vLLM start")
     p.add_argument("--models", nargs="+", default=None,
                    help="of the full plan's models (tiny, smollm2-135m-instruct), these only")
+    p.add_argument("--repeat", action="store_true",
+                   help="run every held-out load twice: how far the measurement itself moves")
     return p
 
 
@@ -262,7 +264,7 @@ def validate_command(args: argparse.Namespace) -> None:
 
     plans = validate.QUICK if args.quick else tuple(
         p for p in validate.FULL if not args.models or p.model in args.models)
-    results = [validate.validate_model(plan, say=_progress(args.lang))
+    results = [validate.validate_model(plan, say=_progress(args.lang), repeat=args.repeat)
                for plan in plans]
     summary = validate.summary(results)
     if args.json:
@@ -273,6 +275,14 @@ def validate_command(args: argparse.Namespace) -> None:
     for model, errors in summary["mape"].items():
         print(t("sim_cli.mape", args.lang, model=model, points=summary["held_out_points"][model],
                 **validate.percent(errors)))
+    for model, moved in summary["repeatability"].items():
+        if moved["points"]:
+            print(t("sim_cli.repeat", args.lang, model=model, points=moved["points"],
+                    **validate.percent({n: moved[n] for n in validate.METRICS})))
+    for model, split in summary["tpot_split"].items():
+        if split["points"]:
+            print(t("sim_cli.tpot_split", args.lang, model=model, points=split["points"],
+                    **validate.percent({n: split[n] for n in validate.SPLIT})))
     for model, onset in summary["preemption_onset"].items():
         print(t("sim_cli.onset", args.lang, model=model, measured=onset["measured"], predicted=onset["predicted"]))
 

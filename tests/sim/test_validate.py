@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def result() -> validate.ModelResult:
     (plan,) = validate.QUICK
-    return validate.validate_model(plan)
+    return validate.validate_model(plan, repeat=True)
 
 
 def _scaled(fitted: Fitted, k: float) -> Fitted:
@@ -71,6 +71,36 @@ def test_every_held_out_load_ran_on_vllm_and_has_its_errors(result):
     summary = validate.summary([result])
     assert summary["held_out_points"]["tiny"] == len(result.points)
     assert set(summary["mape"]["tiny"]) == set(validate.METRICS)
+
+
+def test_each_load_measured_twice_says_how_far_the_measurement_moves(result):
+    """With repeat, every held-out load runs a second time on the same server: a run of its own (all its requests
+    done, its own duration), and the row's repeat_ figures are how far the second moved from the first."""
+    for p in result.points:
+        again = p.measured_again
+        assert again is not None and again.completed == p.point.requests and again.failed == 0
+        assert again.duration_s != p.measured.duration_s, "the same run twice, not a second one"
+        row = p.row()
+        for name, get in validate.METRICS.items():
+            first, second = get(p.measured), get(again)
+            if first and second is not None:
+                assert row[f"repeat_{name}"] == pytest.approx(second / first - 1)
+    moved = validate.summary([result])["repeatability"]["tiny"]
+    assert moved["points"] == len(result.points) and moved["e2e_p50_s"] is not None
+
+
+def test_the_engine_clocks_tpot_as_the_client_does_within_a_factor_of_2(result):
+    """vLLM's own decode time per token (its request_decode_time histogram over the load, engine timestamps) and
+    the client's TPOT are two clocks of one decode: each point has the engine's, and where the client saw the
+    decode, the two agree within a factor of 2 (on an idle machine here within 5%; the client's adds the API
+    server's streaming). A unit slip (ms for s) or a histogram read from another run would not."""
+    for p in result.points:
+        engine, client = p.engine_tpot_mean_s, p.measured.tpot.mean
+        assert engine is not None and engine > 0
+        if client is not None:
+            assert 0.5 < engine / client < 2, f"{p.point.label}: engine {engine:.4f} s, client {client:.4f} s"
+    split = validate.summary([result])["tpot_split"]["tiny"]
+    assert split["points"] >= 1 and split["engine_tpot_mean_s"] is not None
 
 
 def test_the_fitted_step_time_costs_time(result):
