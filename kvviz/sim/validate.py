@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvviz.serving.stats import RunStats
+
+if TYPE_CHECKING:
+    from kvviz.serving.metrics_reader import ServerView
 from kvviz.sim.calibrate import (
     CALIBRATION,
     QUICK_CALIBRATION,
@@ -79,6 +83,7 @@ class Point:
     unseen_decodes: int = 0
     engine_tpot_mean_s: float | None = None
     measured_again: RunStats | None = None
+    server: ServerView | None = None
 
     def row(self) -> dict:
         p = self.point
@@ -95,6 +100,9 @@ class Point:
             if self.measured_again is not None:
                 again = get(self.measured_again)
                 row[f"measured_again_{name}"], row[f"repeat_{name}"] = again, _error(again, m)
+        view = self.server
+        for name in ("ttft", "queue", "prefill", "decode"):  # vLLM's own clock, per request, over the load
+            row[f"engine_{name}_mean_s"] = getattr(view, f"{name}_mean_s") if view else None
         q = self.predicted.tpot.mean
         row["predicted_tpot_mean_s"] = q
         for name, m in zip(SPLIT, (self.measured.tpot.mean, self.engine_tpot_mean_s), strict=True):
@@ -137,7 +145,7 @@ def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fi
     stats, preempted = predicted_stats(measured.point, engine, fitted)
     unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and len(set(r.arrivals_s)) == 1)
     return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
-                 preempted, unseen, measured.engine_tpot_mean_s)
+                 preempted, unseen, measured.engine_tpot_mean_s, server=measured.server)
 
 
 def onset(points: list[Point], which: Callable[[Point], int | None]) -> int | None:
