@@ -226,7 +226,8 @@ SIM_METRICS = (("output_tokens_per_s", "output tokens/s", 1.0), ("tpot_p50_s", "
 
 def simulator_figure(points: pd.DataFrame, lines: pd.DataFrame) -> go.Figure:
     """Part `simulator`: per model (columns) and metric (rows), the calibrated simulator's prediction for closed
-    loops of each held-out mix (lines) and what vLLM measured (points: closed loops at their concurrency)."""
+    loops of each held-out mix (lines) and what vLLM measured (points: closed loops at their concurrency; open
+    circles: the same load run a second time, where the results have it)."""
     models = list(dict.fromkeys(points["model"]))
     fig = make_subplots(rows=len(SIM_METRICS), cols=len(models), vertical_spacing=0.06, horizontal_spacing=0.08,
                         subplot_titles=[f"{m}: {label}" for _, label, _ in SIM_METRICS for m in models])
@@ -247,11 +248,16 @@ def simulator_figure(points: pd.DataFrame, lines: pd.DataFrame) -> go.Figure:
                 fig.add_scatter(x=measured["concurrency"], y=measured[f"measured_{name}"] * scale, mode="markers",
                                 marker={"color": color, "size": 9}, name=f"{mix}: measured on vLLM",
                                 legendgroup=mix, showlegend=first, row=row, col=col)
+                if f"measured_again_{name}" in measured:  # the same load run again: how far it moves by itself
+                    fig.add_scatter(x=measured["concurrency"], y=measured[f"measured_again_{name}"] * scale,
+                                    mode="markers", marker={"color": color, "size": 9, "symbol": "circle-open"},
+                                    name=f"{mix}: measured again", legendgroup=mix, showlegend=first, row=row,
+                                    col=col)
     # Powers of two in full (the sweep's levels), not plotly's minor ticks that write 20 and 30 as "2" and "3"
     fig.update_xaxes(type="log", tickvals=[2 ** k for k in range(11)], tickformat=",~g")
     fig.update_xaxes(title_text="requests in flight (closed loop)", row=len(SIM_METRICS))
     return _layout(fig, "The simulator against vLLM: predicted (lines, calibrated on other loads) and measured "
-                   "(points)", height=1100, width=1200)
+                   "(points; open: the same load again)", height=1100, width=1200)
 
 
 def fast_figure(rows: pd.DataFrame) -> go.Figure:

@@ -126,3 +126,28 @@ def test_the_calibration_predicts_within_a_factor_of_3(result, metric):
     assert right < math.log(3), f"{metric}: off by a factor of {math.exp(right):.2f} with the fitted calibration"
     wrong = min(_log_error(result, _scaled(result.fitted, k), metric) for k in (10.0, 0.1))
     assert wrong > math.log(3), f"{metric}: a calibration ten times off passes: off by {math.exp(wrong):.2f}"
+
+
+def test_the_bench_puts_each_loads_second_run_beside_the_prediction(result):
+    """`python -m kvviz.bench simulator`'s table and figure from the same result: the table's line for the loads
+    measured twice gives, per metric, the mean |second / first - 1| worked out here from the two runs' figures,
+    and the figure draws every closed held-out load's second run (open circles) at its concurrency."""
+    import pandas as pd
+
+    from kvviz.bench.figures import simulator_figure
+    from kvviz.bench.simulator import markdown_table, predicted_lines
+
+    summary = validate.summary([result])
+    points = pd.DataFrame(summary.pop("points"))
+    (line,) = [x for x in markdown_table(points, summary).splitlines() if x.startswith("| tiny: the same")]
+    cells = [c.strip() for c in line.strip("|").split("|")][3:]
+    for cell, get in zip(cells, validate.METRICS.values(), strict=True):
+        moves = [abs(get(p.measured_again) / get(p.measured) - 1) for p in result.points
+                 if get(p.measured) and get(p.measured_again) is not None]
+        assert cell == f"{sum(moves) / len(moves):.0%}"
+    fig = simulator_figure(points, predicted_lines(result))
+    again = [tr for tr in fig.data if tr.name and tr.name.endswith("measured again")]
+    closed = [p for p in result.points if p.point.closed]
+    assert len(again) == len({p.point.mix for p in closed}) * 4  # one per closed mix, per metric drawn
+    drawn = {(x, y) for tr in again if tr.yaxis in ("y", None) for x, y in zip(tr.x, tr.y, strict=True)}
+    assert drawn == {(p.point.concurrency, p.measured_again.output_tokens_per_s) for p in closed}
