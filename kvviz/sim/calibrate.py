@@ -11,9 +11,8 @@ weighted by 1/(requests in the step), so that each step counts once, not once pe
 TTFT is a row too: the steps from the first after its arrival to its first token's, plus the request overhead o,
 a fifth unknown (what the steps do not hold: the API server's tokenizing, HTTP, the engine taking the request in),
 against the measured TTFT. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and E2E.
-What this leaves out: on vLLM a closed loop's next request reaches the engine after the next step has begun (the
-answer's HTTP and the new request's), so it joins a step later than in the replay; the rows of those steps hold
-one prefill more or less than vLLM's did.
+A closed loop's next request joins the step after the one that begins as its predecessor ends, in the replay as on
+vLLM (kvviz.sim.simulate), so the rows hold the steps vLLM ran.
 
 The calibration file (step_time.save, more keys beside) records the model (its folder's name and config.json's
 SHA-256), the device (CPU model, CPUs usable, vLLM's version, block size, KV blocks), the engine options, the loads
@@ -172,7 +171,7 @@ def device_id() -> str:
 
 
 def replay(point: LoadPoint, engine: Engine, model: LinearStepTime) -> SimResult:
-    """The simulator's run of a load as the workload gives it (a closed loop's next request at a step's end)."""
+    """The simulator's run of a load as the workload gives it (a closed loop's next request sent at a step's end)."""
     return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0))
 
 

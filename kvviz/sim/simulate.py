@@ -4,10 +4,12 @@ model says; out come the same per-request records and run statistics the load ge
 
 Time is simulated seconds from the first arrival's 0. A request enters the waiting queue at the first step boundary
 at or after its arrival (vLLM's engine core takes new requests between steps); its tokens come at the end of the
-step that samples them; a closed loop's next request arrives when one ends. No network, tokenizer, detokenizer or
-HTTP time: the records are the engine's view of each request. The run is bounded: at most max_requests requests
-(the rest are not sent), max_steps steps and max_wall_s seconds of real time; a run cut short says why, and the
-requests it left unfinished count as failed.
+step that samples them; a closed loop's next request arrives when one ends, and joins the step after the one that
+begins then, as on vLLM, whose engine starts its next step at once while the answer travels to the client and the
+next request back (when nothing else runs, the engine is idle and takes it at once). No network, tokenizer,
+detokenizer or HTTP time: the records are the engine's view of each request. The run is bounded: at most
+max_requests requests (the rest are not sent), max_steps steps and max_wall_s seconds of real time; a run cut short
+says why, and the requests it left unfinished count as failed.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ class _Run:
         self.todo = deque(workload.requests[:limits.max_requests])
         self.sent: list[SimRequest] = []
         self.trace: list[StepTrace] = []
+        self.next_up: list[float] = []  # a closed loop's requests sent at a step's end: they join after the next step
+        self.due: list[float] = []  # those sent when the running step began
         self.now = 0.0
         self.stopped: Said | None = None
         if len(workload.requests) > limits.max_requests:
@@ -181,8 +185,8 @@ class _Run:
         if seen is not None:
             self.details.append(replace(seen, finished=tuple(r.index for r in done)))
         for _ in done:
-            if self.workload.closed and self.todo:
-                self.send(self.now)
+            if self.workload.closed and len(self.due) + len(self.next_up) < len(self.todo):
+                self.next_up.append(self.now)
 
     def _seen(self, plan: StepPlan) -> StepDetail:
         """The queues and blocks as scheduled, before the step runs (finished: filled in after it)."""
@@ -197,13 +201,25 @@ class _Run:
         while True:
             self.arrive()
             if not self.scheduler.busy:
+                if self.next_up:  # idle: the engine takes them as they come
+                    self._send_next_up()
+                    continue
                 if not self.todo:
                     return
                 self.now = self.todo[0].arrival_s  # idle until the next arrival
                 continue
             if self.over(started):
                 return
+            self.due, self.next_up = self.next_up, []
             self.step()
+            for at_s in self.due:  # sent when the step just run began: they join the next one
+                self.send(at_s)
+            self.due = []
+
+    def _send_next_up(self) -> None:
+        for at_s in self.next_up:
+            self.send(at_s)
+        self.next_up = []
 
 
 def record(request: SimRequest, closed: bool) -> RequestRecord:

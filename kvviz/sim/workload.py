@@ -1,11 +1,11 @@
 """The load the simulator is given: which requests, how long, and when they come.
 
 A closed loop keeps `concurrency` requests in the engine: a client sends its next request the moment its last one
-ends (no think time, no network). An open loop sends at a rate: Poisson arrivals (exponential gaps, from a seed)
-or evenly spaced ones, from time 0. Lengths are fixed for every request, or read from a CSV file of
-prompt_tokens, output_tokens, arrival_s rows (arrival_s is read for an open loop, ignored in a closed one). A
-shared prefix: the first prefix_tokens of every prompt are the same tokens (one group), which the prefix cache
-can reuse. Knows no scheduler.
+ends (no think time, no network; the simulator has it join the engine's step after the one then beginning). An
+open loop sends at a rate: Poisson arrivals (exponential gaps, from a seed) or evenly spaced ones, from time 0.
+Lengths are fixed for every request, or read from a CSV file of prompt_tokens, output_tokens, arrival_s rows
+(arrival_s is read for an open loop, ignored in a closed one). A shared prefix: the first prefix_tokens of every
+prompt are the same tokens (one group), which the prefix cache can reuse. Knows no scheduler.
 """
 
 from __future__ import annotations

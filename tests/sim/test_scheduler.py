@@ -145,3 +145,21 @@ def test_the_block_pool_evicts_from_the_head_and_keeps_duplicate_cached_blocks()
     assert pool.hit(["p"]) == [1]
     assert pool.allocate(2) == [1, 3]
     assert pool.hit(["p"]) == [] and pool.hit(["x"]) == [2] and pool.hit(["y"]) == []
+
+
+def test_a_closed_loops_next_request_joins_the_step_after_the_one_that_begins_as_it_is_sent():
+    """Closed loop of 2; A (prompt 4, output 1), B (prompt 4, output 3), C (prompt 4, output 1).
+    Step 1 [0, 1]: A and B prefill; A samples its only token and ends at 1, B its first. C is sent at 1, while
+    vLLM's engine starts step 2 at once for B: step 2 [1, 2] holds B's decode alone; step 3 [2, 3] B's last
+    decode and C's prefill. C: TTFT 2 s (sent at 1, token at 3), not 1 s as if it had joined step 2.
+    When nothing runs, the engine takes the next request at once: a closed loop of 1 of A, then C: C is sent at 1
+    and prefilled in step 2 [1, 2], TTFT 1 s."""
+    a, b, c = RequestSpec(4, 1), RequestSpec(4, 3), RequestSpec(4, 1)
+    result = simulate(Workload((a, b, c), closed=True, concurrency=2), _config(), ONE_SECOND)
+    assert [s.tokens_scheduled for s in result.trace] == [8, 1, 5]
+    assert [(s.prefill_tokens, s.decode_seqs) for s in result.trace] == [(8, 0), (0, 1), (4, 1)]
+    _, second, third = result.records
+    assert (third.sent_s, third.ttft_s, third.e2e_s) == (1.0, 2.0, 2.0)
+    assert second.arrivals_s == (1.0, 2.0, 3.0)
+    alone = simulate(Workload((a, c), closed=True, concurrency=1), _config(), ONE_SECOND)
+    assert [(r.sent_s, r.ttft_s) for r in alone.records] == [(0.0, 1.0), (1.0, 1.0)]
