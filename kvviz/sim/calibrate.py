@@ -8,9 +8,11 @@ The client's kernel-stamped arrivals of a request's consecutive tokens k and k+1
 span the steps after token k's up to token k+1's (one step for a running decode): each such gap is a row of the
 least-squares fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read summed over those steps,
 weighted by 1/(requests in the step), so that each step counts once, not once per request it served. Each request's
-TTFT is a row too: the steps from the first after its arrival to its first token's, plus the request overhead o,
-a fifth unknown (what the steps do not hold: the API server's tokenizing, HTTP, the engine taking the request in),
-against the measured TTFT. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and E2E.
+TTFT is a row too: the steps from the first after its arrival to its first token's, plus the request overhead o
+(what the steps do not hold: HTTP, the API server's tokenizing and streaming), against the measured TTFT. o is
+measured where vLLM reports its own TTFT for every closed loop (the client's mean TTFT less vLLM's: front_end_s),
+else a fifth unknown of the fit. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and
+E2E.
 A closed loop's next request joins the step after the one that begins as its predecessor ends, in the replay as on
 vLLM (kvviz.sim.simulate), so the rows hold the steps vLLM ran.
 
@@ -210,6 +212,7 @@ class Rows:
 
 
 GAP, TTFT = "gap", "ttft"
+FRONT_END_MEASURED = True
 
 
 FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
@@ -259,9 +262,21 @@ def nonnegative_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def fit_runs(runs: list[Measured], engine: Engine) -> Fitted:
+def front_end_s(runs: list[Measured]) -> float | None:
+    """The request overhead as the two clocks measure it: over the closed loops' requests, the client's mean TTFT
+    less vLLM's own (from the request's arrival at its API server to its first token, in the engine's timestamps):
+    the HTTP, tokenizing and streaming around the engine. None unless every closed loop has vLLM's figure."""
+    pairs = [(m.stats.ttft.mean, m.server.ttft_mean_s if m.server else None, m.stats.completed)
+             for m in runs if m.point.closed]
+    if not pairs or any(c is None or e is None for c, e, _ in pairs):
+        return None
+    return max(0.0, sum((c - e) * n for c, e, n in pairs) / sum(n for *_, n in pairs))
+
+
+def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = FRONT_END_MEASURED) -> Fitted:
     """The four coefficients and the request overhead from the closed loops among the measured loads, each
-    replayed as a closed loop (its steps do not depend on their times), with the residuals per load."""
+    replayed as a closed loop (its steps do not depend on their times), with the residuals per load. With
+    measured_front_end and vLLM's clock in every closed loop, the overhead is front_end_s's, not a fifth unknown."""
     rows, spans = Rows(), []
     for m in runs:
         if m.point.closed:
@@ -272,7 +287,11 @@ def fit_runs(runs: list[Measured], engine: Engine) -> Fitted:
     if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
         raise InputError("sim.fit_rows", rows=len(y))
     w = np.sqrt(np.array(rows.w))
-    coef = nonnegative_lstsq(x * w[:, None], y * w)
+    front = front_end_s(runs) if measured_front_end else None
+    if front is None:
+        coef = nonnegative_lstsq(x * w[:, None], y * w)
+    else:
+        coef = np.append(nonnegative_lstsq(x[:, :4] * w[:, None], (y - front * x[:, 4]) * w), front)
     coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
     residuals = y - x @ coef
     spread = float(np.sum((y - y.mean()) ** 2))
@@ -302,8 +321,9 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
             "engine": asdict(engine),
             "request_overhead_s": fitted.request_overhead_s,
             "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "
-                      "same loads; weighted non-negative least squares; the request overhead is the TTFT rows' own "
-                      "constant",
+                      "same loads; weighted non-negative least squares; the request overhead is the client's mean "
+                      "TTFT less vLLM's own (vllm:time_to_first_token_seconds) over the closed loops where vLLM "
+                      "reports it, else the TTFT rows' own constant",
             "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
                         "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
                         "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,

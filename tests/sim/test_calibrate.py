@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from kvviz.serving.metrics_reader import ServerView
 from kvviz.sim import calibrate
 from kvviz.sim.calibrate import Engine, LoadPoint, Measured, Mix, fit_runs, nonnegative_lstsq, replay
 from kvviz.sim.cli import main
@@ -36,6 +37,42 @@ def test_the_fit_gives_back_the_step_time_that_made_the_gaps():
         assert got == pytest.approx(true, rel=1e-6)
     assert fitted.fit.residual_max_s < 1e-9
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-6)
+
+
+def _view(ttft_mean_s: float | None) -> ServerView:
+    return ServerView(None, ttft_mean_s, None, None, None, None, None, None, None, None, None, None)
+
+
+def test_the_front_end_is_the_client_ttft_less_the_engines_over_the_closed_loops():
+    """Closed loops of 6 and 12 requests: client TTFT means 50 and 120 ms, vLLM's 40 and 100: (10 x 6 + 20 x 12)
+    / 18 = 16.7 ms; the open loop (1 s against 0) does not count; a closed loop without vLLM's figure: None; a
+    client faster than the engine's clock (it cannot be, but the clocks differ): 0, not below."""
+    def run(point, client, engine):
+        m = _measured(point, TRUE)
+        stats = replace(m.stats, ttft=replace(m.stats.ttft, mean=client))
+        return replace(m, stats=stats, server=_view(engine))
+    closed6, closed12 = LoadPoint(Mix(40, 20), 6, concurrency=2), LoadPoint(Mix(40, 20), 12, concurrency=4)
+    opened = LoadPoint(Mix(40, 20), 6, rate=5.0)
+    runs = [run(closed6, 0.050, 0.040), run(closed12, 0.120, 0.100), run(opened, 1.0, 0.0)]
+    assert calibrate.front_end_s(runs) == pytest.approx((0.010 * 6 + 0.020 * 12) / 18)
+    assert calibrate.front_end_s([*runs, run(closed6, 0.05, None)]) is None
+    assert calibrate.front_end_s([run(closed6, 0.040, 0.050)]) == 0.0
+
+
+def test_the_fit_takes_the_measured_front_end_and_the_steps_stay_right():
+    """TTFTs 12 ms longer than the steps, and vLLM's clock putting the front end at 12 ms too (its TTFT the steps'
+    alone): the overhead is the measured 12 ms and the step time comes back. Told 5 ms instead, the fit keeps the
+    5 ms it was told (not a fifth unknown), and only the TTFT rows are left 7 ms over."""
+    def with_engine(m: Measured, front: float) -> Measured:
+        return replace(m, server=_view(m.stats.ttft.mean - front))
+    runs = [_measured(p, TRUE, 0.012) for p in LOADS]
+    fitted = fit_runs([with_engine(m, 0.012) for m in runs], ENGINE)
+    assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-9)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    told = fit_runs([with_engine(m, 0.005) for m in runs], ENGINE)
+    assert told.request_overhead_s == pytest.approx(0.005, rel=1e-9)
+    assert fit_runs(runs, ENGINE, measured_front_end=False).request_overhead_s == pytest.approx(0.012, rel=1e-6)
 
 
 def test_the_fit_holds_no_coefficient_below_zero():
