@@ -111,7 +111,8 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     return result
 
 
-if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS]
+if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL]]
     limits = dict(zip(("ttft_steps", "tpot_steps"), map(float, sys.argv[2:4]), strict=False))
-    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits),
+    model = {"model": sys.argv[4]} if len(sys.argv) > 4 else {}
+    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits, **model),
                      indent=2))
