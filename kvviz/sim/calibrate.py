@@ -114,13 +114,16 @@ class Measured:
 
     @property
     def engine_tpot_mean_s(self) -> float | None:
-        """TPOT as vLLM's engine clocked it, over the run's requests: their mean decode time (first token to last,
-        in the engine process's timestamps, so before the API server streams them) over output tokens less one.
-        The client's TPOT adds what happens after the engine: the API server's detokenizing and streaming."""
-        decode = self.server.decode_mean_s if self.server else None
-        if decode is None or self.point.mix.output_tokens < 2:
-            return None
-        return decode / (self.point.mix.output_tokens - 1)
+        return engine_tpot_s(self.server, self.point.mix.output_tokens)
+
+
+def engine_tpot_s(view: ServerView | None, output_tokens: int) -> float | None:
+    """TPOT as vLLM's engine clocked it over a load of output_tokens a request: the requests' mean decode time
+    (first token to last, in the engine process's timestamps, so before the API server streams them) over output
+    tokens less one. The client's TPOT adds what happens after the engine: the API server's detokenizing and
+    streaming. None without vLLM's figure or with fewer than 2 tokens."""
+    decode = view.decode_mean_s if view else None
+    return None if decode is None or output_tokens < 2 else decode / (output_tokens - 1)
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,6 @@ class Rows:
 
 
 GAP, TTFT = "gap", "ttft"
-FRONT_END_MEASURED = True
 
 
 FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
@@ -273,7 +275,7 @@ def front_end_s(runs: list[Measured]) -> float | None:
     return max(0.0, sum((c - e) * n for c, e, n in pairs) / sum(n for *_, n in pairs))
 
 
-def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = FRONT_END_MEASURED) -> Fitted:
+def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = True) -> Fitted:
     """The four coefficients and the request overhead from the closed loops among the measured loads, each
     replayed as a closed loop (its steps do not depend on their times), with the residuals per load. With
     measured_front_end and vLLM's clock in every closed loop, the overhead is front_end_s's, not a fifth unknown."""
@@ -403,11 +405,6 @@ def server_sample(server):
     from kvviz.serving.metrics_reader import sample_from
 
     return sample_from(_metrics(server), 0.0)
-
-
-def preemptions_so_far(server) -> int | None:
-    value = server_sample(server).preemptions
-    return None if value is None else int(value)
 
 
 @contextmanager

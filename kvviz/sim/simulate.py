@@ -202,7 +202,7 @@ class _Run:
             self.arrive()
             if not self.scheduler.busy:
                 if self.next_up:  # idle: the engine takes them as they come
-                    self._send_next_up()
+                    self.next_up = self._send_all(self.next_up)
                     continue
                 if not self.todo:
                     return
@@ -212,14 +212,13 @@ class _Run:
                 return
             self.due, self.next_up = self.next_up, []
             self.step()
-            for at_s in self.due:  # sent when the step just run began: they join the next one
-                self.send(at_s)
-            self.due = []
+            self.due = self._send_all(self.due)  # sent when the step just run began: they join the next one
 
-    def _send_next_up(self) -> None:
-        for at_s in self.next_up:
+    def _send_all(self, times: list[float]) -> list[float]:
+        """Send a request at each of `times`; what is left to send: nothing."""
+        for at_s in times:
             self.send(at_s)
-        self.next_up = []
+        return []
 
 
 def record(request: SimRequest, closed: bool) -> RequestRecord:

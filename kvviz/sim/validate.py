@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvviz.serving.stats import RunStats
-
-if TYPE_CHECKING:
-    from kvviz.serving.metrics_reader import ServerView
 from kvviz.sim.calibrate import (
     CALIBRATION,
     QUICK_CALIBRATION,
@@ -31,6 +28,7 @@ from kvviz.sim.calibrate import (
     Mix,
     as_client,
     calibrate,
+    engine_tpot_s,
     measure,
     replay,
     serving,
@@ -38,6 +36,9 @@ from kvviz.sim.calibrate import (
 )
 from kvviz.sim.simulate import Limits, simulate
 from kvviz.sim.workload import closed_loop
+
+if TYPE_CHECKING:
+    from kvviz.serving.metrics_reader import ServerView
 
 METRICS = {"output_tokens_per_s": lambda s: s.output_tokens_per_s, "tpot_p50_s": lambda s: s.tpot.p50,
            "ttft_p50_s": lambda s: s.ttft.p50, "e2e_p50_s": lambda s: s.e2e.p50}
@@ -81,9 +82,12 @@ class Point:
     measured_preemptions: int | None
     predicted_preemptions: int
     unseen_decodes: int = 0
-    engine_tpot_mean_s: float | None = None
     measured_again: RunStats | None = None
     server: ServerView | None = None
+
+    @property
+    def engine_tpot_mean_s(self) -> float | None:
+        return engine_tpot_s(self.server, self.point.mix.output_tokens)
 
     def row(self) -> dict:
         p = self.point
@@ -143,9 +147,9 @@ def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> floa
 
 def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fitted) -> Point:
     stats, preempted = predicted_stats(measured.point, engine, fitted)
-    unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and len(set(r.arrivals_s)) == 1)
+    unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and r.tpot_s is None)
     return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
-                 preempted, unseen, measured.engine_tpot_mean_s, server=measured.server)
+                 preempted, unseen, server=measured.server)
 
 
 def onset(points: list[Point], which: Callable[[Point], int | None]) -> int | None:
@@ -199,11 +203,12 @@ def _brief(p: Point) -> dict:
     return {**percent_row(p.row()), "measured": p.measured_preemptions, "predicted": p.predicted_preemptions}
 
 
-def mape(rows: list[dict], names=tuple(METRICS)) -> dict[str, float | None]:
-    """The mean absolute percentage error per metric over the rows that have one."""
+def mape(rows: list[dict], names=tuple(METRICS), kind: str = "error") -> dict[str, float | None]:
+    """The mean absolute percentage error per metric over the rows that have one; kind "repeat": the mean
+    |second - first| / first over the rows measured twice, the measurement's own spread in MAPE's terms."""
     out = {}
     for name in names:
-        errors = [abs(r[f"error_{name}"]) for r in rows if r[f"error_{name}"] is not None]
+        errors = [abs(r[f"{kind}_{name}"]) for r in rows if r.get(f"{kind}_{name}") is not None]
         out[name] = sum(errors) / len(errors) if errors else None
     return out
 
@@ -236,7 +241,7 @@ def summary(results: list[ModelResult]) -> dict:
     return {"points": rows,
             "mape": {**{m: mape(v) for m, v in by_model.items()}, "all": mape(rows)},
             "held_out_points": {**{m: len(v) for m, v in by_model.items()}, "all": len(rows)},
-            "repeatability": {m: {**repeat_mape(v), "points": sum(1 for r in v if "repeat_e2e_p50_s" in r)}
+            "repeatability": {m: {**mape(v, kind="repeat"), "points": sum(1 for r in v if "repeat_e2e_p50_s" in r)}
                               for m, v in {**by_model, "all": rows}.items()},
             "tpot_split": {m: {**mape(both := _both(v), SPLIT), "points": len(both)}
                            for m, v in {**by_model, "all": rows}.items()},
@@ -250,16 +255,6 @@ def summary(results: list[ModelResult]) -> dict:
                                       "load_average_1m": [m.load_average for m in r.calibration_runs],
                                       "engine": vars(r.engine)}
                             for r in results}}
-
-
-def repeat_mape(rows: list[dict]) -> dict[str, float | None]:
-    """Per metric, the mean |second - first| / first over the rows measured twice: the measurement's own spread
-    in MAPE's terms (None where no row was)."""
-    out = {}
-    for name in METRICS:
-        moves = [abs(r[f"repeat_{name}"]) for r in rows if r.get(f"repeat_{name}") is not None]
-        out[name] = sum(moves) / len(moves) if moves else None
-    return out
 
 
 def _both(rows: list[dict]) -> list[dict]:
