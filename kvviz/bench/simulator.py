@@ -74,8 +74,8 @@ def markdown_table(points: pd.DataFrame, summary: dict) -> str:
     for m, e in summary["mape"].items():
         mape.append(f"| **{m}: MAPE over {summary['held_out_points'][m]} points** | | | "
                     + " | ".join("-" if e[k] is None else f"**{e[k]:.0%}**" for k in METRICS) + " |")
-        moved = summary.get("repeatability", {}).get(m)
-        if moved and moved["points"]:
+        moved = summary["repeatability"][m]
+        if moved["points"]:
             mape.append(f"| {m}: the same {moved['points']} loads measured twice moved by | | | "
                         + " | ".join("-" if moved[k] is None else f"{moved[k]:.0%}" for k in METRICS) + " |")
     return head + "\n".join(lines + mape) + "\n"
