@@ -89,16 +89,20 @@ def test_each_load_measured_twice_says_how_far_the_measurement_moves(result):
     assert moved["points"] == len(result.points) and moved["e2e_p50_s"] is not None
 
 
-def test_the_engine_clocks_tpot_as_the_client_does_within_a_factor_of_2(result):
-    """vLLM's own decode time per token (its request_decode_time histogram over the load, engine timestamps) and
-    the client's TPOT are two clocks of one decode: each point has the engine's, and where the client saw the
-    decode, the two agree within a factor of 2 (on an idle machine here within 5%; the client's adds the API
-    server's streaming). A unit slip (ms for s) or a histogram read from another run would not."""
+def test_the_engine_clocks_each_decode_inside_the_clients_request(result):
+    """vLLM's own decode time (its request_decode_time histogram over the load, engine timestamps) and the client's
+    clock of the same requests: each point has the engine's, its decode (TPOT x (n - 1)) fits inside the client's
+    mean E2E, which holds every decode, and it is more than half the client's TPOT where the client saw the decode
+    (on an idle machine the two TPOTs agree within 5%). No upper bound on the client's TPOT: when vLLM merges a
+    request's first outputs while its API server lags, the client's TPOT reads short (a bound of twice the client's
+    failed once here with browser tests running beside it). A unit slip (ms for s) or a histogram of another run
+    would break these."""
     for p in result.points:
         engine, client = p.engine_tpot_mean_s, p.measured.tpot.mean
         assert engine is not None and engine > 0
+        assert engine * (p.point.mix.output_tokens - 1) < p.measured.e2e.mean, p.point.label
         if client is not None:
-            assert 0.5 < engine / client < 2, f"{p.point.label}: engine {engine:.4f} s, client {client:.4f} s"
+            assert engine > client / 2, f"{p.point.label}: engine {engine:.4f} s, client {client:.4f} s"
     split = validate.summary([result])["tpot_split"]["tiny"]
     assert split["points"] >= 1 and split["engine_tpot_mean_s"] is not None
 
