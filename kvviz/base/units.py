@@ -73,3 +73,22 @@ def fmt_bytes_short(n_bytes: float) -> str:
     if n_bytes >= 1e9:
         return f"{n_bytes / 1e9:,.2f} GB"
     return f"{n_bytes / 1e6:,.1f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:,.1f} KB"
+
+
+def fmt_pair(low: float, high: float, digits: int = 3) -> tuple[str, str]:
+    """Two ends of a bracket (a rate held and the next that is not), fixed-point with thousands separators, with
+    as many decimals as tell them apart: `digits` significant digits of the larger to start, up to 9 decimals,
+    trailing zeros dropped. (0.1512, 0.1527) -> ('0.151', '0.153'); (0.15, 0.1502) -> ('0.15', '0.1502');
+    (1234.5, 1236) -> ('1,234', '1,236'). Equal values print equal."""
+    top = max(abs(low), abs(high))
+    start = max(0, digits - 1 - math.floor(math.log10(top))) if top > 0 else 0
+
+    def shown(x: float, decimals: int) -> str:
+        text = f"{x:,.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+
+    for decimals in range(start, max(start, 9) + 1):
+        a, b = shown(low, decimals), shown(high, decimals)
+        if a != b:
+            break
+    return a, b

@@ -77,8 +77,8 @@ EN = {
     "sim_plan.slo": "SLO: TTFT p{ttft_q:g} <= {ttft:g} s and TPOT p{tpot_q:g} <= {tpot} ms",
     "sim_plan.knee": "knee: throughput saturates at {rate:.3g} requests/s ({tokens:,.0f} output tokens/s; a closed "
                      "loop at max_num_seqs, {preemptions:,} preemptions)",
-    "sim_plan.max_rate": "highest rate one replica holds: {rate:.3g} requests/s ({tokens:,.0f} output tokens/s); "
-                         "{next:.3g} requests/s does not (resolution {resolution:.1f}%, {points} rates simulated)",
+    "sim_plan.max_rate": "highest rate one replica holds: {rate} requests/s ({tokens:,.0f} output tokens/s); "
+                         "{next} requests/s does not (resolution {resolution:.1f}%, {points} rates simulated)",
     "sim_plan.max_at_knee": "highest rate one replica holds: the knee, {rate:.3g} requests/s ({tokens:,.0f} output "
                             "tokens/s): the SLO holds there and throughput, not the SLO, bounds it ({points} rate(s) "
                             "simulated)",
@@ -187,8 +187,8 @@ ZH = {
     "sim_plan.slo": "SLO：首 token 延迟 p{ttft_q:g} <= {ttft:g} 秒，每 token 延迟 p{tpot_q:g} <= {tpot} 毫秒",
     "sim_plan.knee": "拐点：吞吐在 {rate:.3g} 请求/秒处饱和（输出 {tokens:,.0f} token/秒；以 max_num_seqs 并发的闭环，"
                      "抢占 {preemptions:,} 次）",
-    "sim_plan.max_rate": "单个副本能承受的最高速率：{rate:.3g} 请求/秒（输出 {tokens:,.0f} token/秒）；"
-                         "{next:.3g} 请求/秒则不能（分辨率 {resolution:.1f}%，模拟了 {points} 个速率）",
+    "sim_plan.max_rate": "单个副本能承受的最高速率：{rate} 请求/秒（输出 {tokens:,.0f} token/秒）；"
+                         "{next} 请求/秒则不能（分辨率 {resolution:.1f}%，模拟了 {points} 个速率）",
     "sim_plan.max_at_knee": "单个副本能承受的最高速率：即拐点 {rate:.3g} 请求/秒（输出 {tokens:,.0f} token/秒）："
                             "在此 SLO 仍满足，限制副本的是吞吐而非 SLO（模拟了 {points} 个速率）",
     "sim_plan.max_open": "单个副本能承受的最高速率：至少 {rate:.3g} 请求/秒（输出 {tokens:,.0f} token/秒）；"

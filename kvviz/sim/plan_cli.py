@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kvviz.base.errors import InputError
+from kvviz.base.units import fmt_pair
 from kvviz.calc.hardware import ACCELERATORS
 from kvviz.i18n import LANGS, t
 from kvviz.i18n.errors import translate
@@ -176,5 +177,6 @@ def _answer(p: Plan, lang: str) -> str:
                  tpot=_ms(last.tpot_s if last else None), points=len(p.points))
     if p.next_rate is None:
         return t("sim_plan.max_at_knee", lang, rate=p.max_rate, tokens=tokens, points=len(p.points))
-    return t("sim_plan.max_rate", lang, rate=p.max_rate, tokens=tokens, next=p.next_rate,
+    rate, next_rate = fmt_pair(p.max_rate, p.next_rate)
+    return t("sim_plan.max_rate", lang, rate=rate, tokens=tokens, next=next_rate,
              resolution=p.resolution * 100, points=len(p.points))

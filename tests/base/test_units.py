@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from kvviz.base.units import fmt_bytes_short, fmt_ms, fmt_rate, fmt_seconds
+from kvviz.base.units import fmt_bytes_short, fmt_ms, fmt_pair, fmt_rate, fmt_seconds
 
 
 def test_a_latency_is_milliseconds_with_two_decimals():
@@ -28,3 +28,12 @@ def test_bytes_in_a_sentence_take_a_decimal_prefix():
     # 20,462,592 B = 20.46 MB; 96,256 B = 96.3 KB; 1.98e9 B = 1.98 GB
     assert [fmt_bytes_short(1.98e9), fmt_bytes_short(20_462_592), fmt_bytes_short(96_256)] == \
         ["1.98 GB", "20.5 MB", "96.3 KB"]
+
+
+def test_a_brackets_two_ends_print_apart():
+    # 0.1512 and 0.1527 differ at the third significant digit; 0.15 and 0.1502 only at the fourth; 1234.5 and
+    # 1236 at the fourth (printed with a separator); equal ends print equal at nine digits
+    assert fmt_pair(0.1512, 0.1527) == ("0.151", "0.153")
+    assert fmt_pair(0.15, 0.1502) == ("0.15", "0.1502")
+    assert fmt_pair(1234.5, 1236.0) == ("1,234", "1,236")
+    assert fmt_pair(2.0, 2.0) == ("2", "2")

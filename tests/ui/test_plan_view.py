@@ -111,15 +111,24 @@ def test_the_answer_states_the_knee_the_slo_rate_replicas_and_cost():
     md = text.answer_markdown(ANSWER)
     assert "llama-3.1-8b on H100 SXM (tp 2, pp 1)" in md and "roofline lower bound" in md
     assert "**knee**: throughput saturates at **90.79 requests/s** (11,621 output tokens/s)" in md
-    assert "**highest rate under the SLO: 40.00 requests/s** (5,120 output tokens/s); 41.00 requests/s breaks it" in md
+    assert "**highest rate under the SLO: 40 requests/s** (5,120 output tokens/s); 41 requests/s breaks it" in md
     assert "**3 replica(s)** × 2 GPU(s) = **6 GPU(s)**" in md
     assert "**0.2713 per million output tokens**" in md and "(2.5 per GPU-hour)" in md
     assert "TTFT p99 19.6 ms, TPOT p99 5.4 ms" in md
 
 
+def test_a_rate_held_and_the_next_print_apart():
+    """The search resolves 1%: 0.1512/s held and 0.1527/s not read 0.15 and 0.15 to two decimals; the answer gives
+    them to the digit where they differ (0.151 and 0.153), and 0.15 and 0.1502 to the fourth."""
+    md = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "max_rate": 0.1512, "next_rate": 0.1527}))
+    assert "SLO: 0.151 requests/s** (19 output tokens/s); 0.153 requests/s breaks it" in md
+    md = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "max_rate": 0.15, "next_rate": 0.1502}))
+    assert "SLO: 0.15 requests/s** (19 output tokens/s); 0.1502 requests/s breaks it" in md
+
+
 def test_the_answer_in_chinese_and_when_nothing_holds():
     zh = text.answer_markdown(ANSWER, "zh")
-    assert "**满足 SLO 的最高速率：40.00 请求/秒**" in zh and "**3 个副本** × 2 块 GPU = **6 块 GPU**" in zh
+    assert "**满足 SLO 的最高速率：40 请求/秒**" in zh and "**3 个副本** × 2 块 GPU = **6 块 GPU**" in zh
     none = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "max_rate": 0.0, "next_rate": 0.1}))
     assert "**no rate meets the SLO**" in none
 
@@ -162,6 +171,22 @@ def test_a_figures_subtitle_says_how_in_short():
                                 "model": "tiny"})
     assert text.short_how(calibrated) == "predicted: calibrated fit calibration-tiny.json, tiny on this machine"
     assert text.short_how(ANSWER, "zh") == "预测：roofline 下界，llama-3.1-8b 在 H100 SXM 上（tp 2，pp 1）"
+
+
+def test_a_long_subtitle_breaks_after_a_comma_outside_brackets():
+    """Plotly does not wrap a title: a subtitle wider than a half-width figure holds (46 Latin characters, a CJK one
+    counting two) goes onto lines broken after its commas, never inside brackets; a short one stays whole."""
+    calibrated = ("predicted: calibrated fit calibration-smollm2-135m-instruct.json, smollm2-135m-instruct on this "
+                  "machine")
+    assert figures.subtitle_lines(calibrated) == \
+        "predicted: calibrated fit calibration-smollm2-135m-instruct.json,<br>smollm2-135m-instruct on this machine"
+    # 21 + 35 + 6 columns: the first comma's part and the next do not fit together; "（tp 2，" stays with what
+    # follows it
+    assert figures.subtitle_lines("预测：roofline 下界，llama-3.1-8b 在 H100 SXM 上（tp 2，pp 1）") == \
+        "预测：roofline 下界，<br>llama-3.1-8b 在 H100 SXM 上（tp 2，pp 1）"
+    assert figures.subtitle_lines("predicted: a, b (c, d)", width=12) == "predicted: a,<br>b (c, d)"
+    fig = figures.throughput(CURVE, figures.Marks(**{**MARKS.__dict__, "how": calibrated}))
+    assert fig["layout"]["title"]["text"].endswith("json,<br>smollm2-135m-instruct on this machine</sub>")
 
 
 def test_a_knee_bound_answer_draws_one_rule():

@@ -9,6 +9,7 @@ arithmetic: seconds into ms. Knows no simulator, no gradio; every figure takes l
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 import pandas as pd
@@ -37,8 +38,34 @@ class Marks:
     how: str
 
 
+SUBTITLE_WIDTH = 46  # what a half-width figure's subtitle holds on one line, in Latin characters (plotly's titles
+# do not wrap; a longer line is clipped at both edges)
+
+
+def _width(text: str) -> int:
+    """A text's width in Latin characters: a CJK character is two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def subtitle_lines(text: str, width: int = SUBTITLE_WIDTH) -> str:
+    """A subtitle on as many lines as it needs, broken after its commas (", " or "，", not inside brackets), each
+    line as full as fits: a part longer than the width keeps a line of its own."""
+    parts, depth = [""], 0
+    for i, c in enumerate(text):
+        depth += (c in "(（") - (c in ")）")
+        parts[-1] += c
+        if depth == 0 and (c == "，" or (c == " " and text[i - 1] == ",")):
+            parts.append("")
+    lines = [""]
+    for part in parts:
+        if lines[-1] and _width(lines[-1] + part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "<br>".join(line.rstrip() for line in lines)
+
+
 def _title(key: str, marks: Marks, lang: str) -> str:
-    return f"{t(key, lang)}<br><sub>{marks.how}</sub>"
+    return f"{t(key, lang)}<br><sub>{subtitle_lines(marks.how)}</sub>"
 
 
 def _x(marks: Marks, lang: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kvviz.base.units import fmt_pair
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
 
@@ -89,8 +90,8 @@ def answer_markdown(a: Answer, lang: str = "en") -> str:
     elif a.next_rate is None:
         lines.append(t("plan.answer.max_at_knee", lang, rate=f"{a.max_rate:,.2f}", tokens=tokens))
     else:
-        lines.append(t("plan.answer.max_rate", lang, rate=f"{a.max_rate:,.2f}", tokens=tokens,
-                       next=f"{a.next_rate:,.2f}"))
+        rate, next_rate = fmt_pair(a.max_rate, a.next_rate)  # the search resolves 1%: two places may not tell
+        lines.append(t("plan.answer.max_rate", lang, rate=rate, tokens=tokens, next=next_rate))
     if a.replicas is not None and a.target_rate is not None:
         lines.append(t("plan.answer.replicas", lang, target=f"{a.target_rate:,.4g}", replicas=a.replicas,
                        per=a.tp * a.pp, gpus=a.total_gpus, unit=unit))
