@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvviz.bench.common import machine
+from kvviz.calc.machine import machine
 from kvviz.serving.parallel_capacity import ParallelRow, measure, parse_layout, plan_layouts
 
 COLUMNS = ("model", "layout", "kv_heads", "kv_heads_per_rank", "stage_layers", "bytes_per_token_per_rank",

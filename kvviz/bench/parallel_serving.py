@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kvviz.bench.common import machine
+from kvviz.calc.machine import machine
 from kvviz.calc.parallel import Parallelism
 from kvviz.i18n import LANGS, normalize, t
 from kvviz.serving.load import Load

@@ -267,8 +267,10 @@ def validate_command(args: argparse.Namespace) -> None:
     results = [validate.validate_model(plan, say=_progress(args.lang), repeat=args.repeat)
                for plan in plans]
     summary = validate.summary(results)
-    if args.json:
-        print(json.dumps(summary, indent=2))
+    if args.json:  # with the machine it was measured on, as every benchmark result is
+        from kvviz.calc.machine import machine
+
+        print(json.dumps({"machine": machine()} | summary, indent=2))
         return
     for row in summary["points"]:
         print(t("sim_cli.point", args.lang, **validate.percent_row(row)))

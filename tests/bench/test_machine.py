@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from kvviz.base.cpu import cpu_record
-from kvviz.bench.common import machine, write_results
+from kvviz.bench.common import write_results
+from kvviz.calc.machine import machine
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -8,6 +8,7 @@ which a wrong fit (a unit slip, a gap assigned to the wrong steps) would be."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -155,3 +156,18 @@ def test_the_bench_puts_each_loads_second_run_beside_the_prediction(result):
     assert len(again) == len({p.point.mix for p in closed}) * 4  # one per closed mix, per metric drawn
     drawn = {(x, y) for tr in again if tr.yaxis in ("y", None) for x, y in zip(tr.x, tr.y, strict=True)}
     assert drawn == {(p.point.concurrency, p.measured_again.output_tokens_per_s) for p in closed}
+
+
+def test_validates_json_names_the_machine_it_measured_on(result, monkeypatch, capsys):
+    """`python -m kvviz.sim validate --quick --json` on this result (the run itself left out, not repeated): the JSON
+    carries the machine record (this CPU's model as /proc/cpuinfo gives it, the cores, the bandwidth measured) beside
+    every held-out point."""
+    from kvviz.sim.cli import main
+
+    monkeypatch.setattr(validate, "validate_model", lambda plan, say=None, repeat=False: result)
+    assert main(["validate", "--quick", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    names = {line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")}
+    assert data["machine"]["cpu_model"] in names
+    assert data["machine"]["usable_cpus"] >= 1 and data["machine"]["cpu_stream_read_gb_s"] > 0
+    assert len(data["points"]) == len(result.points)
