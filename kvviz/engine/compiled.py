@@ -144,6 +144,49 @@ class CompileSettings:
     inductor: dict = field(default_factory=dict, hash=False)
 
 
+GCC_KNOWS_EVERY_ISA = 11  # the first GCC with every x86 ISA flag inductor passes (-mamx-tile and -mamx-bf16 came in 11)
+
+
+def trusts_isa(version_text: str, dumped: str) -> bool:
+    """Whether inductor may take the CPU's ISA flags on trust, from what the C++ compiler says of itself (`CXX
+    --version`'s text, `CXX -dumpversion`'s): yes for GCC 11 or newer, which compiles code for every ISA
+    inductor picks from those flags. Otherwise (clang, an older GCC, an answer not understood) inductor checks
+    each ISA itself by building a test program with it, as it does by default."""
+    if "clang" in version_text.lower() or not any(w in version_text for w in ("g++", "GCC", "gcc")):
+        return False
+    major = dumped.strip().split(".")[0]
+    return major.isdigit() and int(major) >= GCC_KNOWS_EVERY_ISA
+
+
+_ISA_TRUSTED: bool | None = None
+
+
+def compiler_trusts_isa() -> bool:
+    """trusts_isa for the compiler inductor calls on this machine (asked once per process: about 10 ms).
+
+    Why it matters: before its first CPU compile in a process inductor checks every x86 ISA the CPU reports
+    (AVX2, AVX-512, AVX-512 VNNI and BF16, AMX) by compiling a test program with torch's headers and loading it
+    in a fresh Python: 11 s of a 48 s first compile on a 2-core EPYC with an empty cache (each later process
+    still pays 1.2 s of loading). Only the compiler can fail those checks, so with a compiler known to pass
+    them they are skipped, and the ISA inductor picks is the same (torch's own CPU capability decides it)."""
+    global _ISA_TRUSTED
+    if _ISA_TRUSTED is None:
+        import platform
+        import subprocess
+
+        from torch._inductor import config
+
+        cxx = config.cpp.cxx[1] or "g++"
+        try:
+            asked = [subprocess.run([cxx, flag], capture_output=True, text=True, timeout=30,  # noqa: S603 (inductor's own compiler)
+                                    check=False).stdout
+                     for flag in ("--version", "-dumpversion")]
+        except (OSError, subprocess.SubprocessError):
+            asked = ["", ""]
+        _ISA_TRUSTED = platform.machine() in ("x86_64", "AMD64") and trusts_isa(*asked)
+    return _ISA_TRUSTED
+
+
 def compile_settings(device: torch.device) -> CompileSettings:
     """The compile for `device`. CUDA: CUDA graphs (what mode="reduce-overhead" asks for), so a step is one graph
     launch instead of hundreds of kernel launches from Python. CPU: inductor with freezing, the weights made
@@ -160,13 +203,16 @@ def compile_settings(device: torch.device) -> CompileSettings:
     the step calls fewer kernels. On a 2-core Xeon with AMX the Qwen2.5-0.5B twin's bf16 step went from 60-65 ms
     to 54-57 ms with it (gate+up at 21 GB/s against 18 for each alone), SmolLM2-135M's fp32 step was unchanged,
     and the compile took as long. inductor's C++ wrapper (cpp_wrapper) would take another 10% off a step (the
-    Python that calls ~170 kernels) but adds 10-20 s to a 30-50 s compile: left off, the compile is paid first."""
+    Python that calls ~170 kernels) but adds 10-20 s to a 30-50 s compile: left off, the compile is paid first.
+    Where the C++ compiler is known to build for every ISA the CPU reports, inductor takes them on trust
+    (compiler_trusts_isa) instead of test-compiling each."""
     skip = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
     if device.type == "cuda":
         return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")
     if device.type == "cpu":
+        trusted = {"cpp.vec_isa_ok": True} if compiler_trusts_isa() else {}
         return CompileSettings({"options": skip}, "inductor, weights frozen, shared-input linears concatenated",
-                               {"freezing": True, "cpp.enable_concat_linear": True})
+                               {"freezing": True, "cpp.enable_concat_linear": True, **trusted})
     return CompileSettings({"options": skip}, "inductor default")
 
 

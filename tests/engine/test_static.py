@@ -280,3 +280,38 @@ def test_the_compile_cache_outlives_tmp(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere/else")
     persist_compile_cache()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere/else"
+
+
+@pytest.mark.parametrize(("version", "dumped", "trusted"), [
+    ("g++ (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.", "12", True),
+    ("g++ (GCC) 11.4.1 20231218 (Red Hat 11.4.1-3)", "11", True),
+    ("g++ (Ubuntu 9.4.0-1ubuntu1~20.04.2) 9.4.0", "9", False),  # no -mamx-tile before GCC 11
+    ("Ubuntu clang version 14.0.0-1ubuntu1.1\nTarget: x86_64-pc-linux-gnu", "14.0.0", False),
+    ("", "", False),  # no compiler answered
+    ("g++ (GCC) 13.2.0", "thirteen", False),
+])
+def test_only_a_compiler_known_to_build_every_isa_is_taken_on_trust(version, dumped, trusted):
+    """The version texts as GCC and clang print them (by hand): GCC 11 and newer are trusted, anything else is
+    left to inductor's own checks."""
+    from kvviz.engine.compiled import trusts_isa
+
+    assert trusts_isa(version, dumped) is trusted
+
+
+def test_the_isa_taken_on_trust_is_the_one_inductors_checks_pick():
+    """On this machine (GCC 12 here and in CI) inductor is told to trust the CPU's ISA flags; the ISA it then
+    picks, and the list it picks from, are those its own test builds give (each ISA compiled and loaded)."""
+    from torch._inductor import config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa, valid_vec_isa_list
+
+    from kvviz.engine.compiled import compile_settings
+
+    assert compile_settings(torch.device("cpu")).inductor["cpp.vec_isa_ok"] is True
+    picked = {}
+    for trusted in (True, None):
+        valid_vec_isa_list.cache_clear()
+        with config.patch({"cpp.vec_isa_ok": trusted}):
+            picked[trusted] = (str(pick_vec_isa()), [str(i) for i in valid_vec_isa_list()])
+    valid_vec_isa_list.cache_clear()
+    assert picked[True] == picked[None]
+    assert picked[True][0]  # an ISA at all: the kernels are vectorised
