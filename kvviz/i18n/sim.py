@@ -117,7 +117,8 @@ EN = {
     "sim_cli.onset": "{model}: preemption starts at concurrency {measured} on vLLM, {predicted} predicted",
     "sim_cli.v_ready": "{model}: vLLM ready, {blocks:,} KV blocks of {size}",
     "sim_cli.v_fitted": "{model}: fitted a = {a:.4g} s, b = {b:.4g}, c = {c:.4g}, d = {d:.4g}; request overhead "
-                        "{overhead:.4g} s; residuals rms {rms:.4g} s",
+                        "{overhead:.4g} s; residuals rms {rms:.4g} s; {aside} rows set aside as stalls",
+    "sim_cli.set_aside": "{n} rows set aside as stalls: each took over {ratio:g} times the fitted time of its steps",
     "sim_cli.v_point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, "
                        "TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}; preemptions measured "
                        "{measured}, predicted {predicted}",
@@ -226,7 +227,8 @@ ZH = {
     "sim_cli.onset": "{model}：vLLM 在并发 {measured} 时开始抢占，预测为 {predicted}",
     "sim_cli.v_ready": "{model}：vLLM 已就绪，{blocks:,} 个 KV 块，每块 {size} 个 token",
     "sim_cli.v_fitted": "{model}：拟合得 a = {a:.4g} 秒，b = {b:.4g}，c = {c:.4g}，d = {d:.4g}；"
-                        "请求开销 {overhead:.4g} 秒；残差均方根 {rms:.4g} 秒",
+                        "请求开销 {overhead:.4g} 秒；残差均方根 {rms:.4g} 秒；{aside} 行作为停顿被搁置",
+    "sim_cli.set_aside": "{n} 行作为停顿被搁置：每行耗时都超过其各步拟合耗时的 {ratio:g} 倍",
     "sim_cli.v_point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                        "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}；"
                        "抢占 实测 {measured}，预测 {predicted}",

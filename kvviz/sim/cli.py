@@ -247,6 +247,8 @@ def calibrate_command(args: argparse.Namespace) -> None:
             vllm=data["device_info"]["vllm_version"], blocks=served.engine.num_blocks))
     print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
             max=f.residual_max_s))
+    if f.set_aside:
+        print(t("sim_cli.set_aside", args.lang, n=f.set_aside, ratio=calibrate.STALL_RATIO))
     print(t("sim_cli.overhead", args.lang, ms=fitted.request_overhead_s * 1000))
     print(t("sim_cli.saved", args.lang, path=out))
 

@@ -63,12 +63,14 @@ class LinearStepTime:
 
 @dataclass(frozen=True)
 class FitSummary:
-    """A least-squares fit's inputs and how well it holds: rows, residuals (measured - fitted) in seconds."""
+    """A least-squares fit's inputs and how well it holds: rows, residuals (measured - fitted) in seconds, over the
+    rows it kept; set_aside: rows left out as too far from the fit to be its kind of time (kvviz.sim.calibrate)."""
 
     rows: int
     residual_rms_s: float
     residual_max_s: float
     r_squared: float | None
+    set_aside: int = 0
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ def load(path: Path, model: str | None = None, device: str | None = None) -> Cal
         if asked is not None and data.get(what) not in (None, asked):
             raise InputError("sim.calibration_other", path=str(path), what=what, theirs=data.get(what), asked=asked)
     fitted = data.get("fit")
-    summary = FitSummary(**fitted) if isinstance(fitted, dict) and set(fitted) == {
-        "rows", "residual_rms_s", "residual_max_s", "r_squared"} else None
+    keys = {"rows", "residual_rms_s", "residual_max_s", "r_squared"}
+    summary = FitSummary(**fitted) if isinstance(fitted, dict) and set(fitted) in (keys, keys | {"set_aside"}) \
+        else None
     return Calibration(LinearStepTime(*map(float, values)), data.get("model"), data.get("device"), summary)

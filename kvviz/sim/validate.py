@@ -173,7 +173,7 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
         fitted, runs = calibrate(served, plan.calibration)
         s = fitted.step
         say("sim_cli.v_fitted", model=plan.model, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
-            rms=fitted.fit.residual_rms_s)
+            rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)
         result = ModelResult(plan.model, served.engine, fitted, runs)
         opened = tuple(LoadPoint(mix, n, rate=open_rate(mix, f, served.engine, fitted), seed=n)
                        for mix, f, n in plan.open_fractions)

@@ -93,6 +93,51 @@ def test_nonnegative_least_squares_worked_by_hand():
     assert list(got) == pytest.approx([0.5, 0.0])
 
 
+def test_a_stall_is_set_aside_worked_by_hand():
+    """y = 2 + 3x at x = 1..10, ten times over (100 rows, 5 to 32), one row at x = 4 (14) taking 5,000 instead:
+    the plain fit's constant rises by about 5,000 / 100 = 50, so that row is still over 50 times its fitted time
+    (5,000 / ~64) and is set aside, and the fit is exact on the rest, whatever the weights. A row 20 times its
+    fitted time (x = 5, 340 for 17) is a slow step, not a stall, and stays: the fit is then plain least squares
+    on every row (numpy's, which the code under test must equal)."""
+    import numpy as np
+
+    xs = np.tile(np.arange(1.0, 11.0), 10)
+    x = np.column_stack([np.ones(100), xs])
+    y = 2 + 3 * xs
+    y[3] = 5000.0
+    for w in (np.ones(100), np.linspace(0.2, 1.0, 100)):
+        coef, keep = calibrate.fit_setting_aside(x, y, w)
+        assert list(coef) == pytest.approx([2.0, 3.0]) and list(np.flatnonzero(~keep)) == [3]
+    slow = 2 + 3 * xs
+    slow[4] = 340.0
+    coef, keep = calibrate.fit_setting_aside(x, slow, np.ones(100))
+    assert keep.all() and list(coef) == pytest.approx(list(np.linalg.lstsq(x, slow, rcond=None)[0]))
+
+
+def _stalled(m: Measured, request: int, token: int, stall_s: float) -> Measured:
+    """The load with one request's tokens from `token` on stall_s late (the engine's process stalled once)."""
+    r = m.records[request]
+    arrivals = tuple(t + (stall_s if k >= token else 0.0) for k, t in enumerate(r.arrivals_s))
+    records = list(m.records)
+    records[request] = replace(r, arrivals_s=arrivals, e2e_s=r.e2e_s + stall_s)
+    return replace(m, records=tuple(records))
+
+
+def test_a_stall_in_a_calibration_load_leaves_the_step_time_as_it_was(monkeypatch):
+    """Gaps made by TRUE's step time, one of them 2 s long (a stall of the engine's process, as tiny showed in a
+    load's first run): the fit gives TRUE back and says it set one row aside. Fitted without setting rows aside,
+    that one gap moves the per-step constant by over 10% (it is the only unknown every gap row holds)."""
+    runs = [_measured(p, TRUE, 0.012) for p in LOADS]
+    runs[1] = _stalled(runs[1], request=3, token=10, stall_s=2.0)
+    fitted = fit_runs(runs, ENGINE)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.fit.set_aside == 1 and fitted.fit.residual_max_s < 1e-9
+    monkeypatch.setattr(calibrate, "STALL_RATIO", float("inf"))
+    plain = fit_runs(runs, ENGINE)
+    assert plain.fit.set_aside == 0 and abs(plain.step.a / TRUE.a - 1) > 0.1
+
+
 def _calibration(tmp_path, device: str, config_sha256: str) -> str:
     path = tmp_path / "cal.json"
     path.write_text(json.dumps({

@@ -110,7 +110,9 @@ def test_the_engine_clocks_each_decode_inside_the_clients_request(result):
 
 def test_the_fitted_step_time_costs_time(result):
     """vLLM's every step costs fixed time (scheduling, the model's launch; milliseconds on a CPU), far above the
-    1 µs floor the fit holds the intercept to; no coefficient is negative; the fit stands on more than 100 rows.
+    1 µs floor the fit holds the intercept to; no coefficient is negative; the fit stands on at least 40 rows, eight
+    per unknown (a request whose output chunks reached the client joined gives no rows: the quick plan's loads gave
+    72 to 512 rows on a 2-core EPYC as their streams were read joined or not).
 
     Not asserted: that a step holding more work (prefill tokens, decodes, context) costs more. On tiny that fit is
     unstable: on an idle machine 3 fits in 14 put everything in the intercept (b = c = d = 0, a = 4.2 ms), the
@@ -118,7 +120,7 @@ def test_the_fitted_step_time_costs_time(result):
     leaves open. The SmolLM2 calibration (results/simulator/) is where the coefficients are read."""
     s = result.fitted.step
     assert s.a >= 1e-4, f"a = {s.a}"
-    assert min(s.coefficients()) >= 0 and result.fitted.fit.rows > 100
+    assert min(s.coefficients()) >= 0 and result.fitted.fit.rows >= 40
 
 
 @pytest.mark.parametrize("metric", ["tpot_p50_s", "e2e_p50_s"])
