@@ -187,6 +187,8 @@ def test_a_long_subtitle_breaks_after_a_comma_outside_brackets():
     assert figures.subtitle_lines("predicted: a, b (c, d)", width=12) == "predicted: a,<br>b (c, d)"
     fig = figures.throughput(CURVE, figures.Marks(**{**MARKS.__dict__, "how": calibrated}))
     assert fig["layout"]["title"]["text"].endswith("json,<br>smollm2-135m-instruct on this machine</sub>")
+    # a line more of subtitle, 16 px more above the plot than a one-line one
+    assert fig["layout"]["margin"]["t"] == figures.throughput(CURVE, MARKS)["layout"]["margin"]["t"] + 16
 
 
 def test_a_knee_bound_answer_draws_one_rule():

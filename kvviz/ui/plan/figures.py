@@ -64,6 +64,11 @@ def subtitle_lines(text: str, width: int = SUBTITLE_WIDTH) -> str:
     return "<br>".join(line.rstrip() for line in lines)
 
 
+def _top(marks: Marks) -> int:
+    """The top margin: room for the title and each line of its subtitle, above the rules' labels."""
+    return 70 + 16 * subtitle_lines(marks.how).count("<br>")
+
+
 def _title(key: str, marks: Marks, lang: str) -> str:
     return f"{t(key, lang)}<br><sub>{subtitle_lines(marks.how)}</sub>"
 
@@ -101,10 +106,11 @@ def throughput(curve: pd.DataFrame, marks: Marks, measured: pd.DataFrame | None 
     shapes, notes = _rate_rules(marks, lang)
     knee_shape, knee_note = hline(marks.knee_tokens_per_s, t("plan.fig.knee_tokens", lang,
                                                             tokens=marks.knee_tokens_per_s))
+    knee_note |= {"x": 1, "xanchor": "right"}  # at the plateau's far end: the knee's rate label sits top left
     layout = base_layout(_title("plan.fig.tput.title", marks, lang), _x(marks, lang), t("plan.fig.tput.y", lang),
                          shapes=[*shapes, knee_shape], annotations=[*notes, knee_note])
     layout["yaxis"] |= {"rangemode": "tozero"}
-    layout["margin"]["t"] = 70
+    layout["margin"]["t"] = _top(marks)
     return {"data": data, "layout": layout}
 
 
@@ -133,7 +139,7 @@ def latency(curve: pd.DataFrame, marks: Marks, metric: str, measured: pd.DataFra
                          t("plan.fig.ms", lang, metric=name), shapes=[*shapes, slo_shape],
                          annotations=[*notes, slo_note])
     layout["yaxis"] |= {"rangemode": "tozero"}
-    layout["margin"]["t"] = 70
+    layout["margin"]["t"] = _top(marks)
     return {"data": data, "layout": layout}
 
 
@@ -154,5 +160,5 @@ def tradeoff(curve: pd.DataFrame, marks: Marks, measured: pd.DataFrame | None = 
                          t("plan.fig.tradeoff.y", lang))
     layout["xaxis"] |= {"rangemode": "tozero"}
     layout["yaxis"] |= {"rangemode": "tozero"}
-    layout["margin"]["t"] = 70
+    layout["margin"]["t"] = _top(marks)
     return {"data": data, "layout": layout}
