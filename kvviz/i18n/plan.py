@@ -89,7 +89,10 @@ EN = {
                            "(calibration {path}): predicted, not measured",
     "plan.how.short_roofline": "predicted: roofline lower bound, {model} on {gpu} (tp {tp}, pp {pp})",
     "plan.how.short_calibrated": "predicted: calibrated fit {file}, {model} on this machine",
+    "plan.how.short_calibrated_elsewhere": "predicted: calibrated fit {file}, {model} on another machine",
     "plan.answer.how": "How:",
+    "plan.answer.elsewhere": "**measured on another machine**: this calibration is {there}'s, not this machine's "
+                             "({here}); calibrate here for this machine's answer (`python -m kvviz.sim calibrate`)",
     "plan.answer.overhead": "every predicted TTFT includes the calibration's request overhead ({ms} ms): the "
                             "client's view, as measured",
     "plan.answer.load_open": "{load} requests/s",
@@ -206,7 +209,10 @@ ZH = {
                            "是预测，不是实测",
     "plan.how.short_roofline": "预测：roofline 下界，{model} 在 {gpu} 上（tp {tp}，pp {pp}）",
     "plan.how.short_calibrated": "预测：校准拟合 {file}，{model} 在本机上",
+    "plan.how.short_calibrated_elsewhere": "预测：校准拟合 {file}，{model} 在另一台机器上",
     "plan.answer.how": "如何得到：",
+    "plan.answer.elsewhere": "**在另一台机器上测得**：这份校准属于 {there}，不是本机（{here}）；"
+                             "要得到本机的答案，请在本机校准（`python -m kvviz.sim calibrate`）",
     "plan.answer.overhead": "每个预测的 TTFT 都包含校准文件中的请求开销（{ms} 毫秒）：与实测一样，是客户端的视角",
     "plan.answer.load_open": "{load} 请求/秒",
     "plan.answer.load_closed": "{load} 个在途请求",

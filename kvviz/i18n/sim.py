@@ -70,6 +70,8 @@ EN = {
                              "an upper bound on rates: predicted, not measured",
     "sim_plan.how_calibrated": "how: the simulated vLLM scheduler with the calibrated fit in {path} (measured on "
                                "{device}) for {model}: predicted, not measured",
+    "sim_plan.elsewhere": "note: this calibration was measured on {there}, not on this machine ({here}): the answer "
+                          "is that machine's",
     "sim_plan.engine": "one replica: {blocks:,} KV blocks of {block} tokens, at most {seqs} sequences and {tokens:,} "
                        "tokens a step, max_model_len {length:,}",
     "sim_plan.workload": "workload: {arrivals} arrivals; {prompt:,} prompt "
@@ -181,6 +183,7 @@ ZH = {
                              "以下所有数字都是时间的屋顶线下界，即速率的上界：是预测，不是测量",
     "sim_plan.how_calibrated": "方法：模拟的 vLLM 调度器，步时取 {path} 中的校准拟合"
                                "（在 {device} 上测得），模型 {model}：是预测，不是测量",
+    "sim_plan.elsewhere": "注意：这份校准是在 {there} 上测得的，不是本机（{here}）：答案属于那台机器",
     "sim_plan.engine": "单个副本：{blocks:,} 个 KV 块（每块 {block} 个 token），"
                        "每步至多 {seqs} 条序列、{tokens:,} 个 token，max_model_len {length:,}",
     "sim_plan.workload": "负载：{arrivals}到达；提示词 {prompt:,} 个 token（共享 {prefix:,} 个），"

@@ -175,6 +175,13 @@ def device_id() -> str:
     return f"{cpu_name()}, {usable_cpus()} CPUs"
 
 
+def made_elsewhere(device: str | None) -> str | None:
+    """This machine's device_id when a calibration names another device (its times are that machine's, not
+    these); None when it names this one or none."""
+    here = device_id()
+    return here if device and device != here else None
+
+
 def replay(point: LoadPoint, engine: Engine, model: LinearStepTime) -> SimResult:
     """The simulator's run of a load as the workload gives it (a closed loop's next request sent at a step's end)."""
     return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0))

@@ -24,6 +24,7 @@ from kvviz.base.units import fmt_pair
 from kvviz.calc.hardware import ACCELERATORS
 from kvviz.i18n import LANGS, t
 from kvviz.i18n.errors import translate
+from kvviz.sim.calibrate import made_elsewhere
 from kvviz.sim.plan import (
     CALIBRATED,
     HOW,
@@ -135,6 +136,9 @@ def lines(p: Plan, model: str, lang: str = "en") -> list[str]:
     e, s, c = p.engine, p.slo, p.engine.config
     if e.how == CALIBRATED:
         out = [t("sim_plan.how_calibrated", lang, model=model, path=e.source, device=e.device)]
+        here = made_elsewhere(e.device)
+        if here:
+            out.append(t("sim_plan.elsewhere", lang, there=e.device, here=here))
     else:
         out = [t("sim_plan.how_roofline", lang, model=model, gpu=e.source, tp=e.tp, pp=e.pp)]
     arrivals = t("sim_plan.poisson" if p.shape.poisson else "sim_plan.constant", lang)

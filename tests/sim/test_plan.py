@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -147,6 +148,22 @@ def test_a_calibrated_plan_says_where_its_step_time_came_from(capsys, tmp_path):
     code, out, err = run_cli(capsys, *argv, "--lang", "zh")
     assert code == 0, err
     assert "校准拟合" in out and "台机器" in out
+
+
+def test_a_plan_on_another_machines_calibration_says_so(capsys, tmp_path):
+    """A calibration naming another device than this machine's (the CPU's model from /proc/cpuinfo and its CPUs)
+    is planned on, and the text says whose answer it is; one naming this machine says nothing of it."""
+    names = {line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")}
+    here = f"{names.pop()}, {len(os.sched_getaffinity(0))} CPUs"
+    argv = ("plan", "--model", "tiny", "--num-blocks", "4000", "--prompt-tokens", "128", "--output-tokens", "32",
+            "--requests", "30", "--tpot", "0.01")
+    for device, noted in (("Some Other CPU, 64 CPUs", True), (here, False)):
+        path = tmp_path / "cal.json"
+        step_time.save(step_time.Calibration(STEP, "tiny", device), path)
+        code, out, err = run_cli(capsys, *argv, "--calibration", str(path))
+        assert code == 0, err
+        note = f"measured on Some Other CPU, 64 CPUs, not on this machine ({here})"
+        assert (note in out) is noted, out
 
 
 @pytest.mark.parametrize("extra, words", [

@@ -117,6 +117,18 @@ def test_the_answer_states_the_knee_the_slo_rate_replicas_and_cost():
     assert "TTFT p99 19.6 ms, TPOT p99 5.4 ms" in md
 
 
+def test_an_answer_from_another_machines_calibration_says_whose_it_is():
+    """`here` set (this machine, when the calibration names another): the answer names both, in English and
+    Chinese; unset, nothing of it."""
+    other = text.Answer(**{**ANSWER.__dict__, "how": "calibrated", "device": "Intel Xeon, 2 CPUs",
+                           "here": "AMD EPYC, 2 CPUs"})
+    assert "**measured on another machine**: this calibration is Intel Xeon, 2 CPUs's, not this machine's " \
+           "(AMD EPYC, 2 CPUs)" in text.answer_markdown(other)
+    assert "这份校准属于 Intel Xeon, 2 CPUs，不是本机（AMD EPYC, 2 CPUs）" in text.answer_markdown(other, "zh")
+    assert "another machine" not in text.answer_markdown(ANSWER)
+    assert text.short_how(other) == "predicted: calibrated fit H100 SXM, llama-3.1-8b on another machine"
+
+
 def test_a_rate_held_and_the_next_print_apart():
     """The search resolves 1%: 0.1512/s held and 0.1527/s not read 0.15 and 0.15 to two decimals; the answer gives
     them to the digit where they differ (0.151 and 0.153), and 0.15 and 0.1502 to the fourth."""

@@ -33,6 +33,7 @@ from kvviz.serving.load import CLOSED as CLOSED_ARRIVALS
 from kvviz.serving.load import MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.local import READY, LocalEngine
 from kvviz.serving.stats import Slo
+from kvviz.sim.calibrate import made_elsewhere
 from kvviz.sim.plan_cli import as_dict
 from kvviz.ui.common import plot, refusal
 from kvviz.ui.lang import L
@@ -95,7 +96,8 @@ def answer_of(p: Prediction) -> plan_text.Answer:
         knee_tokens_per_s=p.knee.output_tokens_per_s, max_rate=found.max_rate, next_rate=found.next_rate,
         output_tokens=s.shape.output_tokens, target_rate=found.target_rate, replicas=found.replicas,
         total_gpus=found.gpus, price=s.price, cost_at_max=cost.at_max if cost else None,
-        cost_at_target=cost.at_target if cost else None, overhead_s=s.overhead_s, stopped=found.stopped)
+        cost_at_target=cost.at_target if cost else None, overhead_s=s.overhead_s, stopped=found.stopped,
+        here=made_elsewhere(e.device) if e.how == "calibrated" else None)
 
 
 def marks_of(p: Prediction, lang: str = "en") -> plan_figures.Marks:

@@ -53,6 +53,7 @@ class Answer:
     cost_at_target: float | None
     overhead_s: float
     stopped: object = None  # a Said: why the search stopped early
+    here: str | None = None  # this machine, when the calibration names another (kvviz.sim.calibrate.made_elsewhere)
 
 
 def how_line(a: Answer, lang: str = "en") -> str:
@@ -65,7 +66,8 @@ def how_line(a: Answer, lang: str = "en") -> str:
 def short_how(a: Answer, lang: str = "en") -> str:
     """How the figures were obtained, short enough for a figure's subtitle (the calibration by its file's name)."""
     if a.how == "calibrated":
-        return t("plan.how.short_calibrated", lang, file=Path(a.source).name, model=a.model)
+        key = "plan.how.short_calibrated_elsewhere" if a.here else "plan.how.short_calibrated"
+        return t(key, lang, file=Path(a.source).name, model=a.model)
     return t("plan.how.short_roofline", lang, model=a.model, gpu=a.source, tp=a.tp, pp=a.pp)
 
 
@@ -78,6 +80,8 @@ def answer_markdown(a: Answer, lang: str = "en") -> str:
     """The answer, one line each: how, the load asked, the knee, the highest rate under the SLO, replicas, cost."""
     unit = t("plan.unit.machines" if a.how == "calibrated" else "plan.unit.gpus", lang)
     lines = [f"**{t('plan.answer.how', lang)}** {how_line(a, lang)}"]
+    if a.here:
+        lines.append(t("plan.answer.elsewhere", lang, there=a.device, here=a.here))
     if a.overhead_s:
         lines.append(t("plan.answer.overhead", lang, ms=_ms(a.overhead_s)))
     load = t("plan.answer.load_closed" if a.closed else "plan.answer.load_open", lang, load=f"{a.load:,.4g}")
