@@ -292,6 +292,8 @@ def fit_setting_aside(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.n
         if np.array_equal(kept, keep) or np.linalg.matrix_rank(x[kept]) < x.shape[1]:
             break
         keep = kept
+    else:  # the rounds ran out: the coefficients of the rows last kept
+        coef = nonnegative_lstsq(x[keep] * sw[keep, None], y[keep] * sw[keep])
     return coef, keep
 
 

@@ -48,6 +48,15 @@ def test_an_open_loop_carries_its_rate_and_a_sweep_its_levels(engine):
     assert (plan.load.arrivals, plan.max_concurrency, plan.per_level) == (CLOSED, 8, 3), "a sweep is closed loops"
 
 
+def test_a_hosted_requests_timeout_comes_after_the_runs_time_limit(engine):
+    """Hosted, the whole run stops at the time limit (120 s by default); each request's own timeout is 5 s later,
+    so the run's limit ends a run that reaches it, never one request's timeout first (they raced when equal)."""
+    plan = plan_from_page(remote(), HOSTED, engine)
+    assert plan.time_limit_s == HOSTED.time_limit_s
+    assert plan.load.timeout_s == HOSTED.time_limit_s + 5.0
+    assert plan_from_page(remote(), LOCAL_POLICY, engine).time_limit_s is None
+
+
 def test_a_tokenizer_folder_gives_the_prediction_its_architecture(engine):
     """tiny's folder: 4 layers, 2 KV heads of 32 dims (assets/tiny/config.json)."""
     plan = plan_from_page(remote(tokenizer=str(REPO / "assets" / "tiny")), LOCAL_POLICY, engine)
