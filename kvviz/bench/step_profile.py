@@ -3,8 +3,8 @@ pass model.generate and the cached loop run) and the static mode's compiled step
 steps by torch.profiler (self time per operator and input shapes, per step), and on a CPU the oneDNN kernels
 that ran the matrix products (oneDNN's verbose lines: which implementation, e.g. brg_matmul:avx10_1_512_amx,
 on which problem, in how many ms). That is what a figure depends on and a machine record cannot show: whether a
-bf16 matrix-vector product ran on AMX tiles, on AVX-512 or in a generic loop, whether freezing prepacked the
-weights, and how much of a step is the Python that calls the kernels.
+bf16 matrix-vector product ran on AMX tiles, on AVX-512 or in a generic loop, whether the weights were prepacked for
+oneDNN, and how much of a step is the Python that calls the kernels.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 gpt-fast's recipe through transformers: a StaticCache holds every layer's keys and values for `length`
 tokens from the first forward pass on, written in place, so a decode step always sees the same shapes at the
 same addresses and torch.compile can turn it into one fixed program (on CUDA a CUDA graph, replayed without
-launching kernels one by one from Python; on a CPU fused C++ kernels with the weights frozen in). Per-step
+launching kernels one by one from Python; on a CPU fused C++ kernels around oneDNN on prepacked weights). Per-step
 Python and launch overhead go, and what is left of a step is reading the weights and the cache.
 
 A compiled step is built once per (model, device, dtype, cache length) and kept beside the model for later
@@ -19,6 +19,7 @@ time runs, build events or decide when to stop (kvviz.engine.loop and kvviz.engi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -31,6 +32,7 @@ import torch
 
 from kvviz.base.errors import KvvizError
 from kvviz.calc.arch import Architecture
+from kvviz.engine import regions
 from kvviz.engine.request import MAX_STATIC_TOKENS
 from kvviz.engine.steps import forward_kwargs, new_static_cache, next_token_logits, prefill
 from kvviz.i18n import Said, said
@@ -136,12 +138,14 @@ def static_refusal(arch: Architecture, needed: int, cache_tokens: int) -> Said |
 @dataclass(frozen=True)
 class CompileSettings:
     """How torch.compile is asked to build the step on one kind of device, and the words for it. `inductor` is
-    set in inductor's config while the step compiles: dynamo reads freezing from there when it traces (passed as
-    a torch.compile option it arrives too late, and the weights stay graph inputs)."""
+    set in inductor's config while the step compiles (some settings, as freezing, are read from there when dynamo
+    traces: passed as a torch.compile option they arrive too late). `packs`: the step is traced with the linears
+    prepacked and the decoder layers as one region (kvviz.engine.regions.compiling)."""
 
     kwargs: dict = field(hash=False)
     label: str
     inductor: dict = field(default_factory=dict, hash=False)
+    packs: bool = False
 
 
 GCC_KNOWS_EVERY_ISA = 11  # the first GCC with every x86 ISA flag inductor passes (-mamx-tile and -mamx-bf16 came in 11)
@@ -189,30 +193,28 @@ def compiler_trusts_isa() -> bool:
 
 def compile_settings(device: torch.device) -> CompileSettings:
     """The compile for `device`. CUDA: CUDA graphs (what mode="reduce-overhead" asks for), so a step is one graph
-    launch instead of hundreds of kernel launches from Python. CPU: inductor with freezing, the weights made
-    constants of the program and prepacked for oneDNN/MKL's kernels (on a 2-core EPYC a bf16 step of the
-    Qwen2.5-0.5B twin ran 12x faster with it than without, which leaves bf16 matrix-vector products to slow
-    generic kernels; CUDA graphs do not exist there). Elsewhere (mps) inductor's default.
+    launch instead of hundreds of kernel launches from Python. CPU: inductor, with the linear layers calling
+    oneDNN on weights kvviz prepacks and the decoder layers compiled once for all (kvviz.engine.regions; the
+    patching is the decoder's, done while it compiles). Elsewhere (mps) inductor's default.
 
     Everywhere the guards on the model's modules are skipped: dynamo would otherwise check hundreds of module
     attributes before every call (0.2-0.4 ms a step measured on the CPU, a tenth of tiny's step). It is safe here
-    because a decoder serves one model, in eval mode, whose weights never change (frozen on the CPU anyway).
+    because a decoder serves one model, in eval mode, whose weights never change.
 
-    On a CPU the linear layers that read the same input are also concatenated into one (q, k and v; gate and up):
-    one matrix-vector product over a taller matrix streams its weights faster than two or three short ones, and
-    the step calls fewer kernels. On a 2-core Xeon with AMX the Qwen2.5-0.5B twin's bf16 step went from 60-65 ms
-    to 54-57 ms with it (gate+up at 21 GB/s against 18 for each alone), SmolLM2-135M's fp32 step was unchanged,
-    and the compile took as long. inductor's C++ wrapper (cpp_wrapper) would take another 10% off a step (the
-    Python that calls ~170 kernels) but adds 10-20 s to a 30-50 s compile: left off, the compile is paid first.
-    Where the C++ compiler is known to build for every ISA the CPU reports, inductor takes them on trust
-    (compiler_trusts_isa) instead of test-compiling each."""
+    On a CPU this replaced inductor's freezing (weights made constants and prepacked by inductor, the linears that
+    read one input concatenated): on a 2-core EPYC the Qwen2.5-0.5B twin's bf16 step compiled in 35-38 s that way
+    and in about 20 s this way, at the same step time (docs/benchmarks.md). Without any prepacking a bf16 step
+    ran 12x slower. inductor's C++ wrapper (cpp_wrapper) would take another 10% off a step (the Python that calls
+    the kernels) but adds 10-20 s to the compile: left off, the compile is paid first. Where the C++ compiler is
+    known to build for every ISA the CPU reports, inductor takes them on trust (compiler_trusts_isa) instead of
+    test-compiling each."""
     skip = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
     if device.type == "cuda":
         return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")
     if device.type == "cpu":
         trusted = {"cpp.vec_isa_ok": True} if compiler_trusts_isa() else {}
-        return CompileSettings({"options": skip}, "inductor, weights frozen, shared-input linears concatenated",
-                               {"freezing": True, "cpp.enable_concat_linear": True, **trusted})
+        return CompileSettings({"options": skip}, "inductor, linears prepacked for oneDNN, one layer compiled for all",
+                               {"post_grad_custom_pre_pass": regions.GROUP_LINEARS, **trusted}, packs=True)
     return CompileSettings({"options": skip}, "inductor default")
 
 
@@ -227,18 +229,12 @@ def compiled_graphs() -> int:
     return _count("stats", "unique_graphs")
 
 
-def packed_linears() -> int:
-    """Linear layers whose weights inductor has prepacked for oneDNN in this process so far (on a CPU, with the
-    weights frozen): the sign that freezing took. Linears concatenated into one count once."""
-    return _count("inductor", "mkldnn_linear_weight_pack_matcher_count")
-
-
 class StaticDecoder:
     """A compiled decode step and the static cache it runs on, for one model, device, dtype and cache length.
 
     Building one compiles it (the caller times that: kvviz.engine.meter); graphs is how many graphs the compile
-    built (1 for a model traced whole), packed how many linear layers' weights it prepacked (on a CPU: all of
-    them). prefill() resets the cache and reads the prompt eagerly; decode() runs the compiled step for one
+    built (1 for a model traced whole), packed how many linear layers it calls on prepacked weights (on a CPU:
+    all of them). prefill() resets the cache and reads the prompt eagerly; decode() runs the compiled step for one
     token; uses counts the runs it served.
     """
 
@@ -255,21 +251,24 @@ class StaticDecoder:
         # cache's shapes, which never change.
         self._step = torch.compile(next_token_logits, dynamic=False, isolate_recompiles=True,
                                    **self.settings.kwargs)
-        graphs, packed = compiled_graphs(), packed_linears()
-        self._warm_up(model)
-        self.graphs, self.packed = compiled_graphs() - graphs, packed_linears() - packed
+        graphs = compiled_graphs()
+        self.packed = self._warm_up(model)
+        self.graphs = compiled_graphs() - graphs
 
-    def _warm_up(self, model: torch.nn.Module) -> None:
+    def _warm_up(self, model: torch.nn.Module) -> int:
         """Allocate the cache with an eager one-token prefill (so no compiled program traces the allocation),
-        compile the step and run it WARM_CALLS times, then empty the cache again."""
+        compile the step and run it WARM_CALLS times, then empty the cache again. The linears it calls on
+        prepacked weights."""
         token = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # [1, 1]
         prefill(model, token, self.cache)
         self._position = 1
-        with torch._inductor.config.patch(self.settings.inductor):
+        patched = regions.compiling(model) if self.settings.packs else contextlib.nullcontext(0)
+        with torch._inductor.config.patch(self.settings.inductor), patched as packed:
             for _ in range(WARM_CALLS):
                 logits = self.decode(model, token)
         logits[0, 0].item()  # waits for the device: the warm-up is done when this returns
         self.reset()
+        return packed
 
     def reset(self) -> None:
         """Empty the cache (zeroed in place: its addresses are part of the compiled program)."""
@@ -335,3 +334,4 @@ def forget_decoders() -> None:
     with _DECODERS_LOCK:
         _DECODERS.clear()
     torch._dynamo.reset()
+    regions.forget_packed()

@@ -29,6 +29,7 @@ from kvviz.engine.compiled import (
 from kvviz.engine.events import Compiled, Event, Finished, PrefillDone, TokenEvent
 from kvviz.engine.loading import load_model, transformers_keeps_mla_latent
 from kvviz.engine.loop import generate, run_to_end
+from kvviz.engine.regions import grouped_count
 from kvviz.engine.request import MODE_LABELS, GenerationRequest
 from kvviz.engine.steps import cache_bytes, decode_step, new_static_cache, prefill
 from tests.tiny import FAMILIES
@@ -160,12 +161,13 @@ def test_the_decoder_refuses_to_write_past_its_cache(lm, first):
     decoder, reused = static_decoder(lm.model, first.compiled.cache_tokens)
     assert reused
     if lm.device.type == "cpu":
-        # tiny is a Qwen2 layout: per layer q, k and v read one input (one packed linear once concatenated), o
-        # its own, gate and up one input (one), down its own; then lm_head. Freezing not taken: 0 packed; the
-        # concatenation not taken: 7 per layer.
+        # tiny is a Qwen2 layout: per layer seven linears (q, k, v, o, gate, up, down), then lm_head; q, k and v
+        # read one input and so do gate and up: two groups per layer, made one product each.
         layers = lm.model.config.num_hidden_layers
-        assert decoder.packed == 4 * layers + 1, (
-            f"{decoder.packed} linears prepacked: freezing or the concatenation of q/k/v and gate/up did not take")
+        assert decoder.packed == 7 * layers + 1, f"{decoder.packed} linears prepacked"
+        groups = grouped_count(lm.model)
+        assert groups == 2 * layers, f"{groups} groups: the q/k/v and gate/up grouping did not take"
+        assert all("forward" not in vars(m) for m in lm.model.modules()), "the model was left patched"
     length = decoder.length
     with torch.inference_mode():
         decoder.prefill(lm.model, torch.zeros((1, length - 2), dtype=torch.long))

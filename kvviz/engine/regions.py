@@ -1,0 +1,235 @@
+"""What makes a CPU's compiled decode step quick to compile and fast to run: its linear layers call oneDNN on
+weights that kvviz prepacks itself, and its decoder layers are one nested compile region, compiled once and
+stamped out for every layer.
+
+Why not inductor's own way. With freezing, inductor makes every weight a constant of the program and prepacks it
+for oneDNN; but then the 24 layers of the Qwen2.5-0.5B twin are 24 different programs to it, lowered, scheduled
+and code-generated node by node: 35-38 s of a cold compile on 2 cores, nearly all of it inductor's per-node work
+(measured part by part: docs/benchmarks.md). torch.compiler.nested_compile_region compiles a repeated layer
+once, but inside it a weight is an input, not a constant, so freezing's prepacking does not reach it, and an
+unpacked bf16 matrix-vector product streams its weights at a third of the speed (34 against 109 GB/s for one
+4864 x 896 bf16 matrix measured on a 2-core EPYC). So the packing moves out of inductor: packed_linear is a
+custom operator that calls oneDNN's linear on a copy of the weight prepacked once, here, and inductor calls it
+as it calls any external kernel. Outside a compile nothing changes: the model's modules are patched only while
+the step is traced (compiling()), and a packed copy lives as long as the weight it was made from.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+# data_ptr of a weight -> (a weak reference to that weight, its prepacked copy). Keyed by address because the
+# operator sees the weight as compiled code hands it over, not necessarily as the same Python object; the weak
+# reference tells a live entry from one whose weight is gone and whose address was reused.
+_PACKED: dict[int, tuple[weakref.ref, Tensor]] = {}
+_PACKED_LOCK = threading.Lock()
+PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
+
+
+# Defined with torch.library's low-level calls, not custom_op: custom_op checks its outputs' aliasing on every
+# call, some microseconds each, times the ~100 linears of a step.
+torch.library.define("kvviz::packed_linear", "(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
+torch.library.define("kvviz::grouped_linear", "(Tensor x, Tensor[] weights, Tensor?[] biases) -> Tensor")
+
+
+@torch.library.impl("kvviz::packed_linear", "CPU")
+def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x @ weight.T + bias, by oneDNN on the copy of `weight` that pack() made. A weight never packed (or one
+    whose packed copy was dropped) takes torch's own linear: the same numbers' worth of work, at eager speed."""
+    entry = _PACKED.get(weight.data_ptr())
+    if entry is None or entry[0]() is None or entry[1].shape != weight.shape:
+        return torch.nn.functional.linear(x, weight, bias)
+    return torch.ops.mkldnn._linear_pointwise(x, entry[1], bias, "none", [], "")
+
+
+@torch.library.register_fake("kvviz::packed_linear")
+def _packed_linear_shape(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+# (data_ptr of each weight) -> (weak references to them, their rows concatenated and prepacked, the concatenated
+# biases or None): the linears that read one input, made one product (grouped_linear).
+_GROUPS: dict[tuple[int, ...], tuple[tuple[weakref.ref, ...], Tensor, Tensor | None]] = {}
+
+
+def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, Tensor | None] | None:
+    """The packed concatenation of `weights` (and their biases, zeros standing for a missing one), made on first
+    use and kept while every weight lives; None where a weight cannot be packed."""
+    key = tuple(w.data_ptr() for w in weights)
+    entry = _GROUPS.get(key)
+    if entry is not None and all(r() is not None for r in entry[0]):
+        return entry[1], entry[2]
+    with _PACKED_LOCK:
+        if not all(can_pack(w) for w in weights):
+            return None
+        packed = torch.ops.mkldnn._reorder_linear_weight(torch.cat([w.detach() for w in weights]), 1)
+        bias = None
+        if any(b is not None for b in biases):
+            bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b.detach() for w, b in zip(weights, biases,
+                                                                                                    strict=True)])
+
+        def drop(ref, key=key):
+            with _PACKED_LOCK:
+                if key in _GROUPS and ref in _GROUPS[key][0]:
+                    del _GROUPS[key]
+        _GROUPS[key] = (tuple(weakref.ref(w, drop) for w in weights), packed, bias)
+        return packed, bias
+
+
+@torch.library.impl("kvviz::grouped_linear", "CPU")
+def grouped_linear(x: Tensor, weights: list[Tensor], biases: list[Tensor | None]) -> Tensor:
+    """x times every weight and plus every bias, as one oneDNN product over the weights' rows concatenated (one
+    taller matrix streams faster than two or three short ones, and in one call): [..., sum of out features]."""
+    group = _group(weights, biases)
+    if group is None:
+        return torch.cat([torch.nn.functional.linear(x, w, b) for w, b in zip(weights, biases, strict=True)], -1)
+    return torch.ops.mkldnn._linear_pointwise(x, group[0], group[1], "none", [], "")
+
+
+@torch.library.register_fake("kvviz::grouped_linear")
+def _grouped_linear_shape(x: Tensor, weights: list[Tensor], biases: list[Tensor | None]) -> Tensor:
+    return x.new_empty((*x.shape[:-1], sum(w.shape[0] for w in weights)))
+
+
+class GroupLinears(CustomGraphPass):
+    """inductor's pass (before its own, after autograd): packed_linear calls that read the same input and whose
+    weights and biases are inputs of the graph become one grouped_linear (q, k and v; gate and up)."""
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        by_input: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        for node in graph.nodes:
+            if node.op == "call_function" and node.target is torch.ops.kvviz.packed_linear.default:
+                by_input.setdefault(node.args[0], []).append(node)
+        for x, nodes in by_input.items():
+            operands = [a for n in nodes for a in n.args[1:3] if a is not None]
+            if len(nodes) < 2 or any(not isinstance(a, torch.fx.Node) or a.op not in ("placeholder", "get_attr")
+                                     for a in operands):
+                continue
+            weights, biases = [n.args[1] for n in nodes], [n.args[2] for n in nodes]
+            with graph.inserting_before(nodes[0]):
+                grouped = graph.call_function(torch.ops.kvviz.grouped_linear.default, (x, weights, biases))
+                grouped.meta["val"] = _grouped_linear_shape(x.meta["val"], [w.meta["val"] for w in weights], [])
+                start = 0
+                for node in nodes:
+                    end = start + node.meta["val"].shape[-1]
+                    piece = graph.call_function(torch.ops.aten.slice.Tensor, (grouped, -1, start, end))
+                    piece.meta["val"] = grouped.meta["val"][..., start:end]
+                    node.replace_all_uses_with(piece)
+                    start = end
+            for node in nodes:
+                graph.erase_node(node)
+
+    def uuid(self) -> bytes:
+        return get_hash_for_files((__file__,))
+
+
+GROUP_LINEARS = GroupLinears()
+
+
+def can_pack(weight: Tensor) -> bool:
+    """Whether oneDNN can run a linear on `weight` prepacked: a CPU tensor of fp32, or of bf16 where oneDNN has
+    bf16 kernels for this CPU (AVX-512 BF16 or AMX)."""
+    if weight.device.type != "cpu" or weight.dtype not in PACKABLE_DTYPES or not torch.backends.mkldnn.is_available():
+        return False
+    return weight.dtype != torch.bfloat16 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def _drop(key: int, ref: weakref.ref) -> None:
+    with _PACKED_LOCK:
+        if key in _PACKED and _PACKED[key][0] is ref:
+            del _PACKED[key]
+
+
+def pack(weight: Tensor) -> None:
+    """Prepack `weight` ([out, in]) for oneDNN's matrix-vector linear (batch 1), once per weight; the copy goes
+    when the weight does."""
+    key = weight.data_ptr()
+    with _PACKED_LOCK:
+        entry = _PACKED.get(key)
+        if entry is not None and entry[0]() is weight:
+            return
+        ref = weakref.ref(weight, lambda ref, key=key: _drop(key, ref))
+        _PACKED[key] = (ref, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 1))
+
+
+def packed_count() -> int:
+    """Weights held prepacked in this process now."""
+    with _PACKED_LOCK:
+        return sum(1 for ref, _ in _PACKED.values() if ref() is not None)
+
+
+def grouped_count(model: torch.nn.Module | None = None) -> int:
+    """Groups of linears held as one prepacked product in this process now (of `model`'s weights only, if
+    given)."""
+    mine = None if model is None else {id(p) for p in model.parameters()}
+    with _PACKED_LOCK:
+        groups = [[r() for r in refs] for refs, _, _ in _GROUPS.values()]
+    return sum(1 for ws in groups if all(w is not None and (mine is None or id(w) in mine) for w in ws))
+
+
+def forget_packed() -> None:
+    """Drop every prepacked copy (benchmarks free memory with it between models)."""
+    with _PACKED_LOCK:
+        _PACKED.clear()
+        _GROUPS.clear()
+
+
+def repeated_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's stack of decoder layers: the longest ModuleList whose entries are all of one class (for a
+    transformers causal LM, model.model.layers). Empty when it has none of two or more."""
+    best: list[torch.nn.Module] = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) >= 2 and len(module) > len(best):
+            if len({type(m) for m in module}) == 1:
+                best = list(module)
+    return best
+
+
+@torch.compiler.nested_compile_region
+def _one_layer(forward, *args, **kwargs):
+    """A decoder layer's forward, as the region torch.compile compiles once and reuses for every layer."""
+    return forward(*args, **kwargs)
+
+
+def _in_region(forward):
+    def call(*args, **kwargs):
+        return _one_layer(forward, *args, **kwargs)
+    return call
+
+
+def _linear_packed(module: torch.nn.Linear):
+    def call(x: Tensor) -> Tensor:
+        return torch.ops.kvviz.packed_linear(x, module.weight, module.bias)
+    return call
+
+
+@contextmanager
+def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
+    """While a step of `model` is traced: every plain nn.Linear whose weight can be packed is packed and calls
+    packed_linear, and (with `regions`) every decoder layer runs inside the one nested compile region. Yields
+    how many linears were packed. The modules are as they were afterwards; a compiled step keeps what was
+    traced, so only code traced inside this block sees the change."""
+    patched: list[torch.nn.Module] = []
+    packed = 0
+    try:
+        for module in model.modules():
+            if type(module) is torch.nn.Linear and can_pack(module.weight):
+                pack(module.weight)
+                module.forward = _linear_packed(module)
+                patched.append(module)
+                packed += 1
+        if regions:
+            for layer in repeated_layers(model):
+                layer.forward = _in_region(layer.forward)
+                patched.append(layer)
+        yield packed
+    finally:
+        for module in patched:
+            module.__dict__.pop("forward", None)

@@ -1,0 +1,104 @@
+"""The CPU step's own linear operators and the pass that groups them (kvviz.engine.regions), checked against
+torch's linear on the same weights: packed, grouped, unpacked, and after the weights are gone."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+from kvviz.engine import regions
+
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN is part of every x86 torch")
+
+
+def _weights(*rows: int, cols: int = 64, dtype=torch.float32) -> list[torch.nn.Parameter]:
+    gen = torch.Generator().manual_seed(sum(rows))
+    return [torch.nn.Parameter(torch.randn(r, cols, generator=gen, dtype=dtype), requires_grad=False) for r in rows]
+
+
+def test_a_packed_linear_is_torchs_linear():
+    """fp32: oneDNN on the packed copy gives F.linear's numbers (to fp32 rounding), with and without bias."""
+    w, = _weights(48)
+    b = torch.randn(48)
+    x = torch.randn(1, 1, 64)
+    regions.pack(w)
+    for bias in (None, b):
+        got = torch.ops.kvviz.packed_linear(x, w, bias)
+        torch.testing.assert_close(got, torch.nn.functional.linear(x, w, bias), rtol=1e-5, atol=1e-5)
+
+
+def test_an_unpacked_weight_falls_back_and_a_freed_one_is_forgotten():
+    """A weight never packed still gives the right product; a packed copy goes when its weight does."""
+    w, = _weights(40)
+    x = torch.randn(1, 64)
+    torch.testing.assert_close(torch.ops.kvviz.packed_linear(x, w, None), x @ w.T, rtol=1e-5, atol=1e-5)
+    before = regions.packed_count()
+    regions.pack(w)
+    regions.pack(w)
+    assert regions.packed_count() == before + 1, "packing one weight twice keeps one copy"
+    del w
+    gc.collect()
+    assert regions.packed_count() == before
+
+
+def test_grouped_linears_are_the_separate_products_side_by_side():
+    """q, k and v of different heights, two with a bias and one without: one product, split by the rows."""
+    q, k, v = _weights(64, 16, 16)
+    bq, bv = torch.randn(64), torch.randn(16)
+    x = torch.randn(1, 1, 64)
+    got = torch.ops.kvviz.grouped_linear(x, [q, k, v], [bq, None, bv])
+    want = torch.cat([x @ q.T + bq, x @ k.T, x @ v.T + bv], dim=-1)
+    assert got.shape == (1, 1, 96)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    groups = regions.grouped_count()
+    assert groups >= 1
+    del q, k, v
+    gc.collect()
+    assert regions.grouped_count() == groups - 1, "a group goes when its weights do"
+
+
+class _Block(torch.nn.Module):
+    """Two linears on one input (grouped), one on another (left alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(32, 24), torch.nn.Linear(32, 8, bias=False), torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.c(torch.cat([self.a(x), self.b(x)], dim=-1)).relu()
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(_Block() for _ in range(3))
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def test_a_stack_compiled_with_regions_and_groups_matches_eager(tmp_path, monkeypatch):
+    """A three-layer stack compiled inside compiling(): the eager output (torch's linear, unpatched modules), its
+    10 linears packed, the layers found as the repeated stack, a and b of each layer grouped, the modules as
+    they were afterwards."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = _Stack().eval()
+    x = torch.randn(1, 32)
+    assert regions.repeated_layers(model) == list(model.layers)
+    with torch.inference_mode():
+        want = model(x)
+        step = torch.compile(model, dynamic=False)
+        with torch._inductor.config.patch({"post_grad_custom_pre_pass": regions.GROUP_LINEARS}), \
+                regions.compiling(model) as packed:
+            got = step(x)
+    assert packed == 10
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert regions.grouped_count(model) == 3, "each layer's a and b made one product"
+    assert all("forward" not in vars(m) for m in model.modules())
+    torch._dynamo.reset()
