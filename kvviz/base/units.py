@@ -6,6 +6,7 @@ GiB means 2^30 bytes and GB means 10^9 bytes; the two are never shown under each
 from __future__ import annotations
 
 import math
+import unicodedata
 
 GIB = 2**30
 GB = 10**9
@@ -20,6 +21,11 @@ def to_gib(n_bytes: float) -> float:
 def to_gb(n_bytes: float) -> float:
     """Bytes to gigabytes (10^9 bytes), as accelerator vendors count."""
     return n_bytes / GB
+
+
+def display_width(text: str) -> int:
+    """The columns `text` takes in a terminal or a plot's title, in Latin characters: a wide (CJK) one is two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def fmt_int(n: float) -> str:

@@ -8,11 +8,10 @@ in English or Chinese (lang="zh": kvviz.i18n.calculator's texts). It holds no ar
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import asdict, dataclass, field, replace
 
 from kvviz.base.inputs import number, whole_number
-from kvviz.base.units import GIB, fmt_bytes, fmt_int, fmt_seconds, fmt_si
+from kvviz.base.units import GIB, display_width, fmt_bytes, fmt_int, fmt_seconds, fmt_si
 from kvviz.calc.arch import CHUNKED, FULL, NONE, SLIDING, Architecture
 from kvviz.calc.capacity import Capacity
 from kvviz.calc.dtypes import DType, kv_dtype, weight_dtype
@@ -211,18 +210,13 @@ def _parallel_dict(d: Deployment) -> dict:
     }
 
 
-def _width(text: str) -> int:
-    """Columns a terminal gives `text`: a wide (CJK) character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
 def _pad(text: str, width: int, left: bool) -> str:
-    fill = " " * (width - _width(text))
+    fill = " " * (width - display_width(text))
     return text + fill if left else fill + text
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(_width(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
+    widths = [max(display_width(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
     line = lambda cells: "  ".join(_pad(str(c), w, left=not i)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from kvviz.base.units import fmt_bytes_short, fmt_ms, fmt_pair, fmt_rate, fmt_seconds
+from kvviz.base.units import display_width, fmt_bytes_short, fmt_ms, fmt_pair, fmt_rate, fmt_seconds
 
 
 def test_a_latency_is_milliseconds_with_two_decimals():
@@ -37,3 +37,13 @@ def test_a_brackets_two_ends_print_apart():
     assert fmt_pair(0.15, 0.1502) == ("0.15", "0.1502")
     assert fmt_pair(1234.5, 1236.0) == ("1,234", "1,236")
     assert fmt_pair(2.0, 2.0) == ("2", "2")
+
+
+def test_display_width_counts_a_wide_character_as_two_columns():
+    """Latin letters, digits and spaces one column each; CJK ideographs and full-width forms two (as a terminal
+    lays them out); counted by hand."""
+    assert display_width("") == 0
+    assert display_width("TPOT p90") == 8
+    assert display_width("首字延迟") == 8
+    assert display_width("TTFT 上限 0.5 s") == 15
+    assert display_width("（）") == 4, "full-width parentheses"

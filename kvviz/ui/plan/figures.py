@@ -9,11 +9,11 @@ arithmetic: seconds into ms. Knows no simulator, no gradio; every figure takes l
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 
 import pandas as pd
 
+from kvviz.base.units import display_width
 from kvviz.i18n import t
 from kvviz.ui.figures import COLORS, Figure, base_layout, empty, hline, in_ms, vline
 
@@ -42,11 +42,6 @@ SUBTITLE_WIDTH = 46  # what a half-width figure's subtitle holds on one line, in
 # do not wrap; a longer line is clipped at both edges)
 
 
-def _width(text: str) -> int:
-    """A text's width in Latin characters: a CJK character is two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
 def subtitle_lines(text: str, width: int = SUBTITLE_WIDTH) -> str:
     """A subtitle on as many lines as it needs, broken after its commas (", " or "，", not inside brackets), each
     line as full as fits: a part longer than the width keeps a line of its own."""
@@ -58,7 +53,7 @@ def subtitle_lines(text: str, width: int = SUBTITLE_WIDTH) -> str:
             parts.append("")
     lines = [""]
     for part in parts:
-        if lines[-1] and _width(lines[-1] + part) > width:
+        if lines[-1] and display_width(lines[-1] + part) > width:
             lines.append("")
         lines[-1] += part
     return "<br>".join(line.rstrip() for line in lines)
