@@ -181,13 +181,19 @@ def forget_packed() -> None:
         _GROUPS.clear()
 
 
+def _signature(layer: torch.nn.Module) -> tuple:
+    return type(layer), tuple((name, tuple(p.shape), p.dtype) for name, p in layer.named_parameters())
+
+
 def repeated_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The model's stack of decoder layers: the longest ModuleList whose entries are all of one class (for a
-    transformers causal LM, model.model.layers). Empty when it has none of two or more."""
+    """The model's stack of decoder layers: the longest ModuleList whose entries are all of one class with the same
+    parameters, name for name and shape for shape (for a transformers causal LM, model.model.layers). Empty when
+    it has none of two or more: layers that differ (as OpenELM's, whose widths change from layer to layer) would
+    each need a program of their own, and torch refuses a region past 8 of them, so they compile whole."""
     best: list[torch.nn.Module] = []
     for module in model.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) >= 2 and len(module) > len(best):
-            if len({type(m) for m in module}) == 1:
+            if len({_signature(m) for m in module}) == 1:
                 best = list(module)
     return best
 
@@ -210,26 +216,32 @@ def _linear_packed(module: torch.nn.Linear):
     return call
 
 
+_NONE = object()  # a module had no forward of its own
+
+
 @contextmanager
 def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
     """While a step of `model` is traced: every plain nn.Linear whose weight can be packed is packed and calls
     packed_linear, and (with `regions`) every decoder layer runs inside the one nested compile region. Yields
     how many linears were packed. The modules are as they were afterwards; a compiled step keeps what was
     traced, so only code traced inside this block sees the change."""
-    patched: list[torch.nn.Module] = []
+    patched: list[tuple[torch.nn.Module, object]] = []  # each module, and its own forward before (or _NONE)
     packed = 0
     try:
         for module in model.modules():
-            if type(module) is torch.nn.Linear and can_pack(module.weight):
+            if type(module) is torch.nn.Linear and "forward" not in vars(module) and can_pack(module.weight):
                 pack(module.weight)
+                patched.append((module, _NONE))
                 module.forward = _linear_packed(module)
-                patched.append(module)
                 packed += 1
         if regions:
             for layer in repeated_layers(model):
+                patched.append((layer, vars(layer).get("forward", _NONE)))
                 layer.forward = _in_region(layer.forward)
-                patched.append(layer)
         yield packed
     finally:
-        for module in patched:
-            module.__dict__.pop("forward", None)
+        for module, before in reversed(patched):
+            if before is _NONE:
+                vars(module).pop("forward", None)
+            else:
+                module.forward = before

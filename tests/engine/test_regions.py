@@ -102,3 +102,24 @@ def test_a_stack_compiled_with_regions_and_groups_matches_eager(tmp_path, monkey
     assert regions.grouped_count(model) == 3, "each layer's a and b made one product"
     assert all("forward" not in vars(m) for m in model.modules())
     torch._dynamo.reset()
+
+
+class _Widening(torch.nn.Module):
+    """Layers of one class whose widths differ, as OpenELM's do."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(16, 16 * (i + 1)) for i in range(3))
+
+
+def test_layers_that_differ_are_not_one_region_and_an_own_forward_comes_back():
+    """A ModuleList of one class but three shapes is no repeated stack; a layer's own forward (a hook's, say)
+    is the same object after compiling() as before it."""
+    assert regions.repeated_layers(_Widening()) == []
+    model = _Stack()
+    own = model.layers[1].forward
+    model.layers[1].forward = own
+    with regions.compiling(model):
+        assert model.layers[1].forward is not own and "forward" in vars(model.layers[0])
+    assert model.layers[1].forward is own and "forward" not in vars(model.layers[0])
+    assert all("forward" not in vars(m) for m in model.modules() if m is not model.layers[1])
