@@ -202,12 +202,12 @@ def compile_settings(device: torch.device) -> CompileSettings:
     because a decoder serves one model, in eval mode, whose weights never change.
 
     On a CPU this replaced inductor's freezing (weights made constants and prepacked by inductor, the linears that
-    read one input concatenated): on a 2-core EPYC the Qwen2.5-0.5B twin's bf16 step compiled in 35-38 s that way
-    and in about 20 s this way, at the same step time (docs/benchmarks.md). Without any prepacking a bf16 step
-    ran 12x slower. inductor's C++ wrapper (cpp_wrapper) would take another 10% off a step (the Python that calls
-    the kernels) but adds 10-20 s to the compile: left off, the compile is paid first. Where the C++ compiler is
-    known to build for every ISA the CPU reports, inductor takes them on trust (compiler_trusts_isa) instead of
-    test-compiling each."""
+    read one input concatenated): on a 2-core EPYC the Qwen2.5-0.5B twin's bf16 step compiled in 34-46 s that way
+    and in 15-19 s this way, its step about 2 ms slower (30.5 against 28.5 ms: the Python around the operators),
+    SmolLM2's fp32 step 6 ms faster (docs/benchmarks.md). Without any prepacking a bf16 step ran 12x slower.
+    inductor's C++ wrapper (cpp_wrapper), which would remove that Python, cannot yet generate a nested region.
+    Where the C++ compiler is known to build for every ISA the CPU reports, inductor takes them on trust
+    (compiler_trusts_isa) instead of test-compiling each."""
     skip = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
     if device.type == "cuda":
         return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")

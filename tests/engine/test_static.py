@@ -29,7 +29,7 @@ from kvviz.engine.compiled import (
 from kvviz.engine.events import Compiled, Event, Finished, PrefillDone, TokenEvent
 from kvviz.engine.loading import load_model, transformers_keeps_mla_latent
 from kvviz.engine.loop import generate, run_to_end
-from kvviz.engine.regions import grouped_count
+from kvviz.engine.regions import grouped_count, packed_count
 from kvviz.engine.request import MODE_LABELS, GenerationRequest
 from kvviz.engine.steps import cache_bytes, decode_step, new_static_cache, prefill
 from tests.tiny import FAMILIES
@@ -167,6 +167,8 @@ def test_the_decoder_refuses_to_write_past_its_cache(lm, first):
         assert decoder.packed == 7 * layers + 1, f"{decoder.packed} linears prepacked"
         groups = grouped_count(lm.model)
         assert groups == 2 * layers, f"{groups} groups: the q/k/v and gate/up grouping did not take"
+        # what the step calls alone: o and down in each layer, then lm_head; q, k, v, gate and up live in groups
+        assert packed_count(lm.model) == 2 * layers + 1, "a grouped weight kept a packed copy of its own"
         assert all("forward" not in vars(m) for m in lm.model.modules()), "the model was left patched"
     length = decoder.length
     with torch.inference_mode():
