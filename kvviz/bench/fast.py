@@ -12,6 +12,7 @@ model.generate's step reads what the cached loop's reads (the same weights and t
 from __future__ import annotations
 
 import gc
+import json
 import sys
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ import pandas as pd
 import torch
 
 from kvviz.bench.overhead import run_generate
+from kvviz.engine import regions
 from kvviz.engine.compiled import decoder_lengths, forget_decoders
 from kvviz.engine.loading import LoadedModel, load_model, unload_all
 from kvviz.engine.loop import run_to_end
@@ -77,7 +79,10 @@ def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncac
     for mode in ("cached", "uncached"):
         _run(lm, replace(req, max_new_tokens=min(new_tokens, 4)).with_mode(mode))
     warm, _ = _run(lm, req.with_mode("static"))  # full length: the same static cache as the timed runs
-    rows = [{**base, "variant": "static", "repeat": -1, "tokens_identical": None, **_engine_row(warm, bandwidth)}]
+    # The kernel the CPU's static step chose for its linears, and each kernel's timed pass over the weights
+    choice = next(iter(regions.kernel_choice(lm.model).values()), {})
+    rows = [{**base, "variant": "static", "repeat": -1, "tokens_identical": None, **_engine_row(warm, bandwidth),
+             "kernel": choice.get("kernel"), "kernel_pass_ms": json.dumps(choice.get("pass_ms"))}]
     for rep in range(repeats):
         _say(f"fast: {lm.spec}@{lm.dtype_name}: round {rep + 1} of {repeats}")
         done, ids = {}, {}
@@ -145,6 +150,8 @@ def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str, stream_bandw
         warm = frame[(frame["model"] == model) & (frame["dtype"] == dtype) & (frame["repeat"] < 0)]
         out["models"][f"{model}@{dtype}"] = {
             "variants": pick, "compile_s": float(warm["compile_s"].iloc[0]),
+            **({"static_kernel": warm["kernel"].iloc[0],
+                "static_kernel_pass_ms": json.loads(warm["kernel_pass_ms"].iloc[0])} if "kernel" in warm else {}),
             "static_tokens_identical_to_cached": bool(group.loc[group["variant"] == "static",
                                                                 "tokens_identical"].all()),
             "static_over_generate_decode": _ratio(static["decode_tokens_per_s"], gen["decode_tokens_per_s"]),

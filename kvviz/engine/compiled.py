@@ -194,7 +194,8 @@ def compiler_trusts_isa() -> bool:
 def compile_settings(device: torch.device) -> CompileSettings:
     """The compile for `device`. CUDA: CUDA graphs (what mode="reduce-overhead" asks for), so a step is one graph
     launch instead of hundreds of kernel launches from Python. CPU: inductor, with the linear layers calling
-    oneDNN on weights kvviz prepacks and the decoder layers compiled once for all (kvviz.engine.regions; the
+    the kernel measured fastest on this machine (oneDNN, MKL or torch.mv) on weights kvviz prepacks, and the
+    decoder layers compiled once for all (kvviz.engine.regions; the
     patching is the decoder's, done while it compiles). Elsewhere (mps) inductor's default.
 
     Everywhere the guards on the model's modules are skipped: dynamo would otherwise check hundreds of module
@@ -213,7 +214,7 @@ def compile_settings(device: torch.device) -> CompileSettings:
         return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")
     if device.type == "cpu":
         trusted = {"cpp.vec_isa_ok": True} if compiler_trusts_isa() else {}
-        return CompileSettings({"options": skip}, "inductor, linears prepacked for oneDNN, one layer compiled for all",
+        return CompileSettings({"options": skip}, "inductor, linears on the kernel timed fastest, one layer compiled for all",
                                {"post_grad_custom_pre_pass": regions.GROUP_LINEARS, **trusted}, packs=True)
     return CompileSettings({"options": skip}, "inductor default")
 

@@ -1,6 +1,6 @@
-"""What makes a CPU's compiled decode step quick to compile and fast to run: its linear layers call oneDNN on
-weights that kvviz prepacks itself, and its decoder layers are one nested compile region, compiled once and
-stamped out for every layer.
+"""What makes a CPU's compiled decode step quick to compile and fast to run: its linear layers call the kernel that
+streams their weights fastest on this machine (chosen by timing them), on copies kvviz prepacks itself, and its
+decoder layers are one nested compile region, compiled once and stamped out for every layer.
 
 Why not inductor's own way. With freezing, inductor makes every weight a constant of the program and prepacks it
 for oneDNN; but then the 24 layers of the Qwen2.5-0.5B twin are 24 different programs to it, lowered, scheduled
@@ -9,14 +9,22 @@ and code-generated node by node: 35-38 s of a cold compile on 2 cores, nearly al
 once, but inside it a weight is an input, not a constant, so freezing's prepacking does not reach it, and an
 unpacked bf16 matrix-vector product streams its weights at a third of the speed (34 against 109 GB/s for one
 4864 x 896 bf16 matrix measured on a 2-core EPYC). So the packing moves out of inductor: packed_linear is a
-custom operator that calls oneDNN's linear on a copy of the weight prepacked once, here, and inductor calls it
-as it calls any external kernel. Outside a compile nothing changes: the model's modules are patched only while
+custom operator that calls a kernel on a copy of the weight made once, here, and inductor calls it as it calls any
+external kernel.
+
+Which kernel is measured, not assumed (choose_kernels): oneDNN's prepacked linear, MKL's packed sgemm (fp32) or
+torch's matrix-vector product, whichever makes a pass over the model's own weights fastest. No one of them wins
+everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest; on a 2-core Xeon with AMX, oneDNN
+ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL and 35 for
+torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin). Outside a compile nothing changes: the model's modules are patched only while
 the step is traced (compiling()), and a packed copy lives as long as the weight it was made from.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,12 +33,56 @@ import torch
 from torch import Tensor
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-# data_ptr of a weight -> (a weak reference to that weight, its prepacked copy). Keyed by address because the
-# operator sees the weight as compiled code hands it over, not necessarily as the same Python object; the weak
-# reference tells a live entry from one whose weight is gone and whose address was reused.
-_PACKED: dict[int, tuple[weakref.ref, Tensor]] = {}
+# How a weight's product runs, per dtype, chosen on each machine by timing the model's own weights (choose()):
+#   "onednn": oneDNN's linear on a copy prepacked into its blocked layout (what inductor's freezing does);
+#   "mkl": MKL's sgemm on a copy packed for one row (fp32 only; freezing's choice for fp32 linears);
+#   "mv": torch's matrix-vector product on the weight as it is (no copy).
+# Which streams fastest depends on the CPU: on a 2-core EPYC oneDNN's packed fp32 product beat MKL's; on a 2-core
+# Xeon with AMX oneDNN ran its fp32 products with an AVX2 kernel at 10-15 GB/s where MKL read 16-24 GB/s.
+KERNELS = ("onednn", "mkl", "mv")
+CHOICE_ROUNDS = 5  # timed passes per kernel, after one that warms
+# model -> {dtype: (the kernel chosen, {kernel: median seconds of a pass over the model's weights of that dtype})}
+_CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# data_ptr of a weight -> (a weak reference to that weight, its copy for the kernel, the kernel). Keyed by address
+# because the operator sees the weight as compiled code hands it over, not necessarily as the same Python object;
+# the weak reference tells a live entry from one whose weight is gone and whose address was reused.
+_PACKED: dict[int, tuple[weakref.ref, Tensor, str]] = {}
 _PACKED_LOCK = threading.Lock()
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def kernels(dtype: torch.dtype) -> tuple[str, ...]:
+    """The kernels this torch and CPU can run a `dtype` weight's product with, oneDNN first."""
+    mkl = dtype == torch.float32 and torch.backends.mkl.is_available()
+    return tuple(k for k in KERNELS if k != "mkl" or mkl)
+
+
+def _copy(kernel: str, weight: Tensor) -> Tensor:
+    """`weight` ([out, in]) as `kernel` reads it: prepacked for one row, or itself."""
+    weight = weight.detach()
+    if kernel == "onednn":
+        return torch.ops.mkldnn._reorder_linear_weight(weight, 1)
+    if kernel == "mkl":
+        return torch.ops.mkl._mkl_reorder_linear_weight(weight, 1)
+    return weight.contiguous()
+
+
+def _product(kernel: str, x: Tensor, copy: Tensor, bias: Tensor | None, rows: int) -> Tensor | None:
+    """x @ weight.T + bias by `kernel` on its copy of a weight of `rows` output rows; None where the kernel
+    serves only one row of x and x has more (the caller takes torch's linear)."""
+    if kernel == "onednn":
+        return torch.ops.mkldnn._linear_pointwise(x, copy, bias, "none", [], "")
+    if x.numel() != x.shape[-1]:
+        return None
+    if kernel == "mkl":
+        # MKL's packed buffer does not carry the weight's shape: the call reads it from its "origin" argument,
+        # which it otherwise uses only for other batch sizes (not reached here), so a zero-stride view serves.
+        shape = x.new_zeros(()).expand(rows, x.shape[-1])
+        return torch.ops.mkl._mkl_linear(x.reshape(1, -1), copy, shape, bias, 1).view(*x.shape[:-1], rows)
+    vector = x.reshape(-1)
+    out = torch.mv(copy, vector) if bias is None else torch.addmv(bias, copy, vector)
+    return out.view(*x.shape[:-1], rows)
 
 
 # Defined with torch.library's low-level calls, not custom_op: custom_op checks its outputs' aliasing on every
@@ -41,12 +93,13 @@ torch.library.define("kvviz::grouped_linear", "(Tensor x, Tensor[] weights, Tens
 
 @torch.library.impl("kvviz::packed_linear", "CPU")
 def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """x @ weight.T + bias, by oneDNN on the copy of `weight` that pack() made. A weight never packed (or one
-    whose packed copy was dropped) takes torch's own linear: the same numbers' worth of work, at eager speed."""
+    """x @ weight.T + bias, by the kernel pack() chose for `weight`, on its copy. A weight never packed (or one
+    whose copy was dropped) takes torch's own linear: the same numbers' worth of work, at eager speed."""
     entry = _PACKED.get(weight.data_ptr())
-    if entry is None or entry[0]() is None or entry[1].shape != weight.shape:
+    if entry is None or entry[0]() is None:
         return torch.nn.functional.linear(x, weight, bias)
-    return torch.ops.mkldnn._linear_pointwise(x, entry[1], bias, "none", [], "")
+    out = _product(entry[2], x, entry[1], bias, weight.shape[0])
+    return torch.nn.functional.linear(x, weight, bias) if out is None else out
 
 
 @torch.library.register_fake("kvviz::packed_linear")
@@ -54,22 +107,25 @@ def _packed_linear_shape(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tens
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-# (data_ptr of each weight) -> (weak references to them, their rows concatenated and prepacked, the concatenated
-# biases or None): the linears that read one input, made one product (grouped_linear).
-_GROUPS: dict[tuple[int, ...], tuple[tuple[weakref.ref, ...], Tensor, Tensor | None]] = {}
+# (data_ptr of each weight) -> (weak references to them, their rows concatenated in the kernel's copy, the
+# concatenated biases or None, the kernel): the linears that read one input, made one product (grouped_linear).
+_GROUPS: dict[tuple[int, ...], tuple[tuple[weakref.ref, ...], Tensor, Tensor | None, str]] = {}
 
 
-def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, Tensor | None] | None:
-    """The packed concatenation of `weights` (and their biases, zeros standing for a missing one), made on first
-    use and kept while every weight lives; None where a weight cannot be packed."""
+def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, Tensor | None, str] | None:
+    """The concatenation of `weights` as the kernel chosen for their dtype reads it (and their biases, zeros
+    standing for a missing one), made on first use and kept while every weight lives; None where a weight cannot
+    be packed."""
     key = tuple(w.data_ptr() for w in weights)
     entry = _GROUPS.get(key)
     if entry is not None and all(r() is not None for r in entry[0]):
-        return entry[1], entry[2]
+        return entry[1], entry[2], entry[3]
     with _PACKED_LOCK:
         if not all(can_pack(w) for w in weights):
             return None
-        packed = torch.ops.mkldnn._reorder_linear_weight(torch.cat([w.detach() for w in weights]), 1)
+        entry = _PACKED.get(weights[0].data_ptr())  # the kernel chosen for the first weight's model and dtype
+        kernel = entry[2] if entry is not None and entry[0]() is weights[0] else "onednn"
+        packed = _copy(kernel, torch.cat([w.detach() for w in weights]))
         bias = None
         if any(b is not None for b in biases):
             bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b.detach() for w, b in zip(weights, biases,
@@ -79,18 +135,21 @@ def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, 
             with _PACKED_LOCK:
                 if key in _GROUPS and ref in _GROUPS[key][0]:
                     del _GROUPS[key]
-        _GROUPS[key] = (tuple(weakref.ref(w, drop) for w in weights), packed, bias)
-        return packed, bias
+        _GROUPS[key] = (tuple(weakref.ref(w, drop) for w in weights), packed, bias, kernel)
+        return packed, bias, kernel
 
 
 @torch.library.impl("kvviz::grouped_linear", "CPU")
 def grouped_linear(x: Tensor, weights: list[Tensor], biases: list[Tensor | None]) -> Tensor:
-    """x times every weight and plus every bias, as one oneDNN product over the weights' rows concatenated (one
-    taller matrix streams faster than two or three short ones, and in one call): [..., sum of out features]."""
+    """x times every weight and plus every bias, as one product over the weights' rows concatenated (one taller
+    matrix streams faster than two or three short ones, and in one call): [..., sum of out features]."""
     group = _group(weights, biases)
-    if group is None:
+    out = None
+    if group is not None:
+        out = _product(group[2], x, group[0], group[1], sum(w.shape[0] for w in weights))
+    if out is None:
         return torch.cat([torch.nn.functional.linear(x, w, b) for w, b in zip(weights, biases, strict=True)], -1)
-    return torch.ops.mkldnn._linear_pointwise(x, group[0], group[1], "none", [], "")
+    return out
 
 
 @torch.library.register_fake("kvviz::grouped_linear")
@@ -147,23 +206,71 @@ def _drop(key: int, ref: weakref.ref) -> None:
             del _PACKED[key]
 
 
-def pack(weight: Tensor) -> None:
-    """Prepack `weight` ([out, in]) for oneDNN's matrix-vector linear (batch 1), once per weight; the copy goes
-    when the weight does."""
+def pack(weight: Tensor, kernel: str = "onednn", copy: Tensor | None = None) -> None:
+    """Make `weight`'s ([out, in]) copy for `kernel` (or keep `copy`, made for it already), once per weight and
+    kernel; the copy goes when the weight does."""
     key = weight.data_ptr()
     with _PACKED_LOCK:
         entry = _PACKED.get(key)
-        if entry is not None and entry[0]() is weight:
+        if entry is not None and entry[0]() is weight and entry[2] == kernel:
             return
         ref = weakref.ref(weight, lambda ref, key=key: _drop(key, ref))
-        _PACKED[key] = (ref, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 1))
+        _PACKED[key] = (ref, _copy(kernel, weight) if copy is None else copy, kernel)
+
+
+def _packable_linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
+    return [m for m in model.modules()
+            if type(m) is torch.nn.Linear and "forward" not in vars(m) and can_pack(m.weight)]
+
+
+def choose_kernels(model: torch.nn.Module) -> dict[torch.dtype, str]:
+    """The kernel each dtype of `model`'s linears runs with on this machine: the one that makes a pass over all of
+    the model's weights of that dtype, in the model's order and one row each (a decode step's products), fastest:
+    the median of CHOICE_ROUNDS passes per kernel, in interleaved rounds, after one that warms. Measured once per
+    model; the weights are packed for the winner as a side effect. On a model larger than the last-level cache
+    the passes read the weights from memory, as a step does."""
+    linears = _packable_linears(model)
+    if model not in _CHOICES:
+        by_dtype: dict[torch.dtype, list[torch.nn.Linear]] = {}
+        for m in linears:
+            by_dtype.setdefault(m.weight.dtype, []).append(m)
+        choice = {}
+        for dtype, mods in by_dtype.items():
+            names = kernels(dtype)
+            copies = {k: [_copy(k, m.weight) for m in mods] for k in names}
+            inputs = {n: torch.randn(1, 1, n, dtype=dtype) for n in {m.in_features for m in mods}}
+            seconds: dict[str, list[float]] = {k: [] for k in names}
+            with torch.no_grad():
+                for r in range(CHOICE_ROUNDS + 1):
+                    for k in names[r % len(names):] + names[:r % len(names)]:
+                        start = time.perf_counter()
+                        for m, c in zip(mods, copies[k], strict=True):
+                            _product(k, inputs[m.in_features], c, m.bias, m.out_features)
+                        if r:
+                            seconds[k].append(time.perf_counter() - start)
+            medians = {k: statistics.median(v) for k, v in seconds.items()}
+            best = min(medians, key=medians.get)
+            for m, c in zip(mods, copies[best], strict=True):
+                pack(m.weight, best, c)
+            choice[dtype] = (best, medians)
+        _CHOICES[model] = choice
+    for m in linears:  # a model measured before: its copies may have been forgotten since
+        pack(m.weight, _CHOICES[model][m.weight.dtype][0])
+    return {dtype: kernel for dtype, (kernel, _) in _CHOICES[model].items()}
+
+
+def kernel_choice(model: torch.nn.Module) -> dict[str, dict]:
+    """What choose_kernels measured for `model`, per dtype: the kernel chosen and each kernel's pass in ms (empty
+    before it ran)."""
+    return {str(dtype).removeprefix("torch."): {"kernel": kernel, "pass_ms": {k: 1e3 * s for k, s in medians.items()}}
+            for dtype, (kernel, medians) in _CHOICES.get(model, {}).items()}
 
 
 def packed_count(model: torch.nn.Module | None = None) -> int:
     """Weights held prepacked one by one in this process now (of `model`'s weights only, if given)."""
     mine = None if model is None else {id(p) for p in model.parameters()}
     with _PACKED_LOCK:
-        weights = [ref() for ref, _ in _PACKED.values()]
+        weights = [ref() for ref, *_ in _PACKED.values()]
     return sum(1 for w in weights if w is not None and (mine is None or id(w) in mine))
 
 
@@ -172,7 +279,7 @@ def grouped_count(model: torch.nn.Module | None = None) -> int:
     given)."""
     mine = None if model is None else {id(p) for p in model.parameters()}
     with _PACKED_LOCK:
-        groups = [[r() for r in refs] for refs, _, _ in _GROUPS.values()]
+        groups = [[r() for r in refs] for refs, *_ in _GROUPS.values()]
     return sum(1 for ws in groups if all(w is not None and (mine is None or id(w) in mine) for w in ws))
 
 
@@ -182,7 +289,7 @@ def _drop_grouped_copies(model: torch.nn.Module) -> None:
     for those weights (about 470 MB on the Qwen2.5-0.5B twin in bf16)."""
     mine = {id(p) for p in model.parameters()}
     with _PACKED_LOCK:
-        grouped = [r() for refs, _, _ in _GROUPS.values() for r in refs]
+        grouped = [r() for refs, *_ in _GROUPS.values() for r in refs]
         for w in grouped:
             if w is not None and id(w) in mine:
                 entry = _PACKED.get(w.data_ptr())
@@ -237,20 +344,19 @@ _NONE = object()  # a module had no forward of its own
 
 @contextmanager
 def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
-    """While a step of `model` is traced: every plain nn.Linear whose weight can be packed is packed and calls
-    packed_linear, and (with `regions`) every decoder layer runs inside the one nested compile region. Yields
+    """While a step of `model` is traced: every plain nn.Linear whose weight can be packed calls packed_linear, on a
+    copy made for the kernel choose_kernels measured fastest for it, and (with `regions`) every decoder layer runs inside the one nested compile region. Yields
     how many linears were packed. The modules are as they were afterwards; a compiled step keeps what was
     traced, so only code traced inside this block sees the change. The step runs inside the block (its groups
     are made on their first call), so that on leaving it the copies only groups use can go."""
     patched: list[tuple[torch.nn.Module, object]] = []  # each module, and its own forward before (or _NONE)
     packed = 0
     try:
-        for module in model.modules():
-            if type(module) is torch.nn.Linear and "forward" not in vars(module) and can_pack(module.weight):
-                pack(module.weight)
-                patched.append((module, _NONE))
-                module.forward = _linear_packed(module)
-                packed += 1
+        choose_kernels(model)
+        for module in _packable_linears(model):
+            patched.append((module, _NONE))
+            module.forward = _linear_packed(module)
+            packed += 1
         if regions:
             for layer in repeated_layers(model):
                 patched.append((layer, vars(layer).get("forward", _NONE)))

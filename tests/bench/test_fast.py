@@ -7,9 +7,11 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from kvviz.bench.cli import main as bench_main
 from kvviz.bench.fast import VARIANTS
+from kvviz.engine import regions
 
 
 def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path, capsys):
@@ -40,13 +42,19 @@ def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path, capsys
     assert v["static"]["share_of_stream_read"] == pytest.approx(v["static"]["bandwidth_utilisation"] * bw / stream)
     assert {"cpu_model", "isa", "load_average", "cpu_stream_read_gb_s", "cpu_share_others",
             "cpu_share_steal"} <= set(saved["machine"])
-    # --profile: what a decode step of each mode spent its time in. On a CPU the static step calls oneDNN's linear
-    # on every weight prepacked (kvviz.engine.regions) where the eager step runs aten's mm/addmm.
+    # The kernel the static step's linears were given, and the timed pass over tiny's weights that chose it
+    passes = result["static_kernel_pass_ms"]
+    assert set(passes) == set(regions.kernels(torch.float32)) and all(ms > 0 for ms in passes.values())
+    assert result["static_kernel"] == min(passes, key=passes.get)
+    # --profile: what a decode step of each mode spent its time in. On a CPU the static step calls that kernel on
+    # every weight (kvviz.engine.regions) where the eager step runs aten's mm/addmm.
     profile = saved["results"]["profile"]["tiny@fp32"]
     eager_ops = {op["op"] for op in profile["cached"]["top_ops"]}
     static_ops = {op["op"] for op in profile["static"]["top_ops"]}
-    assert eager_ops & {"aten::mm", "aten::addmm"} and not eager_ops & {"mkldnn::_linear_pointwise"}
-    assert "mkldnn::_linear_pointwise" in static_ops and not static_ops & {"aten::mm", "aten::addmm"}
+    kernel_ops = {"onednn": {"mkldnn::_linear_pointwise"}, "mkl": {"mkl::_mkl_linear"},
+                  "mv": {"aten::mv", "aten::addmv", "aten::addmv_"}}[result["static_kernel"]]
+    assert eager_ops & {"aten::mm", "aten::addmm"} and not eager_ops & kernel_ops
+    assert static_ops & kernel_ops and not static_ops & {"aten::mm", "aten::addmm"}
     assert 0 < profile["static"]["step_ms_profiled"]
     assert all(0 < op["share"] <= 1 for op in profile["static"]["top_ops"])
     assert (tmp_path / "fast-quick-profile.csv").exists() and (tmp_path / "fast-quick-onednn.csv").exists()

@@ -4,6 +4,7 @@ torch's linear on the same weights: packed, grouped, unpacked, and after the wei
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
 import torch
@@ -59,6 +60,56 @@ def test_grouped_linears_are_the_separate_products_side_by_side():
     assert regions.grouped_count() == groups - 1, "a group goes when its weights do"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype):
+    """Each kernel on offer for the dtype, one weight with and without bias and a group of three: F.linear's
+    numbers for one row (the kernel's own product) and for five rows (where mkl and mv hand over to torch)."""
+    if dtype == torch.bfloat16 and not regions.can_pack(torch.zeros(1, dtype=dtype)):
+        pytest.skip("this CPU has no oneDNN bf16 kernels")  # not CI's: its CPUs have AVX-512 BF16
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    for kernel in regions.kernels(dtype):
+        w, q, k, v = _weights(48, 32, 16, 8, dtype=dtype)
+        b, bq = torch.randn(48, dtype=dtype), torch.randn(32, dtype=dtype)
+        for p in (w, q, k, v):
+            regions.pack(p, kernel)
+        for rows in (1, 5):
+            x = torch.randn(1, rows, 64, dtype=dtype)
+            for bias in (None, b):
+                got = torch.ops.kvviz.packed_linear(x, w, bias)
+                torch.testing.assert_close(got, torch.nn.functional.linear(x, w, bias), **tol, msg=kernel)
+            got = torch.ops.kvviz.grouped_linear(x, [q, k, v], [bq, None, None])
+            want = torch.cat([x @ q.T + bq, x @ k.T, x @ v.T], dim=-1)
+            torch.testing.assert_close(got, want, **tol, msg=kernel)
+        assert regions._PACKED[w.data_ptr()][2] == kernel
+        assert regions._GROUPS[(q.data_ptr(), k.data_ptr(), v.data_ptr())][3] == kernel, "a group takes its weights'"
+
+
+def test_the_choice_takes_the_fastest_kernel_once_per_model(monkeypatch):
+    """choose_kernels keeps the kernel whose pass is quickest (here every kernel but one is made 2 ms slower a
+    product), packs the model's weights for it, and measures a model once."""
+    if len(regions.kernels(torch.float32)) < 2:
+        pytest.skip("one fp32 kernel on offer: nothing to choose")  # not CI's: oneDNN and mv everywhere
+    product, calls = regions._product, []
+
+    def slowed(kernel, *args):
+        calls.append(kernel)
+        if kernel != fast:
+            time.sleep(0.002)
+        return product(kernel, *args)
+
+    monkeypatch.setattr(regions, "_product", slowed)
+    for fast in regions.kernels(torch.float32):
+        model = _Stack()
+        assert regions.choose_kernels(model) == {torch.float32: fast}
+        assert {regions._PACKED[m.weight.data_ptr()][2] for m in model.modules()
+                if isinstance(m, torch.nn.Linear)} == {fast}
+        passes = regions.kernel_choice(model)["float32"]["pass_ms"]
+        assert min(passes, key=passes.get) == fast and len(passes) == len(regions.kernels(torch.float32))
+        before = len(calls)
+        regions.choose_kernels(model)
+        assert len(calls) == before, "measured once per model"
+
+
 class _Block(torch.nn.Module):
     """Two linears on one input (grouped), one on another (left alone)."""
 
@@ -82,11 +133,14 @@ class _Stack(torch.nn.Module):
         return self.head(x)
 
 
-def test_a_stack_compiled_with_regions_and_groups_matches_eager(tmp_path, monkeypatch):
-    """A three-layer stack compiled inside compiling(): the eager output (torch's linear, unpatched modules), its
-    10 linears packed, the layers found as the repeated stack, a and b of each layer grouped, the modules as
-    they were afterwards."""
+@pytest.mark.parametrize("kernel", regions.kernels(torch.float32))
+def test_a_stack_compiled_with_regions_and_groups_matches_eager(tmp_path, monkeypatch, kernel):
+    """A three-layer stack compiled inside compiling(), its linears run by each kernel in turn (the only one on
+    offer to the choice): the eager output (torch's linear, unpatched modules), its 10 linears packed for that
+    kernel, the layers found as the repeated stack, a and b of each layer grouped, the modules as they were
+    afterwards."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(regions, "kernels", lambda dtype: (kernel,))
     torch.manual_seed(0)
     model = _Stack().eval()
     x = torch.randn(1, 32)
@@ -98,6 +152,7 @@ def test_a_stack_compiled_with_regions_and_groups_matches_eager(tmp_path, monkey
                 regions.compiling(model) as packed:
             got = step(x)
     assert packed == 10
+    assert regions.kernel_choice(model)["float32"]["kernel"] == kernel
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert regions.grouped_count(model) == 3, "each layer's a and b made one product"
     assert all("forward" not in vars(m) for m in model.modules())
