@@ -214,7 +214,8 @@ def compile_settings(device: torch.device) -> CompileSettings:
         return CompileSettings({"options": {"triton.cudagraphs": True, **skip}}, "reduce-overhead (CUDA graphs)")
     if device.type == "cpu":
         trusted = {"cpp.vec_isa_ok": True} if compiler_trusts_isa() else {}
-        return CompileSettings({"options": skip}, "inductor, linears on the kernel timed fastest, one layer compiled for all",
+        return CompileSettings({"options": skip},
+                               "inductor, linears on the kernel timed fastest, one layer compiled for all",
                                {"post_grad_custom_pre_pass": regions.GROUP_LINEARS, **trusted}, packs=True)
     return CompileSettings({"options": skip}, "inductor default")
 

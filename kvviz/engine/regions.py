@@ -16,8 +16,10 @@ Which kernel is measured, not assumed (choose_kernels): oneDNN's prepacked linea
 torch's matrix-vector product, whichever makes a pass over the model's own weights fastest. No one of them wins
 everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest; on a 2-core Xeon with AMX, oneDNN
 ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL and 35 for
-torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin). Outside a compile nothing changes: the model's modules are patched only while
-the step is traced (compiling()), and a packed copy lives as long as the weight it was made from.
+torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin).
+
+Outside a compile nothing changes: the model's modules are patched only while the step is traced (compiling()),
+and a packed copy lives as long as the weight it was made from.
 """
 
 from __future__ import annotations
@@ -345,10 +347,11 @@ _NONE = object()  # a module had no forward of its own
 @contextmanager
 def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
     """While a step of `model` is traced: every plain nn.Linear whose weight can be packed calls packed_linear, on a
-    copy made for the kernel choose_kernels measured fastest for it, and (with `regions`) every decoder layer runs inside the one nested compile region. Yields
-    how many linears were packed. The modules are as they were afterwards; a compiled step keeps what was
-    traced, so only code traced inside this block sees the change. The step runs inside the block (its groups
-    are made on their first call), so that on leaving it the copies only groups use can go."""
+    copy made for the kernel choose_kernels measured fastest for it, and (with `regions`) every decoder layer runs
+    inside the one nested compile region. Yields how many linears were packed. The modules are as they were
+    afterwards; a compiled step keeps what was traced, so only code traced inside this block sees the change. The
+    step runs inside the block (its groups are made on their first call), so that on leaving it the copies only
+    groups use can go."""
     patched: list[tuple[torch.nn.Module, object]] = []  # each module, and its own forward before (or _NONE)
     packed = 0
     try:
