@@ -79,10 +79,11 @@ def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncac
     for mode in ("cached", "uncached"):
         _run(lm, replace(req, max_new_tokens=min(new_tokens, 4)).with_mode(mode))
     warm, _ = _run(lm, req.with_mode("static"))  # full length: the same static cache as the timed runs
-    # The kernel the CPU's static step chose for its linears, and each kernel's timed pass over the weights
-    choice = next(iter(regions.kernel_choice(lm.model).values()), {})
+    # The kernel the CPU's static step chose for each shape of its products, and each kernel's time for them
+    choice = regions.kernel_choice(lm.model)
     rows = [{**base, "variant": "static", "repeat": -1, "tokens_identical": None, **_engine_row(warm, bandwidth),
-             "kernel": choice.get("kernel"), "kernel_pass_ms": json.dumps(choice.get("pass_ms"))}]
+             "kernels": "; ".join(f"{shape} {c['kernel']}" for shape, c in choice.items()) or None,
+             "kernel_choice": json.dumps(choice)}]
     for rep in range(repeats):
         _say(f"fast: {lm.spec}@{lm.dtype_name}: round {rep + 1} of {repeats}")
         done, ids = {}, {}
@@ -150,8 +151,7 @@ def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str, stream_bandw
         warm = frame[(frame["model"] == model) & (frame["dtype"] == dtype) & (frame["repeat"] < 0)]
         out["models"][f"{model}@{dtype}"] = {
             "variants": pick, "compile_s": float(warm["compile_s"].iloc[0]),
-            **({"static_kernel": warm["kernel"].iloc[0],
-                "static_kernel_pass_ms": json.loads(warm["kernel_pass_ms"].iloc[0])} if "kernel" in warm else {}),
+            **({"static_kernels": json.loads(warm["kernel_choice"].iloc[0])} if "kernel_choice" in warm else {}),
             "static_tokens_identical_to_cached": bool(group.loc[group["variant"] == "static",
                                                                 "tokens_identical"].all()),
             "static_over_generate_decode": _ratio(static["decode_tokens_per_s"], gen["decode_tokens_per_s"]),

@@ -12,8 +12,9 @@ unpacked bf16 matrix-vector product streams its weights at a third of the speed 
 custom operator that calls a kernel on a copy of the weight made once, here, and inductor calls it as it calls any
 external kernel.
 
-Which kernel is measured, not assumed (choose_kernels): oneDNN's prepacked linear, MKL's packed sgemm (fp32) or
-torch's matrix-vector product, whichever makes a pass over the model's own weights fastest. No one of them wins
+Which kernel is measured, not assumed (choose_kernels): for each shape of product in the step, oneDNN's prepacked
+linear, MKL's packed sgemm (fp32) or torch's matrix-vector product, whichever runs that shape's products fastest
+in timed passes over the model's own step. No one of them wins
 everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest; on a 2-core Xeon with AMX, oneDNN
 ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL and 35 for
 torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin).
@@ -35,7 +36,7 @@ import torch
 from torch import Tensor
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-# How a weight's product runs, per dtype, chosen on each machine by timing the model's own weights (choose()):
+# How a product runs, chosen on each machine per shape by timing the model's own step (choose_kernels):
 #   "onednn": oneDNN's linear on a copy prepacked into its blocked layout (what inductor's freezing does);
 #   "mkl": MKL's sgemm on a copy packed for one row (fp32 only; freezing's choice for fp32 linears);
 #   "mv": torch's matrix-vector product on the weight as it is (no copy).
@@ -43,8 +44,16 @@ from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_file
 # Xeon with AMX oneDNN ran its fp32 products with an AVX2 kernel at 10-15 GB/s where MKL read 16-24 GB/s.
 KERNELS = ("onednn", "mkl", "mv")
 CHOICE_ROUNDS = 5  # timed passes per kernel, after one that warms
-# model -> {dtype: (the kernel chosen, {kernel: median seconds of a pass over the model's weights of that dtype})}
+Shape = tuple[torch.dtype, int, int]  # a product's weight: dtype, rows (out features), columns (in features)
+# the kernel chosen on this machine for a shape (the last model measured says); oneDNN's for a shape never measured
+_BY_SHAPE: dict[Shape, str] = {}
+# model -> {shape: (the kernel chosen, how many of the step's products have that shape, {kernel: median seconds of
+# those products in one pass})}
 _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _kernel_for(dtype: torch.dtype, rows: int, columns: int) -> str:
+    return _BY_SHAPE.get((dtype, rows, columns), "onednn")
 
 # data_ptr of a weight -> (a weak reference to that weight, its copy for the kernel, the kernel). Keyed by address
 # because the operator sees the weight as compiled code hands it over, not necessarily as the same Python object;
@@ -115,7 +124,7 @@ _GROUPS: dict[tuple[int, ...], tuple[tuple[weakref.ref, ...], Tensor, Tensor | N
 
 
 def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, Tensor | None, str] | None:
-    """The concatenation of `weights` as the kernel chosen for their dtype reads it (and their biases, zeros
+    """The concatenation of `weights` as the kernel chosen for its shape reads it (and their biases, zeros
     standing for a missing one), made on first use and kept while every weight lives; None where a weight cannot
     be packed."""
     key = tuple(w.data_ptr() for w in weights)
@@ -125,8 +134,7 @@ def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, 
     with _PACKED_LOCK:
         if not all(can_pack(w) for w in weights):
             return None
-        entry = _PACKED.get(weights[0].data_ptr())  # the kernel chosen for the first weight's model and dtype
-        kernel = entry[2] if entry is not None and entry[0]() is weights[0] else "onednn"
+        kernel = _kernel_for(weights[0].dtype, sum(w.shape[0] for w in weights), weights[0].shape[1])
         packed = _copy(kernel, torch.cat([w.detach() for w in weights]))
         bias = None
         if any(b is not None for b in biases):
@@ -208,9 +216,10 @@ def _drop(key: int, ref: weakref.ref) -> None:
             del _PACKED[key]
 
 
-def pack(weight: Tensor, kernel: str = "onednn", copy: Tensor | None = None) -> None:
-    """Make `weight`'s ([out, in]) copy for `kernel` (or keep `copy`, made for it already), once per weight and
-    kernel; the copy goes when the weight does."""
+def pack(weight: Tensor, kernel: str | None = None, copy: Tensor | None = None) -> None:
+    """Make `weight`'s ([out, in]) copy for `kernel` (by default the one chosen for its shape; or keep `copy`, made
+    for it already), once per weight and kernel; the copy goes when the weight does."""
+    kernel = kernel or _kernel_for(weight.dtype, *weight.shape)
     key = weight.data_ptr()
     with _PACKED_LOCK:
         entry = _PACKED.get(key)
@@ -225,47 +234,81 @@ def _packable_linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
             if type(m) is torch.nn.Linear and "forward" not in vars(m) and can_pack(m.weight)]
 
 
-def choose_kernels(model: torch.nn.Module) -> dict[torch.dtype, str]:
-    """The kernel each dtype of `model`'s linears runs with on this machine: the one that makes a pass over all of
-    the model's weights of that dtype, in the model's order and one row each (a decode step's products), fastest:
-    the median of CHOICE_ROUNDS passes per kernel, in interleaved rounds, after one that warms. Measured once per
-    model; the weights are packed for the winner as a side effect. On a model larger than the last-level cache
-    the passes read the weights from memory, as a step does."""
-    linears = _packable_linears(model)
+def _products(model: torch.nn.Module) -> list[tuple[tuple | None, list[Tensor], Tensor | None]]:
+    """The products a step of `model` runs, in the model's order: each group grouped_linear made of its weights
+    (its key in _GROUPS, its weights, its concatenated bias) in place of its first weight, and each other packable
+    weight alone (None, [weight], bias)."""
+    with _PACKED_LOCK:
+        live = [(key, [r() for r in refs], bias) for key, (refs, _, bias, _) in _GROUPS.items()]
+    groups = {id(ws[0]): (key, ws, bias) for key, ws, bias in live if all(w is not None for w in ws)}
+    grouped = {id(w) for _, ws, _ in groups.values() for w in ws}
+    products = []
+    for m in _packable_linears(model):
+        if id(m.weight) in groups:
+            products.append(groups[id(m.weight)])
+        elif id(m.weight) not in grouped:
+            products.append((None, [m.weight], m.bias))
+    return products
+
+
+def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
+    """The kernel each shape of product in `model`'s step runs with on this machine, measured once per model: one
+    pass over all the step's products (its groups as made so far, the other weights alone), in the model's order
+    and one row each, with each kernel on offer, timed call by call; the kernel whose calls of a shape take least
+    (the median of CHOICE_ROUNDS passes, in interleaved rounds, after one that warms) is that shape's. Every
+    product is then held for its shape's kernel, and later copies of that shape are made for it. On a model
+    larger than the last-level cache a pass reads the weights from memory, as a step does."""
     if model not in _CHOICES:
-        by_dtype: dict[torch.dtype, list[torch.nn.Linear]] = {}
-        for m in linears:
-            by_dtype.setdefault(m.weight.dtype, []).append(m)
-        choice = {}
-        for dtype, mods in by_dtype.items():
-            names = kernels(dtype)
-            copies = {k: [_copy(k, m.weight) for m in mods] for k in names}
-            inputs = {n: torch.randn(1, 1, n, dtype=dtype) for n in {m.in_features for m in mods}}
-            seconds: dict[str, list[float]] = {k: [] for k in names}
-            with torch.no_grad():
-                for r in range(CHOICE_ROUNDS + 1):
-                    for k in names[r % len(names):] + names[:r % len(names)]:
-                        start = time.perf_counter()
-                        for m, c in zip(mods, copies[k], strict=True):
-                            _product(k, inputs[m.in_features], c, m.bias, m.out_features)
-                        if r:
-                            seconds[k].append(time.perf_counter() - start)
-            medians = {k: statistics.median(v) for k, v in seconds.items()}
-            best = min(medians, key=medians.get)
-            for m, c in zip(mods, copies[best], strict=True):
-                pack(m.weight, best, c)
-            choice[dtype] = (best, medians)
+        products = _products(model)
+        copies, inputs = [], {}
+        for _, weights, _ in products:
+            whole = weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
+            copies.append({k: _copy(k, whole) for k in kernels(whole.dtype)})
+            inputs.setdefault((whole.dtype, whole.shape[1]), torch.randn(1, 1, whole.shape[1], dtype=whole.dtype))
+        shapes = [(ws[0].dtype, sum(w.shape[0] for w in ws), ws[0].shape[1]) for _, ws, _ in products]
+        seconds: dict[tuple[Shape, str], list[float]] = {}
+        with torch.no_grad():
+            for r in range(CHOICE_ROUNDS + 1):
+                for k in KERNELS[r % len(KERNELS):] + KERNELS[:r % len(KERNELS)]:
+                    spent: dict[Shape, float] = {}
+                    for (_, _, bias), shape, mine in zip(products, shapes, copies, strict=True):
+                        if k in mine:
+                            start = time.perf_counter()
+                            _product(k, inputs[shape[0], shape[2]], mine[k], bias, shape[1])
+                            spent[shape] = spent.get(shape, 0.0) + time.perf_counter() - start
+                    if r:
+                        for shape, t in spent.items():
+                            seconds.setdefault((shape, k), []).append(t)
+        choice: dict[Shape, tuple[str, int, dict[str, float]]] = {}
+        for shape in dict.fromkeys(shapes):
+            medians = {k: statistics.median(seconds[shape, k]) for k in KERNELS if (shape, k) in seconds}
+            choice[shape] = (min(medians, key=medians.get), shapes.count(shape), medians)
         _CHOICES[model] = choice
-    for m in linears:  # a model measured before: its copies may have been forgotten since
-        pack(m.weight, _CHOICES[model][m.weight.dtype][0])
-    return {dtype: kernel for dtype, (kernel, _) in _CHOICES[model].items()}
+        _BY_SHAPE.update({shape: kernel for shape, (kernel, _, _) in choice.items()})
+        for (key, weights, _), shape, mine in zip(products, shapes, copies, strict=True):
+            _hold(key, weights, choice[shape][0], mine[choice[shape][0]])
+    _BY_SHAPE.update({shape: kernel for shape, (kernel, _, _) in _CHOICES[model].items()})
+    return {shape: kernel for shape, (kernel, _, _) in _CHOICES[model].items()}
+
+
+def _hold(key: tuple | None, weights: list[Tensor], kernel: str, copy: Tensor) -> None:
+    """Keep `copy` as the product's copy for `kernel`: a group's (by its key) or one weight's."""
+    if key is None:
+        pack(weights[0], kernel, copy)
+        return
+    with _PACKED_LOCK:
+        entry = _GROUPS.get(key)
+        if entry is not None:
+            _GROUPS[key] = (entry[0], copy, entry[2], kernel)
 
 
 def kernel_choice(model: torch.nn.Module) -> dict[str, dict]:
-    """What choose_kernels measured for `model`, per dtype: the kernel chosen and each kernel's pass in ms (empty
-    before it ran)."""
-    return {str(dtype).removeprefix("torch."): {"kernel": kernel, "pass_ms": {k: 1e3 * s for k, s in medians.items()}}
-            for dtype, (kernel, medians) in _CHOICES.get(model, {}).items()}
+    """What choose_kernels measured for `model`, per shape ("float32 3072x576"): the kernel chosen, how many of
+    the step's products have that shape, and each kernel's time for them in one pass, in ms (empty before it
+    ran)."""
+    return {f"{str(dtype).removeprefix('torch.')} {rows}x{columns}":
+            {"kernel": kernel, "products": count, "pass_ms": {k: 1e3 * t for k, t in medians.items()}}
+            for (dtype, rows, columns), (kernel, count, medians) in _CHOICES.get(model, {}).items()}
 
 
 def packed_count(model: torch.nn.Module | None = None) -> int:
@@ -347,16 +390,16 @@ _NONE = object()  # a module had no forward of its own
 @contextmanager
 def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
     """While a step of `model` is traced: every plain nn.Linear whose weight can be packed calls packed_linear, on a
-    copy made for the kernel choose_kernels measured fastest for it, and (with `regions`) every decoder layer runs
-    inside the one nested compile region. Yields how many linears were packed. The modules are as they were
-    afterwards; a compiled step keeps what was traced, so only code traced inside this block sees the change. The
-    step runs inside the block (its groups are made on their first call), so that on leaving it the copies only
-    groups use can go."""
+    copy made for the kernel measured fastest for its shape (oneDNN's until measured: choose_kernels, run on leaving
+    the block once the step's groups exist), and (with `regions`) every decoder layer runs inside the one nested
+    compile region. Yields how many linears were packed. The modules are as they were afterwards; a compiled step
+    keeps what was traced, so only code traced inside this block sees the change. The step runs inside the block
+    (its groups are made on their first call), so that on leaving it the copies only groups use can go."""
     patched: list[tuple[torch.nn.Module, object]] = []  # each module, and its own forward before (or _NONE)
-    packed = 0
+    packed, stepped = 0, False
     try:
-        choose_kernels(model)
         for module in _packable_linears(model):
+            pack(module.weight)
             patched.append((module, _NONE))
             module.forward = _linear_packed(module)
             packed += 1
@@ -365,10 +408,13 @@ def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
                 patched.append((layer, vars(layer).get("forward", _NONE)))
                 layer.forward = _in_region(layer.forward)
         yield packed
+        stepped = True
     finally:
-        _drop_grouped_copies(model)
         for module, before in reversed(patched):
             if before is _NONE:
                 vars(module).pop("forward", None)
             else:
                 module.forward = before
+        if stepped:
+            choose_kernels(model)
+        _drop_grouped_copies(model)

@@ -42,17 +42,22 @@ def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path, capsys
     assert v["static"]["share_of_stream_read"] == pytest.approx(v["static"]["bandwidth_utilisation"] * bw / stream)
     assert {"cpu_model", "isa", "load_average", "cpu_stream_read_gb_s", "cpu_share_others",
             "cpu_share_steal"} <= set(saved["machine"])
-    # The kernel the static step's linears were given, and the timed pass over tiny's weights that chose it
-    passes = result["static_kernel_pass_ms"]
-    assert set(passes) == set(regions.kernels(torch.float32)) and all(ms > 0 for ms in passes.values())
-    assert result["static_kernel"] == min(passes, key=passes.get)
+    # The kernel each shape of the static step's products was given, and the timed calls that chose it: tiny's
+    # q, k, v and gate, up as groups, o, down and the lm_head alone
+    kernels = result["static_kernels"]
+    assert sum(c["products"] for c in kernels.values()) == 4 * 4 + 1, "tiny: 4 layers of qkv, o, gate-up, down; lm_head"
+    for shape, c in kernels.items():
+        assert set(c["pass_ms"]) == set(regions.kernels(torch.float32)) and all(ms > 0 for ms in c["pass_ms"].values())
+        assert c["kernel"] == min(c["pass_ms"], key=c["pass_ms"].get), shape
+    chosen = {c["kernel"] for c in kernels.values()}
     # --profile: what a decode step of each mode spent its time in. On a CPU the static step calls that kernel on
     # every weight (kvviz.engine.regions) where the eager step runs aten's mm/addmm.
     profile = saved["results"]["profile"]["tiny@fp32"]
     eager_ops = {op["op"] for op in profile["cached"]["top_ops"]}
     static_ops = {op["op"] for op in profile["static"]["top_ops"]}
-    kernel_ops = {"onednn": {"mkldnn::_linear_pointwise"}, "mkl": {"mkl::_mkl_linear"},
-                  "mv": {"aten::mv", "aten::addmv", "aten::addmv_"}}[result["static_kernel"]]
+    ops = {"onednn": {"mkldnn::_linear_pointwise"}, "mkl": {"mkl::_mkl_linear"},
+           "mv": {"aten::mv", "aten::addmv", "aten::addmv_"}}
+    kernel_ops = set().union(*(ops[k] for k in chosen))
     assert eager_ops & {"aten::mm", "aten::addmm"} and not eager_ops & kernel_ops
     assert static_ops & kernel_ops and not static_ops & {"aten::mm", "aten::addmm"}
     assert 0 < profile["static"]["step_ms_profiled"]

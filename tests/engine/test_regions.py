@@ -61,9 +61,10 @@ def test_grouped_linears_are_the_separate_products_side_by_side():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype):
-    """Each kernel on offer for the dtype, one weight with and without bias and a group of three: F.linear's
-    numbers for one row (the kernel's own product) and for five rows (where mkl and mv hand over to torch)."""
+def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype, monkeypatch):
+    """Each kernel on offer for the dtype, one weight with and without bias and a group of three (the kernel
+    chosen for its shape, 56 x 64): F.linear's numbers for one row (the kernel's own product) and for five rows
+    (where mkl and mv hand over to torch)."""
     if dtype == torch.bfloat16 and not regions.can_pack(torch.zeros(1, dtype=dtype)):
         pytest.skip("this CPU has no oneDNN bf16 kernels")  # not CI's: its CPUs have AVX-512 BF16
     tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
@@ -72,6 +73,7 @@ def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype)
         b, bq = torch.randn(48, dtype=dtype), torch.randn(32, dtype=dtype)
         for p in (w, q, k, v):
             regions.pack(p, kernel)
+        monkeypatch.setitem(regions._BY_SHAPE, (dtype, 32 + 16 + 8, 64), kernel)
         for rows in (1, 5):
             x = torch.randn(1, rows, 64, dtype=dtype)
             for bias in (None, b):
@@ -81,33 +83,41 @@ def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype)
             want = torch.cat([x @ q.T + bq, x @ k.T, x @ v.T], dim=-1)
             torch.testing.assert_close(got, want, **tol, msg=kernel)
         assert regions._PACKED[w.data_ptr()][2] == kernel
-        assert regions._GROUPS[(q.data_ptr(), k.data_ptr(), v.data_ptr())][3] == kernel, "a group takes its weights'"
+        assert regions._GROUPS[(q.data_ptr(), k.data_ptr(), v.data_ptr())][3] == kernel, "a group takes its shape's"
 
 
-def test_the_choice_takes_the_fastest_kernel_once_per_model(monkeypatch):
-    """choose_kernels keeps the kernel whose pass is quickest (here every kernel but one is made 2 ms slower a
-    product), packs the model's weights for it, and measures a model once."""
-    if len(regions.kernels(torch.float32)) < 2:
+def test_the_choice_takes_the_fastest_kernel_per_shape_once_per_model(monkeypatch):
+    """choose_kernels keeps, for each shape of product, the kernel whose calls are quickest (here every kernel but
+    one is made 2 ms slower a call, a different one for each shape), groups included, holds every product for it,
+    and measures a model once."""
+    offered = regions.kernels(torch.float32)
+    if len(offered) < 2:
         pytest.skip("one fp32 kernel on offer: nothing to choose")  # not CI's: oneDNN and mv everywhere
+    model = _Stack()
+    layer = model.layers[0]
+    # q, k and v's role: a and b of the first layer made one group (24 + 8 rows), as the step's first call makes it
+    torch.ops.kvviz.grouped_linear(torch.randn(1, 32), [layer.a.weight, layer.b.weight], [layer.a.bias, None])
+    # c (and the group of a and b, 24 + 8 rows: one shape); the head; a and b alone (layers 2 and 3)
+    shapes = {(32, 32): offered[1], (10, 32): offered[0], (24, 32): offered[-1], (8, 32): offered[0]}
     product, calls = regions._product, []
 
-    def slowed(kernel, *args):
+    def slowed(kernel, x, copy, bias, rows):
         calls.append(kernel)
-        if kernel != fast:
+        if kernel != shapes[rows, x.shape[-1]]:
             time.sleep(0.002)
-        return product(kernel, *args)
+        return product(kernel, x, copy, bias, rows)
 
     monkeypatch.setattr(regions, "_product", slowed)
-    for fast in regions.kernels(torch.float32):
-        model = _Stack()
-        assert regions.choose_kernels(model) == {torch.float32: fast}
-        assert {regions._PACKED[m.weight.data_ptr()][2] for m in model.modules()
-                if isinstance(m, torch.nn.Linear)} == {fast}
-        passes = regions.kernel_choice(model)["float32"]["pass_ms"]
-        assert min(passes, key=passes.get) == fast and len(passes) == len(regions.kernels(torch.float32))
-        before = len(calls)
-        regions.choose_kernels(model)
-        assert len(calls) == before, "measured once per model"
+    chosen = regions.choose_kernels(model)
+    assert chosen == {(torch.float32, r, c): k for (r, c), k in shapes.items()}
+    assert regions._GROUPS[(layer.a.weight.data_ptr(), layer.b.weight.data_ptr())][3] == shapes[32, 32]
+    for m in (model.layers[1].a, model.layers[2].b, model.layers[0].c, model.head):
+        assert regions._PACKED[m.weight.data_ptr()][2] == shapes[tuple(m.weight.shape)]
+    record = regions.kernel_choice(model)["float32 32x32"]
+    assert record["kernel"] == shapes[32, 32] and record["products"] == 4 and set(record["pass_ms"]) == set(offered)
+    before = len(calls)
+    regions.choose_kernels(model)
+    assert len(calls) == before, "measured once per model"
 
 
 class _Block(torch.nn.Module):
@@ -152,7 +162,7 @@ def test_a_stack_compiled_with_regions_and_groups_matches_eager(tmp_path, monkey
                 regions.compiling(model) as packed:
             got = step(x)
     assert packed == 10
-    assert regions.kernel_choice(model)["float32"]["kernel"] == kernel
+    assert {c["kernel"] for c in regions.kernel_choice(model).values()} == {kernel}
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert regions.grouped_count(model) == 3, "each layer's a and b made one product"
     assert all("forward" not in vars(m) for m in model.modules())
