@@ -253,26 +253,40 @@ def _products(model: torch.nn.Module) -> list[tuple[tuple | None, list[Tensor], 
 
 def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
     """The kernel each shape of product in `model`'s step runs with on this machine, measured once per model: one
-    pass over all the step's products (its groups as made so far, the other weights alone), in the model's order
-    and one row each, with each kernel on offer, timed call by call; the kernel whose calls of a shape take least
-    (the median of CHOICE_ROUNDS passes, in interleaved rounds, after one that warms) is that shape's. Every
-    product is then held for its shape's kernel, and later copies of that shape are made for it. On a model
-    larger than the last-level cache a pass reads the weights from memory, as a step does."""
+    pass over the step's products (its groups as made so far, the other weights alone), in the model's order and
+    one row each, with each kernel on offer, timed call by call; the kernel whose calls of a shape take least (the
+    median of CHOICE_ROUNDS passes, in interleaved rounds, after one that warms) is that shape's. Every product is
+    then held for its shape's kernel, and later copies of that shape are made for it. On a model larger than the
+    last-level cache a pass reads the weights from memory, as a step does.
+
+    The copies made only to be timed stay within _choice_budget(): past it, a product whose shape is timed already
+    is left out of the pass (a model's layers repeat, so its first layers carry every shape); the copy each
+    product is held with now is timed as it is, not made again."""
     if model not in _CHOICES:
         products = _products(model)
-        copies, inputs = [], {}
-        for _, weights, _ in products:
-            whole = weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
-            copies.append({k: _copy(k, whole) for k in kernels(whole.dtype)})
-            inputs.setdefault((whole.dtype, whole.shape[1]), torch.randn(1, 1, whole.shape[1], dtype=whole.dtype))
         shapes = [(ws[0].dtype, sum(w.shape[0] for w in ws), ws[0].shape[1]) for _, ws, _ in products]
+        budget, timed, copies, inputs = _choice_budget(), [], [], {}
+        for n, ((key, weights, _), shape) in enumerate(zip(products, shapes, strict=True)):
+            offered, held = kernels(shape[0]), _held(key, weights)
+            held = held if held is not None and held[0] in offered else None
+            made = [k for k in offered if held is None or k != held[0]]
+            cost = sum(w.numel() * w.element_size() for w in weights) * sum(
+                1 for k in made if k != "mv" or len(weights) > 1)
+            if cost > budget and any(shapes[t] == shape for t in timed):
+                continue
+            budget -= cost
+            whole = weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
+            copies.append({k: _copy(k, whole) for k in made} | ({} if held is None else {held[0]: held[1]}))
+            timed.append(n)
+            inputs.setdefault((shape[0], shape[2]), torch.randn(1, 1, shape[2], dtype=shape[0]))
         seconds: dict[tuple[Shape, str], list[float]] = {}
         with torch.no_grad():
             for r in range(CHOICE_ROUNDS + 1):
                 for k in KERNELS[r % len(KERNELS):] + KERNELS[:r % len(KERNELS)]:
                     spent: dict[Shape, float] = {}
-                    for (_, _, bias), shape, mine in zip(products, shapes, copies, strict=True):
+                    for n, mine in zip(timed, copies, strict=True):
                         if k in mine:
+                            shape, bias = shapes[n], products[n][2]
                             start = time.perf_counter()
                             _product(k, inputs[shape[0], shape[2]], mine[k], bias, shape[1])
                             spent[shape] = spent.get(shape, 0.0) + time.perf_counter() - start
@@ -285,10 +299,39 @@ def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
             choice[shape] = (min(medians, key=medians.get), shapes.count(shape), medians)
         _CHOICES[model] = choice
         _BY_SHAPE.update({shape: kernel for shape, (kernel, _, _) in choice.items()})
-        for (key, weights, _), shape, mine in zip(products, shapes, copies, strict=True):
-            _hold(key, weights, choice[shape][0], mine[choice[shape][0]])
+        for n, mine in zip(timed, copies, strict=True):
+            kernel = choice[shapes[n]][0]
+            _hold(products[n][0], products[n][1], kernel, mine[kernel])
+        del copies  # before the products left out of the pass get copies of their own
+        for n, (key, weights, _) in enumerate(products):
+            held, kernel = _held(key, weights), choice[shapes[n]][0]
+            if n not in timed and (held is None or held[0] != kernel):
+                whole = weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
+                _hold(key, weights, kernel, _copy(kernel, whole))
     _BY_SHAPE.update({shape: kernel for shape, (kernel, _, _) in _CHOICES[model].items()})
     return {shape: kernel for shape, (kernel, _, _) in _CHOICES[model].items()}
+
+
+def _choice_budget() -> int:
+    """Bytes choose_kernels may spend on copies made only to be timed: a quarter of the memory available now
+    (Linux's MemAvailable), at most 4 GiB; 1 GiB where that cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return min(4 << 30, int(line.split()[1]) * 1024 // 4)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
+def _held(key: tuple | None, weights: list[Tensor]) -> tuple[str, Tensor] | None:
+    """The kernel and copy a product is held with now (a group by its key, one weight by its address), or None."""
+    if key is not None:
+        entry = _GROUPS.get(key)
+        return None if entry is None else (entry[3], entry[1])
+    entry = _PACKED.get(weights[0].data_ptr())
+    return None if entry is None or entry[0]() is not weights[0] else (entry[2], entry[1])
 
 
 def _hold(key: tuple | None, weights: list[Tensor], kernel: str, copy: Tensor) -> None:

@@ -120,6 +120,35 @@ def test_the_choice_takes_the_fastest_kernel_per_shape_once_per_model(monkeypatc
     assert len(calls) == before, "measured once per model"
 
 
+def test_past_its_memory_budget_the_choice_times_one_product_a_shape_and_still_holds_all(monkeypatch):
+    """With no bytes to spend on copies for timing, the pass times one product of each shape (5 shapes, each
+    kernel on offer, every round) and every product, timed or not, ends held for its shape's kernel."""
+    offered = regions.kernels(torch.float32)
+    if len(offered) < 2:
+        pytest.skip("one fp32 kernel on offer: nothing to choose")  # not CI's: oneDNN and mv everywhere
+    model = _Stack()
+    layer = model.layers[0]
+    torch.ops.kvviz.grouped_linear(torch.randn(1, 32), [layer.a.weight, layer.b.weight], [layer.a.bias, None])
+    # the group and c (32 x 32); the head; a and b alone (layers 2 and 3)
+    shapes = {(32, 32): offered[1], (10, 32): offered[0], (24, 32): offered[1], (8, 32): offered[0]}
+    product, calls = regions._product, []
+
+    def slowed(kernel, x, copy, bias, rows):
+        calls.append(kernel)
+        if kernel != shapes[rows, x.shape[-1]]:
+            time.sleep(0.002)
+        return product(kernel, x, copy, bias, rows)
+
+    monkeypatch.setattr(regions, "_product", slowed)
+    monkeypatch.setattr(regions, "_choice_budget", lambda: 0)
+    assert regions.choose_kernels(model) == {(torch.float32, r, c): k for (r, c), k in shapes.items()}
+    assert len(calls) == (regions.CHOICE_ROUNDS + 1) * len(shapes) * len(offered), "one product of each shape"
+    assert regions._GROUPS[(layer.a.weight.data_ptr(), layer.b.weight.data_ptr())][3] == shapes[32, 32]
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear) and m not in (layer.a, layer.b):
+            assert regions._PACKED[m.weight.data_ptr()][2] == shapes[tuple(m.weight.shape)]
+
+
 class _Block(torch.nn.Module):
     """Two linears on one input (grouped), one on another (left alone)."""
 
