@@ -107,7 +107,8 @@ def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """x @ weight.T + bias, by the kernel pack() chose for `weight`, on its copy. A weight never packed (or one
     whose copy was dropped) takes torch's own linear: the same numbers' worth of work, at eager speed."""
     entry = _PACKED.get(weight.data_ptr())
-    if entry is None or entry[0]() is None:
+    packed_from = None if entry is None else entry[0]()
+    if packed_from is None or packed_from.shape != weight.shape:  # a view of another shape at the same address
         return torch.nn.functional.linear(x, weight, bias)
     out = _product(entry[2], x, entry[1], bias, weight.shape[0])
     return torch.nn.functional.linear(x, weight, bias) if out is None else out

@@ -83,6 +83,9 @@ def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype,
             want = torch.cat([x @ q.T + bq, x @ k.T, x @ v.T], dim=-1)
             torch.testing.assert_close(got, want, **tol, msg=kernel)
         assert regions._PACKED[w.data_ptr()][2] == kernel
+        narrower = w[:40]  # a view at the packed weight's address, of another shape: torch's linear, not the copy
+        x = torch.randn(1, 1, 64, dtype=dtype)
+        torch.testing.assert_close(torch.ops.kvviz.packed_linear(x, narrower, None), x @ narrower.T, **tol, msg=kernel)
         assert regions._GROUPS[(q.data_ptr(), k.data_ptr(), v.data_ptr())][3] == kernel, "a group takes its shape's"
 
 
