@@ -89,67 +89,61 @@ def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype,
         assert regions._GROUPS[(q.data_ptr(), k.data_ptr(), v.data_ptr())][3] == kernel, "a group takes its shape's"
 
 
-def test_the_choice_takes_the_fastest_kernel_per_shape_once_per_model(monkeypatch):
-    """choose_kernels keeps, for each shape of product, the kernel whose calls are quickest (here every kernel but
-    one is made 2 ms slower a call, a different one for each shape), groups included, holds every product for it,
-    and measures a model once."""
+def _stack_with_one_fast_kernel_a_shape(monkeypatch) -> tuple[_Stack, dict, list]:
+    """A three-layer stack whose first layer's a and b are one group (24 + 8 rows, as a step's first call groups
+    q, k and v), with every kernel but one per shape made 2 ms slower a call: the model, {(rows, columns): the
+    fast kernel}, and the kernels called so far. Skips where fp32 has one kernel (not CI's: oneDNN and mv are
+    everywhere)."""
     offered = regions.kernels(torch.float32)
     if len(offered) < 2:
-        pytest.skip("one fp32 kernel on offer: nothing to choose")  # not CI's: oneDNN and mv everywhere
+        pytest.skip("one fp32 kernel on offer: nothing to choose")
     model = _Stack()
     layer = model.layers[0]
-    # q, k and v's role: a and b of the first layer made one group (24 + 8 rows), as the step's first call makes it
     torch.ops.kvviz.grouped_linear(torch.randn(1, 32), [layer.a.weight, layer.b.weight], [layer.a.bias, None])
-    # c (and the group of a and b, 24 + 8 rows: one shape); the head; a and b alone (layers 2 and 3)
-    shapes = {(32, 32): offered[1], (10, 32): offered[0], (24, 32): offered[-1], (8, 32): offered[0]}
+    # c (and the group of a and b: the same shape); the head; a and b alone (layers 2 and 3)
+    fast = {(32, 32): offered[1], (10, 32): offered[0], (24, 32): offered[-1], (8, 32): offered[0]}
     product, calls = regions._product, []
 
     def slowed(kernel, x, copy, bias, rows):
         calls.append(kernel)
-        if kernel != shapes[rows, x.shape[-1]]:
+        if kernel != fast[rows, x.shape[-1]]:
             time.sleep(0.002)
         return product(kernel, x, copy, bias, rows)
 
     monkeypatch.setattr(regions, "_product", slowed)
-    chosen = regions.choose_kernels(model)
-    assert chosen == {(torch.float32, r, c): k for (r, c), k in shapes.items()}
-    assert regions._GROUPS[(layer.a.weight.data_ptr(), layer.b.weight.data_ptr())][3] == shapes[32, 32]
+    return model, fast, calls
+
+
+def test_the_choice_takes_the_fastest_kernel_per_shape_once_per_model(monkeypatch):
+    """choose_kernels keeps, for each shape of product, the kernel whose calls are quickest, groups included, holds
+    every product for it, and measures a model once."""
+    model, fast, calls = _stack_with_one_fast_kernel_a_shape(monkeypatch)
+    layer = model.layers[0]
+    assert regions.choose_kernels(model) == {(torch.float32, r, c): k for (r, c), k in fast.items()}
+    assert regions._GROUPS[(layer.a.weight.data_ptr(), layer.b.weight.data_ptr())][3] == fast[32, 32]
     for m in (model.layers[1].a, model.layers[2].b, model.layers[0].c, model.head):
-        assert regions._PACKED[m.weight.data_ptr()][2] == shapes[tuple(m.weight.shape)]
+        assert regions._PACKED[m.weight.data_ptr()][2] == fast[tuple(m.weight.shape)]
     record = regions.kernel_choice(model)["float32 32x32"]
-    assert record["kernel"] == shapes[32, 32] and record["products"] == 4 and set(record["pass_ms"]) == set(offered)
+    offered = regions.kernels(torch.float32)
+    assert record["kernel"] == fast[32, 32] and record["products"] == 4 and set(record["pass_ms"]) == set(offered)
     before = len(calls)
     regions.choose_kernels(model)
     assert len(calls) == before, "measured once per model"
 
 
 def test_past_its_memory_budget_the_choice_times_one_product_a_shape_and_still_holds_all(monkeypatch):
-    """With no bytes to spend on copies for timing, the pass times one product of each shape (5 shapes, each
+    """With no bytes to spend on copies for timing, the pass times one product of each shape (4 shapes, each
     kernel on offer, every round) and every product, timed or not, ends held for its shape's kernel."""
-    offered = regions.kernels(torch.float32)
-    if len(offered) < 2:
-        pytest.skip("one fp32 kernel on offer: nothing to choose")  # not CI's: oneDNN and mv everywhere
-    model = _Stack()
+    model, fast, calls = _stack_with_one_fast_kernel_a_shape(monkeypatch)
     layer = model.layers[0]
-    torch.ops.kvviz.grouped_linear(torch.randn(1, 32), [layer.a.weight, layer.b.weight], [layer.a.bias, None])
-    # the group and c (32 x 32); the head; a and b alone (layers 2 and 3)
-    shapes = {(32, 32): offered[1], (10, 32): offered[0], (24, 32): offered[1], (8, 32): offered[0]}
-    product, calls = regions._product, []
-
-    def slowed(kernel, x, copy, bias, rows):
-        calls.append(kernel)
-        if kernel != shapes[rows, x.shape[-1]]:
-            time.sleep(0.002)
-        return product(kernel, x, copy, bias, rows)
-
-    monkeypatch.setattr(regions, "_product", slowed)
     monkeypatch.setattr(regions, "_choice_budget", lambda: 0)
-    assert regions.choose_kernels(model) == {(torch.float32, r, c): k for (r, c), k in shapes.items()}
-    assert len(calls) == (regions.CHOICE_ROUNDS + 1) * len(shapes) * len(offered), "one product of each shape"
-    assert regions._GROUPS[(layer.a.weight.data_ptr(), layer.b.weight.data_ptr())][3] == shapes[32, 32]
+    assert regions.choose_kernels(model) == {(torch.float32, r, c): k for (r, c), k in fast.items()}
+    offered = regions.kernels(torch.float32)
+    assert len(calls) == (regions.CHOICE_ROUNDS + 1) * len(fast) * len(offered), "one product of each shape"
+    assert regions._GROUPS[(layer.a.weight.data_ptr(), layer.b.weight.data_ptr())][3] == fast[32, 32]
     for m in model.modules():
         if isinstance(m, torch.nn.Linear) and m not in (layer.a, layer.b):
-            assert regions._PACKED[m.weight.data_ptr()][2] == shapes[tuple(m.weight.shape)]
+            assert regions._PACKED[m.weight.data_ptr()][2] == fast[tuple(m.weight.shape)]
 
 
 class _Block(torch.nn.Module):
