@@ -3,7 +3,8 @@
 gpt-fast's recipe through transformers: a StaticCache holds every layer's keys and values for `length`
 tokens from the first forward pass on, written in place, so a decode step always sees the same shapes at the
 same addresses and torch.compile can turn it into one fixed program (on CUDA a CUDA graph, replayed without
-launching kernels one by one from Python; on a CPU fused C++ kernels around oneDNN on prepacked weights). Per-step
+launching kernels one by one from Python; on a CPU fused C++ kernels around the matrix kernels timed fastest on
+the machine, on weights packed for them: kvviz.engine.regions). Per-step
 Python and launch overhead go, and what is left of a step is reading the weights and the cache.
 
 A compiled step is built once per (model, device, dtype, cache length) and kept beside the model for later

@@ -53,7 +53,8 @@ shows how close each loop comes to the device's limit.
                            "tokens before the first step.",
     "compare.why_none": "Too few decode tokens to weigh the two loops against the bandwidth limit.",
     "compare.how_cuda": "replayed as one CUDA graph, so the GPU is handed the whole step at once",
-    "compare.how_cpu": "compiled by inductor into fused kernels, the weights prepacked for its matrix kernels",
+    "compare.how_cpu": ("compiled by inductor into fused kernels, each matrix product on the kernel timed fastest "
+                        "on this machine"),
     "compare.its_bandwidth": "its bandwidth",
     "compare.why_noise": "**Within noise.** The static mode took {tpot_s} per token and the plain cached loop "
                          "{tpot_c}: {ratio}× apart, less than the spread of either run's own per-token latencies "
@@ -128,7 +129,7 @@ ZH = {
                            "分配好。",
     "compare.why_none": "解码 token 太少，无法把两种循环与带宽上限对比。",
     "compare.how_cuda": "以一个 CUDA graph 重放，GPU 一次拿到整个解码步",
-    "compare.how_cpu": "由 inductor 编译成融合算子，权重为其矩阵算子预先打包",
+    "compare.how_cpu": "由 inductor 编译成融合算子，每个矩阵乘用本机实测最快的算子",
     "compare.its_bandwidth": "其带宽",
     "compare.why_noise": "**在噪声范围内。** 静态模式每个 token 用时 {tpot_s}，普通缓存循环 {tpot_c}：相差 {ratio}×，"
                          "小于任一次运行自身逐 token 延迟的离散程度（四分位距 {spread}），所以这次运行没有可解释的"
