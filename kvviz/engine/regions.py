@@ -55,6 +55,11 @@ _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _kernel_for(dtype: torch.dtype, rows: int, columns: int) -> str:
     return _BY_SHAPE.get((dtype, rows, columns), "onednn")
 
+
+def _whole(weights: list[Tensor]) -> Tensor:
+    """A product's weight: one weight as it is, or a group's rows concatenated."""
+    return weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
+
 # data_ptr of a weight -> (a weak reference to that weight, its copy for the kernel, the kernel). Keyed by address
 # because the operator sees the weight as compiled code hands it over, not necessarily as the same Python object;
 # the weak reference tells a live entry from one whose weight is gone and whose address was reused.
@@ -136,7 +141,7 @@ def _group(weights: list[Tensor], biases: list[Tensor | None]) -> tuple[Tensor, 
         if not all(can_pack(w) for w in weights):
             return None
         kernel = _kernel_for(weights[0].dtype, sum(w.shape[0] for w in weights), weights[0].shape[1])
-        packed = _copy(kernel, torch.cat([w.detach() for w in weights]))
+        packed = _copy(kernel, _whole(weights))
         bias = None
         if any(b is not None for b in biases):
             bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b.detach() for w, b in zip(weights, biases,
@@ -276,7 +281,7 @@ def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
             if cost > budget and any(shapes[t] == shape for t in timed):
                 continue
             budget -= cost
-            whole = weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
+            whole = _whole(weights)
             copies.append({k: _copy(k, whole) for k in made} | ({} if held is None else {held[0]: held[1]}))
             timed.append(n)
             inputs.setdefault((shape[0], shape[2]), torch.randn(1, 1, shape[2], dtype=shape[0]))
@@ -304,11 +309,11 @@ def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
             kernel = choice[shapes[n]][0]
             _hold(products[n][0], products[n][1], kernel, mine[kernel])
         del copies  # before the products left out of the pass get copies of their own
+        was_timed = set(timed)
         for n, (key, weights, _) in enumerate(products):
             held, kernel = _held(key, weights), choice[shapes[n]][0]
-            if n not in timed and (held is None or held[0] != kernel):
-                whole = weights[0] if len(weights) == 1 else torch.cat([w.detach() for w in weights])
-                _hold(key, weights, kernel, _copy(kernel, whole))
+            if n not in was_timed and (held is None or held[0] != kernel):
+                _hold(key, weights, kernel, _copy(kernel, _whole(weights)))
     _BY_SHAPE.update({shape: kernel for shape, (kernel, _, _) in _CHOICES[model].items()})
     return {shape: kernel for shape, (kernel, _, _) in _CHOICES[model].items()}
 
