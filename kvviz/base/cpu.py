@@ -78,3 +78,16 @@ class CpuUse:
         return {"cpu_share_this_run": round(min(own / total, 1.0), 3),
                 "cpu_share_others": round(max(busy - own, 0) / total, 3),
                 "cpu_share_steal": round((t1["steal"] - t0["steal"]) / total, 3)}
+
+
+def mem_available() -> int | None:
+    """Bytes of memory the kernel says a new allocation can have now (Linux's MemAvailable: free pages plus
+    the cache it can drop); None where /proc/meminfo cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

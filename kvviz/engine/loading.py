@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from kvviz.base.cpu import mem_available
 from kvviz.base.errors import KvvizError, first_line
 from kvviz.base.hub import HubUnreachable, from_hub, source_kind
 from kvviz.base.inputs import clip, shown
@@ -172,13 +173,8 @@ def free_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    available = mem_available()
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") if available is None else available
 
 
 WEIGHTS_SHARE = 0.9  # of the free memory a model's weights may take when it is loaded: see check_fit

@@ -36,6 +36,8 @@ import torch
 from torch import Tensor
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
+from kvviz.base.cpu import mem_available
+
 # How a product runs, chosen on each machine per shape by timing the model's own step (choose_kernels):
 #   "onednn": oneDNN's linear on a copy prepacked into its blocked layout (what inductor's freezing does);
 #   "mkl": MKL's sgemm on a copy packed for one row (fp32 only; freezing's choice for fp32 linears);
@@ -321,14 +323,8 @@ def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
 def _choice_budget() -> int:
     """Bytes choose_kernels may spend on copies made only to be timed: a quarter of the memory available now
     (Linux's MemAvailable), at most 4 GiB; 1 GiB where that cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return min(4 << 30, int(line.split()[1]) * 1024 // 4)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 1 << 30
+    available = mem_available()
+    return 1 << 30 if available is None else min(4 << 30, available // 4)
 
 
 def _held(key: tuple | None, weights: list[Tensor]) -> tuple[str, Tensor] | None:

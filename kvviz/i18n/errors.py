@@ -219,6 +219,9 @@ EN: dict[str, str] = {
     "vllm.exited": "vLLM exited ({code}): {why}",
     "vllm.exited_starting": "vLLM exited ({code}) while starting: {why} (log: {log})",
     "vllm.not_ready": "vLLM did not become ready within {s:g} s (log: {log})",
+    "vllm.no_memory": "{model} cannot start on this machine: it needs {need} of memory ({weights} of weights in "
+                      "16 bits for {engines} engine(s), {kv} of KV space for {workers} worker(s)) and {free} is "
+                      "available",
     "vllm.no_venv": "no vLLM environment at {venv}: build it with `python -m kvviz.serving setup`",
     "vllm.setup_failed": "setting up vLLM failed while {step} (exit {code}): {why} (the whole log: {log})",
     "vllm.setup_busy": "vLLM's environment at {venv} is being set up already (its log: {log})",
@@ -532,6 +535,8 @@ ZH: dict[str, str] = {
     "vllm.exited": "vLLM 已退出（{code}）：{why}",
     "vllm.exited_starting": "vLLM 启动时退出（{code}）：{why}（日志：{log}）",
     "vllm.not_ready": "vLLM 未在 {s:g} 秒内就绪（日志：{log}）",
+    "vllm.no_memory": "{model} 无法在本机启动：它需要 {need} 内存（{engines} 个引擎的 16 位权重 {weights}，"
+                      "{workers} 个 worker 的 KV 空间 {kv}），而本机可用 {free}",
     "vllm.no_venv": "{venv} 没有 vLLM 环境：请用 `python -m kvviz.serving setup` 构建",
     "vllm.setup_failed": "安装 vLLM 失败，当时正在{step}（退出码 {code}）：{why}（完整日志：{log}）",
     "vllm.setup_busy": "{venv} 的 vLLM 环境已在安装中（日志：{log}）",

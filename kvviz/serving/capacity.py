@@ -128,11 +128,11 @@ def measure(model: str, kv_space_gib: int = 1, max_model_len: int = 1024, port: 
     with `kv_space_gib` of KV space on `port` (default: a free one), read its capacity (metrics and log), stop
     it, and set kvviz's figures beside it."""
     from kvviz.serving.models import model_folder
-    from kvviz.serving.vllm import ServerSpec, free_port, running_vllm
+    from kvviz.serving.vllm import ServerSpec, free_port, probe_args, running_vllm
 
     folder = model_folder(model, dummy_weights=dummy_weights)
     spec = ServerSpec(folder.path, folder.name, port=port or free_port(), max_model_len=max_model_len,
-                      kv_space_gib=kv_space_gib, dummy=folder.dummy)
+                      kv_space_gib=kv_space_gib, dummy=folder.dummy, extra_args=probe_args())
     with running_vllm(spec) as server:
         cache = server_cache_config(spec.base_url)
         facts = server.facts

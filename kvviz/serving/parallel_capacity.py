@@ -195,13 +195,14 @@ def measure(model: str, layout: Layout, kv_space_gib: int = 1, max_model_len: in
     None: none), read its capacity (log and metrics), stop it, and set kvviz's prediction beside it."""
     from kvviz.serving.capacity import server_cache_config
     from kvviz.serving.models import model_folder
-    from kvviz.serving.vllm import ServerSpec, free_port, running_vllm
+    from kvviz.serving.vllm import ServerSpec, free_port, probe_args, running_vllm
 
     folder = model_folder(model, dummy_weights=dummy_weights)
     arch, dtype, predicted = prediction_for(folder.path, layout, kv_space_gib, max_model_len)
     spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,
                       kv_space_gib=kv_space_gib, dummy=folder.dummy, tensor_parallel=layout.tp,
-                      pipeline_parallel=layout.pp, data_parallel=layout.dp)
+                      pipeline_parallel=layout.pp, data_parallel=layout.dp,
+                      extra_args=probe_args(layout.pp))
     with running_vllm(spec) as server:
         if prompt is not None:
             complete(server.spec.base_url, spec.name, prompt)

@@ -55,6 +55,7 @@ GUARDIAN = Path(__file__).with_name("guardian.py")
 MARKER = ".kvviz-setup-incomplete"  # in a venv kvviz.serving.setup is building, until its import check passes
 CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 DTYPE_LINE = re.compile(r"\bdtype=torch\.(\w+)")
+CPU_WEIGHT_BYTES = 2  # vLLM's CPU build holds fp32, fp16 and bf16 checkpoints in 16 bits (an fp32 one in bf16)
 
 
 class VllmError(KvvizError, RuntimeError):
@@ -77,6 +78,17 @@ def has_cuda_gpu() -> bool:
         return False
     done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)  # noqa: S603
     return done.returncode == 0 and "GPU" in done.stdout
+
+
+def probe_args(pipeline_parallel: int = 1) -> tuple[str, ...]:
+    """vLLM's options for a start that only reads the capacity (and answers at most a completion, no timed
+    tokens): on the CPU build, --enforce-eager, which skips the torch.compile of the model (tiny was ready in 37 s
+    against 70 s with an empty compile cache on a 2-core Xeon). The CPU build's KV space is
+    VLLM_CPU_KVCACHE_SPACE whatever the mode, so the capacity read is the same. Not with pipeline parallel stages:
+    vLLM 0.32's CPU build then fails every completion in eager mode (an AssertionError in
+    sync_and_gather_intermediate_tensors: the tensors passed between stages are made by the compile's warm-up).
+    Not on a GPU, where eager mode frees the memory CUDA graphs would take and so changes the capacity."""
+    return () if pipeline_parallel > 1 or has_cuda_gpu() else ("--enforce-eager",)
 
 
 def environment_ready(venv: Path = VENV) -> bool:
@@ -146,6 +158,45 @@ def check_layout(spec: ServerSpec) -> None:
     except ConfigError:
         return
     check_parallel(arch, Parallelism(spec.tensor_parallel, spec.pipeline_parallel, spec.data_parallel))
+
+
+def memory_need(spec: ServerSpec) -> tuple[int, int] | None:
+    """(weight bytes, KV bytes) that the CPU build's workers for `spec` take at the least, all on this machine:
+    the parameters counted from config.json at CPU_WEIGHT_BYTES each, once per data-parallel engine (tensor and
+    pipeline ranks split them), and VLLM_CPU_KVCACHE_SPACE for every worker. None where the weights cannot be
+    counted that way: a config kvviz cannot read, or a quantised checkpoint (packed smaller than 16 bits)."""
+    from kvviz.calc.arch import architecture_from_source
+    from kvviz.calc.config_error import ConfigError
+    from kvviz.calc.params import count_params
+
+    try:
+        if "quantization_config" in (Path(spec.model_dir) / "config.json").read_text(errors="replace"):
+            return None
+        params = count_params(architecture_from_source(spec.model_dir)).total
+    except (ConfigError, OSError):
+        return None
+    return params * CPU_WEIGHT_BYTES * spec.data_parallel, spec.kv_space_gib * (1 << 30) * spec.workers
+
+
+def check_memory(spec: ServerSpec, available: int | None = None) -> None:
+    """VllmError in one line when `spec` cannot start on this machine's CPU build: its weights and KV space
+    (memory_need) past the memory available now (MemAvailable; `available` for a test). Said before a start
+    that would take vLLM a minute to fail (a twin of a 671 B model, 8 workers of 4 GiB on 24 GB). Not on a GPU,
+    where the weights and the cache are in the GPU's memory and vLLM sizes the cache itself."""
+    if has_cuda_gpu():
+        return
+    need = memory_need(spec)
+    if need is None:
+        return
+    from kvviz.base.cpu import mem_available
+    from kvviz.base.units import fmt_scaled, to_gb
+
+    free = mem_available() if available is None else available
+    weights, kv = need
+    if free is not None and weights + kv > free:
+        said = {key: f"{fmt_scaled(to_gb(n))} GB" for key, n in (("need", weights + kv), ("weights", weights),
+                                                                   ("kv", kv), ("free", free))}
+        raise VllmError("vllm.no_memory", model=spec.name, engines=spec.data_parallel, workers=spec.workers, **said)
 
 
 def command(spec: ServerSpec, python: Path) -> list[str]:
@@ -369,6 +420,8 @@ def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None,
     argv: another of vLLM's commands to run in the server's place, with spec's environment (a node of a
     multi-node plan, kvviz.serving.multinode)."""
     check_layout(spec)  # the model's fault, said before the environment's
+    if argv is None:  # a node of a multi-node plan holds its part on its own machine
+        check_memory(spec)
     python = vllm_python(venv)
     log_path = Path(log_path or default_log_path(spec))
     log_path.parent.mkdir(parents=True, exist_ok=True)

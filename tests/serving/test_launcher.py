@@ -12,6 +12,7 @@ from kvviz.serving.models import model_folder
 from kvviz.serving.vllm import (
     TINY,
     ServerSpec,
+    VllmError,
     command,
     environment,
     last_error_line,
@@ -68,3 +69,67 @@ def test_a_twin_folder_holds_the_presets_config_and_a_tokenizer(tmp_path):
 def test_a_bad_model_spec_is_refused(spec, tmp_path):
     with pytest.raises(ValueError):
         model_folder(spec, root=tmp_path)
+
+
+def _tensor_elements(weights: Path) -> int:
+    """Elements in a safetensors file, read from its header (8-byte length, then JSON): not from kvviz's count."""
+    raw = weights.read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    total = 0
+    for name, entry in header.items():
+        if name != "__metadata__":
+            n = 1
+            for dim in entry["shape"]:
+                n *= dim
+            total += n
+    return total
+
+
+@pytest.fixture
+def cpu_build(monkeypatch):
+    """The memory check as on a machine without a GPU (where vLLM's CPU build runs)."""
+    import kvviz.serving.vllm as vllm
+
+    monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: False)
+
+
+def test_the_memory_a_start_needs_is_counted_from_the_weights_and_the_kv_space(cpu_build):
+    """tiny's weights at 2 bytes each, as many elements as its safetensors file holds (its lm_head is tied to the
+    embedding, stored once), once per data-parallel engine; KV: 4 GiB for each of 2 × 2 × 2 = 8 workers."""
+    from kvviz.serving.vllm import check_memory, memory_need
+
+    elements = _tensor_elements(TINY / "model.safetensors")
+    spec = ServerSpec(TINY, "tiny", kv_space_gib=4, tensor_parallel=2, pipeline_parallel=2, data_parallel=2)
+    assert memory_need(spec) == (elements * 2 * 2, 32 * 2**30)
+    need = elements * 4 + 32 * 2**30
+    check_memory(spec, available=need)  # exactly enough: it may start
+    # 32 GiB = 34.360 GB; tiny's 5.1 M elements x 2 B x 2 engines = 0.0205 GB; one byte short of the sum
+    with pytest.raises(VllmError, match=r"^tiny cannot start on this machine: it needs 34.380 GB of memory "
+                                        r"\(0.0205 GB of weights in 16 bits for 2 engine\(s\), 34.360 GB of KV space "
+                                        r"for 8 worker\(s\)\) and 34.380 GB is available$"):
+        check_memory(spec, available=need - 1)
+
+
+def test_a_twin_too_big_for_the_machine_is_refused_before_vllm_starts(cpu_build, tmp_path):
+    """DeepSeek-V3 has 671 B parameters (its technical report): 1.34 TB in 16 bits, refused in one line by the
+    app's engine before any process starts; the engine stays stopped."""
+    from kvviz.serving.local import STOPPED, LocalEngine
+    from kvviz.serving.vllm import memory_need
+
+    folder = model_folder("random:deepseek-v3", root=tmp_path)
+    weights, kv = memory_need(ServerSpec(folder.path, folder.name, dummy=True))
+    assert weights == pytest.approx(671e9 * 2, rel=0.002) and kv == 2**30
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").write_text("")  # an environment that is there, never run
+    engine = LocalEngine(venv=tmp_path / "venv")
+    with pytest.raises(VllmError, match=r"^random-deepseek-v3 cannot start on this machine: it needs 1,343.\d+ GB"):
+        engine.start("random:deepseek-v3")
+    assert engine.status().state == STOPPED
+
+
+def test_a_quantised_checkpoint_is_not_counted_at_16_bits(tmp_path):
+    from kvviz.serving.vllm import memory_need
+
+    config = json.loads((TINY / "config.json").read_text()) | {"quantization_config": {"quant_method": "awq"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert memory_need(ServerSpec(tmp_path, "awq")) is None

@@ -16,7 +16,7 @@ import pytest
 from kvviz.calc.arch import architecture_from_source
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.serving.parallel_capacity import Layout, complete, predict
-from kvviz.serving.vllm import TINY, ServerSpec, free_port, ranks_text, start, stop, wait_ready
+from kvviz.serving.vllm import TINY, ServerSpec, free_port, probe_args, ranks_text, start, stop, wait_ready
 from tests.serving.procs import TAG_VAR, left_after, new_tag
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -41,13 +41,14 @@ def by_hand(layout: str) -> tuple[int, int]:
 
 @pytest.fixture(scope="module", params=sorted(LAYOUTS))
 def parallel(request, tmp_path_factory):
-    """vLLM serving tiny laid out as the param says, every process it starts tagged (tests/serving/procs.py) so
-    that the last test can see them all gone. Module scope with a param: pytest runs one layout's tests, stops
-    its server, then starts the next; never two at once."""
+    """vLLM serving tiny laid out as the param says, started as kvviz's parallel capacity probe starts it
+    (probe_args: tp 2 without vLLM's compile on the CPU build, pp 2 with it), every process it starts tagged
+    (tests/serving/procs.py) so that the last test can see them all gone. Module scope with a param: pytest runs
+    one layout's tests, stops its server, then starts the next; never two at once."""
     name, layout = request.param, LAYOUTS[request.param]
     tag = new_tag()
     spec = ServerSpec(TINY, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1,
-                      tensor_parallel=layout.tp, pipeline_parallel=layout.pp)
+                      tensor_parallel=layout.tp, pipeline_parallel=layout.pp, extra_args=probe_args(layout.pp))
     os.environ[TAG_VAR] = tag  # the server's environment is this process's at the start
     try:
         server = start(spec, log_path=tmp_path_factory.mktemp(f"vllm-{name}") / "vllm.log")
