@@ -160,3 +160,24 @@ def test_start_vllm_on_two_tensor_parallel_ranks_from_the_page(page: Page, shots
     page.get_by_role("button", name="Stop vLLM").click()
     expect(status).to_contain_text("vLLM is not running", timeout=60_000)
     assert vllm_servers() == []
+
+
+def test_a_model_too_big_for_the_machine_is_refused_on_the_page_at_once(page: Page, shots: Path):
+    """The engineer who types a twin of DeepSeek-V3 (671 B parameters, 1.34 TB in 16 bits; its technical report)
+    into the model box: the page says in one line that it cannot fit this machine's memory, with the figures, and
+    no vLLM process is started; then tiny starts as before."""
+    model = page.locator("#serve-local-model input")
+    model.fill("random:deepseek-v3")
+    model.press("Enter")
+    page.locator("#serve-start-vllm").click()
+    refusal = page.get_by_text("random-deepseek-v3 cannot start on this machine: it needs 1,343.")
+    expect(refusal.first).to_be_visible(timeout=30_000)
+    page.screenshot(path=str(shots / "serving-too-big.png"), full_page=False)
+    assert vllm_servers() == []
+    model.fill("tiny")
+    model.press("Enter")
+    page.locator("#serve-start-vllm").click()
+    status = page.locator("#serve-engine-status")
+    expect(status).to_contain_text("vLLM serves tiny", timeout=START_S)
+    page.get_by_role("button", name="Stop vLLM").click()
+    expect(status).to_contain_text("vLLM is not running", timeout=60_000)
