@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -31,12 +32,14 @@ from pathlib import Path
 
 import torch
 
-from kvviz.base.errors import KvvizError
+from kvviz.base.errors import KvvizError, first_line
 from kvviz.calc.arch import Architecture
 from kvviz.engine import regions
 from kvviz.engine.request import MAX_STATIC_TOKENS
 from kvviz.engine.steps import forward_kwargs, new_static_cache, next_token_logits, prefill
 from kvviz.i18n import Said, said
+
+log = logging.getLogger(__name__)
 
 SMALLEST_BUCKET = 64  # the smallest static length: shorter runs share one compiled step
 WARM_CALLS = 3  # the first call compiles; under CUDA graphs the second records the graph and the third replays it
@@ -196,8 +199,8 @@ def compile_settings(device: torch.device) -> CompileSettings:
     """The compile for `device`. CUDA: CUDA graphs (what mode="reduce-overhead" asks for), so a step is one graph
     launch instead of hundreds of kernel launches from Python. CPU: inductor, with the linear layers calling
     the kernel measured fastest on this machine (oneDNN, MKL or torch.mv) on weights kvviz prepacks, and the
-    decoder layers compiled once for all (kvviz.engine.regions; the
-    patching is the decoder's, done while it compiles). Elsewhere (mps) inductor's default.
+    decoder layers traced once for all (kvviz.engine.regions; the patching is the decoder's, done while it
+    compiles). Elsewhere (mps) inductor's default.
 
     Everywhere the guards on the model's modules are skipped: dynamo would otherwise check hundreds of module
     attributes before every call (0.2-0.4 ms a step measured on the CPU, a tenth of tiny's step). It is safe here
@@ -216,7 +219,7 @@ def compile_settings(device: torch.device) -> CompileSettings:
     if device.type == "cpu":
         trusted = {"cpp.vec_isa_ok": True} if compiler_trusts_isa() else {}
         return CompileSettings({"options": skip},
-                               "inductor, linears on the kernel timed fastest, one layer compiled for all",
+                               "inductor, linears on the kernel timed fastest, one layer traced for all",
                                {"post_grad_custom_pre_pass": regions.GROUP_LINEARS, **trusted}, packs=True)
     return CompileSettings({"options": skip}, "inductor default")
 
@@ -252,20 +255,30 @@ class StaticDecoder:
         self._cuda = self.device.type == "cuda"
         # One compiled program per decoder, with its own recompile budget: dynamic=False specialises it to this
         # cache's shapes, which never change.
-        self._step = torch.compile(next_token_logits, dynamic=False, isolate_recompiles=True,
-                                   **self.settings.kwargs)
         graphs = compiled_graphs()
-        self.packed = self._warm_up(model)
+        self.shared_region = self.settings.packs  # the decoder layers traced once for all (a CPU step)
+        try:
+            self.packed = self._warm_up(model, reuse=self.shared_region)
+        except Exception as exc:  # any failure to trace the shared region: compile the general way
+            if not self.shared_region:
+                raise
+            log.info("the decoder layers' shared region did not compile (%s); each layer is traced", first_line(exc))
+            self.shared_region = False
+            self.packed = self._warm_up(model, reuse=False)
         self.graphs = compiled_graphs() - graphs
 
-    def _warm_up(self, model: torch.nn.Module) -> int:
+    def _warm_up(self, model: torch.nn.Module, reuse: bool) -> int:
         """Allocate the cache with an eager one-token prefill (so no compiled program traces the allocation),
-        compile the step and run it WARM_CALLS times, then empty the cache again. The linears it calls on
-        prepacked weights."""
+        compile the step (on a CPU with the decoder layers traced once for all where reuse is asked and they
+        allow it: kvviz.engine.regions) and run it WARM_CALLS times, then empty the cache again. The linears it
+        calls on prepacked weights."""
+        self._step = torch.compile(next_token_logits, dynamic=False, isolate_recompiles=True,
+                                   **self.settings.kwargs)
+        self.reset()
         token = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # [1, 1]
         prefill(model, token, self.cache)
         self._position = 1
-        patched = regions.compiling(model) if self.settings.packs else contextlib.nullcontext(0)
+        patched = regions.compiling(model, reuse=reuse) if self.settings.packs else contextlib.nullcontext(0)
         with torch._inductor.config.patch(self.settings.inductor), patched as packed:
             for _ in range(WARM_CALLS):
                 logits = self.decode(model, token)

@@ -1,6 +1,6 @@
 """What makes a CPU's compiled decode step quick to compile and fast to run: its linear layers call the kernel that
 streams their weights fastest on this machine (chosen by timing them), on copies kvviz prepacks itself, and its
-decoder layers are one nested compile region, compiled once and stamped out for every layer.
+decoder layers are one nested compile region, traced once and stamped out for every layer.
 
 Why not inductor's own way. With freezing, inductor makes every weight a constant of the program and prepacks it
 for oneDNN; but then the 24 layers of the Qwen2.5-0.5B twin are 24 different programs to it, lowered, scheduled
@@ -18,6 +18,17 @@ in timed passes over the model's own step. No one of them wins
 everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest; on a 2-core Xeon with AMX, oneDNN
 ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL and 35 for
 torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin).
+
+How the layers become one trace. dynamo reuses a traced region only when every input is a tensor, a number, a
+string or a module, and it guards the trace on what the body read. Handed a layer's bound forward and transformers'
+StaticCache object it traced every layer anew (17 of 67 s of the Qwen2.5-0.5B twin's profiled cold compile on a
+2-core Xeon). So a layer whose cache is a plain StaticLayer runs as _one_static_layer(layer, its cache tensors,
+...): inside, a stand-in cache (_RegionCache) writes those tensors with transformers' own StaticLayer.update, and
+the layer's index, which the stand-in does not read, stays out of the trace's key (region_keys: layers whose plain
+attributes differ, a sliding window say, get traces of their own). dynamo traces one layer and stamps it out for
+the others: 33.2-33.7 s became 23.9-27.4 s for that twin's first compile, 29.7 s became 21.6 s for SmolLM2's.
+A layer that asks the cache for anything else fails to trace; the step then compiles the general way
+(_one_layer, a trace per layer: kvviz.engine.compiled.StaticDecoder).
 
 Outside a compile nothing changes: the model's modules are patched only while the step is traced (compiling()),
 and a packed copy lives as long as the weight it was made from.
@@ -413,27 +424,99 @@ def repeated_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 @torch.compiler.nested_compile_region
 def _one_layer(forward, *args, **kwargs):
-    """A decoder layer's forward, as the region torch.compile compiles once and reuses for every layer."""
+    """A decoder layer's forward as a region (the general case: traced again at every layer, its inputs being a
+    bound method and the cache object, which dynamo does not reuse a traced region over)."""
     return forward(*args, **kwargs)
 
 
-def _in_region(forward):
+class _LayerSlots:
+    """One static cache layer's tensors as transformers' StaticLayer.update reads them (keys, values, the count
+    written so far), made inside the region from its inputs."""
+
+    def __init__(self, keys: Tensor, values: Tensor, length: Tensor) -> None:
+        self.keys, self.values, self.cumulative_length = keys, values, length
+        self.device, self.is_initialized = keys.device, True
+
+
+class _RegionCache:
+    """The cache as a decoder layer inside the region sees it: update writes the layer's own tensors with
+    transformers' StaticLayer.update, whatever index the layer gives, so that one traced body serves every layer.
+    A layer that asks the cache for anything else fails to trace, and the step compiles the general way."""
+
+    def __init__(self, slots: _LayerSlots, update) -> None:
+        self._slots, self._update = slots, update
+
+    def update(self, key_states: Tensor, value_states: Tensor, layer_idx: int, *args, **kwargs):
+        return self._update(self._slots, key_states, value_states, *args, **kwargs)
+
+
+def _region_key(layer, *args, **kwargs) -> int:
+    return layer.kvviz_region_key
+
+
+_STATIC_UPDATE: list = []  # transformers' StaticLayer.update, looked up when a layer is first patched
+
+
+@torch.compiler.nested_compile_region(reuse_hash_fn=_region_key)
+def _one_static_layer(layer, cache_name, keys, values, length, *args, **kwargs):
+    """A decoder layer's forward on its own static cache tensors: traced once, and that trace reused for every
+    layer of the same key (region_keys). Its inputs are the layer module, tensors and constants, which is what
+    dynamo reuses a traced region over."""
+    cache = _RegionCache(_LayerSlots(keys, values, length), _STATIC_UPDATE[0])
+    return type(layer).forward(layer, *args, **{cache_name: cache}, **kwargs)
+
+
+def region_keys(layers: list[torch.nn.Module]) -> list[int]:
+    """For each layer, the number of its kind: layers whose modules hold the same plain attributes (numbers,
+    strings, flags: a sliding window, a scaling, an attention type), their layer_idx aside, share one. The
+    parameters' shapes are the same already (repeated_layers). A layer that would read its index other than to
+    find its cache does so through the cache, which _RegionCache refuses."""
+    kinds: dict[tuple, int] = {}
+    keys = []
+    for layer in layers:
+        kind = tuple((name, tuple(sorted((k, v) for k, v in vars(m).items()
+                                         if not k.startswith("_") and k != "layer_idx"
+                                         and isinstance(v, (bool, int, float, str, type(None))))))
+                     for name, m in layer.named_modules())
+        keys.append(kinds.setdefault(kind, len(kinds)))
+    return keys
+
+
+def _in_region(layer: torch.nn.Module, index: int, reuse: bool):
+    """layer's forward, patched: through _one_static_layer when reuse is asked and the layer's cache is a plain
+    static one (transformers' StaticLayer), else through _one_layer."""
+    forward = layer.forward
+    if reuse and not _STATIC_UPDATE:
+        from transformers.cache_utils import StaticLayer
+
+        _STATIC_UPDATE.append(StaticLayer.update)
+
     def call(*args, **kwargs):
-        return _one_layer(forward, *args, **kwargs)
+        name = "cache" if "cache" in kwargs else "past_key_values"
+        cache = kwargs.get(name)
+        slots = cache.layers[index] if reuse and hasattr(cache, "layers") and len(cache.layers) > index else None
+        if slots is None or type(slots).update is not _STATIC_UPDATE[0]:
+            return _one_layer(forward, *args, **kwargs)
+        del kwargs[name]
+        return _one_static_layer(layer, name, slots.keys, slots.values, slots.cumulative_length, *args, **kwargs)
     return call
+
+
+def _packed_forward(self, x: Tensor) -> Tensor:
+    return torch.ops.kvviz.packed_linear(x, self.weight, self.bias)
 
 
 def _linear_packed(module: torch.nn.Linear):
-    def call(x: Tensor) -> Tensor:
-        return torch.ops.kvviz.packed_linear(x, module.weight, module.bias)
-    return call
+    import types
+
+    return types.MethodType(_packed_forward, module)
 
 
 _NONE = object()  # a module had no forward of its own
 
 
 @contextmanager
-def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
+def compiling(model: torch.nn.Module, regions: bool = True, reuse: bool = True) -> Iterator[int]:
     """While a step of `model` is traced: every plain nn.Linear whose weight can be packed calls packed_linear, on a
     copy made for the kernel measured fastest for its shape (oneDNN's until measured: choose_kernels, run on leaving
     the block once the step's groups exist), and (with `regions`) every decoder layer runs inside the one nested
@@ -449,13 +532,16 @@ def compiling(model: torch.nn.Module, regions: bool = True) -> Iterator[int]:
             module.forward = _linear_packed(module)
             packed += 1
         if regions:
-            for layer in repeated_layers(model):
+            layers = repeated_layers(model)
+            for index, (layer, key) in enumerate(zip(layers, region_keys(layers), strict=True)):
                 patched.append((layer, vars(layer).get("forward", _NONE)))
-                layer.forward = _in_region(layer.forward)
+                layer.kvviz_region_key = key
+                layer.forward = _in_region(layer, index, reuse)
         yield packed
         stepped = True
     finally:
         for module, before in reversed(patched):
+            vars(module).pop("kvviz_region_key", None)
             if before is _NONE:
                 vars(module).pop("forward", None)
             else:
