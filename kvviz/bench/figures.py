@@ -288,7 +288,9 @@ def fast_figure(rows: pd.DataFrame) -> go.Figure:
                             showlegend=False, marker={"color": "black", "size": 4}, row=1, col=col)
     line = 0.7 if stream else 0.8
     fig.add_hline(y=line, line_dash="dash", row=1, col=2)
-    fig.update_yaxes(type="log", dtick=1, row=1, col=1)  # a tick per decade
+    # 1, 2 and 5 of every decade, written out whole: a run within one decade still reads
+    fig.update_yaxes(type="log", tickvals=[m * 10.0**e for e in range(-1, 6) for m in (1, 2, 5)], tickformat="~g",
+                     row=1, col=1)
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(tickangle=0)
     fig.update_layout(barmode="group", scattermode="group",
