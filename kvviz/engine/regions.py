@@ -39,6 +39,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+import types
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -469,8 +470,9 @@ def _one_static_layer(layer, cache_name, keys, values, length, *args, **kwargs):
 def region_keys(layers: list[torch.nn.Module]) -> list[int]:
     """For each layer, the number of its kind: layers whose modules hold the same plain attributes (numbers,
     strings, flags: a sliding window, a scaling, an attention type), their layer_idx aside, share one. The
-    parameters' shapes are the same already (repeated_layers). A layer that would read its index other than to
-    find its cache does so through the cache, which _RegionCache refuses."""
+    parameters' shapes are the same already (repeated_layers). transformers' layers read their index in forward only
+    to reach their cache (a grep of its models, version 5.24), and anything but update fails to trace on
+    _RegionCache."""
     kinds: dict[tuple, int] = {}
     keys = []
     for layer in layers:
@@ -507,8 +509,6 @@ def _packed_forward(self, x: Tensor) -> Tensor:
 
 
 def _linear_packed(module: torch.nn.Linear):
-    import types
-
     return types.MethodType(_packed_forward, module)
 
 

@@ -7,6 +7,7 @@ not from kvviz."""
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import pytest
@@ -47,11 +48,12 @@ def test_layers_are_of_one_kind_unless_a_plain_attribute_differs_their_index_asi
 
 @pytest.fixture(autouse=True)
 def _fresh_models():
-    """Each test loads tiny anew and forgets it after (the static mode's decoders live as long as the model; a
-    later test's first static run must compile)."""
+    """Each test loads tiny anew and forgets it after, with its decoders and packed copies (they live as long as
+    the model; a later test's first static run must compile, and its count of packed copies start clean)."""
     unload_all()
     yield
     unload_all()
+    gc.collect()  # the model's packed copies go with it now, not in a later test's count
 
 
 def _greedy_against_eager(lm, decoder: StaticDecoder, steps: int = 8) -> None:
