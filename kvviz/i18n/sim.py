@@ -110,6 +110,8 @@ EN = {
                      "p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}: MAPE over {points} held-out points: output tok/s {output_tokens_per_s}, TPOT p50 "
                     "{tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
+    "sim_cli.steps": "    vLLM ran {steps} steps (simulated: {predicted}); median decode step {decode_ms:.1f} ms "
+                     "of model time (simulated step: {predicted_ms:.1f} ms); stalls: {stalls} of decode time",
     "sim_cli.repeat": "{model}: the same {points} loads measured twice moved by (mean |second - first| / first) "
                       "output tok/s {output_tokens_per_s}, TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 "
                       "{e2e_p50_s}: no prediction's error can be read finer than that",
@@ -221,6 +223,8 @@ ZH = {
                      "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}：{points} 个留出点的平均绝对百分比误差（MAPE）：输出 tok/s {output_tokens_per_s}，"
                     "TPOT p50 {tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
+    "sim_cli.steps": "    vLLM 运行了 {steps} 步（模拟：{predicted}）；解码步的模型时间中位数 {decode_ms:.1f} ms"
+                     "（模拟的一步：{predicted_ms:.1f} ms）；停顿占解码步时间的 {stalls}",
     "sim_cli.repeat": "{model}：同样的 {points} 个负载测两次，变化（|第二次 - 第一次| / 第一次 的均值）为 输出 tok/s "
                       "{output_tokens_per_s}，TPOT p50 {tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}："
                       "任何预测的误差都无法读得比这更细",

@@ -114,6 +114,9 @@ def _validate_parser(commands) -> argparse.ArgumentParser:
                    help="of the full plan's models (tiny, smollm2-135m-instruct), these only")
     p.add_argument("--repeat", action="store_true",
                    help="run every held-out load twice: how far the measurement itself moves")
+    p.add_argument("--engine-steps", action="store_true",
+                   help="vLLM logs its every step: each load's steps, median decode step and stalls beside the "
+                        "simulator's (the logging slows the engine a little)")
     return p
 
 
@@ -266,7 +269,8 @@ def validate_command(args: argparse.Namespace) -> None:
 
     plans = validate.QUICK if args.quick else tuple(
         p for p in validate.FULL if not args.models or p.model in args.models)
-    results = [validate.validate_model(plan, say=_progress(args.lang), repeat=args.repeat)
+    results = [validate.validate_model(plan, say=_progress(args.lang), repeat=args.repeat,
+                                       engine_steps=args.engine_steps)
                for plan in plans]
     summary = validate.summary(results)
     if args.json:  # with the machine it was measured on, as every benchmark result is
@@ -276,6 +280,11 @@ def validate_command(args: argparse.Namespace) -> None:
         return
     for row in summary["points"]:
         print(t("sim_cli.point", args.lang, **validate.percent_row(row)))
+        if row["engine_steps"] is not None:
+            print(t("sim_cli.steps", args.lang, steps=row["engine_steps"], predicted=row["predicted_steps"],
+                    decode_ms=1e3 * (row["engine_decode_median_s"] or 0),
+                    predicted_ms=1e3 * row["predicted_step_median_s"],
+                    stalls="-" if row["engine_stall_share"] is None else f"{100 * row['engine_stall_share']:.0f}%"))
     for model, errors in summary["mape"].items():
         print(t("sim_cli.mape", args.lang, model=model, points=summary["held_out_points"][model],
                 **validate.percent(errors)))

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kvviz.serving import iterations
+from kvviz.serving.iterations import EngineStep
 from kvviz.serving.stats import RunStats
 from kvviz.sim.calibrate import (
     CALIBRATION,
@@ -84,6 +86,8 @@ class Point:
     unseen_decodes: int = 0
     measured_again: RunStats | None = None
     server: ServerView | None = None
+    engine_steps: tuple[EngineStep, ...] = ()  # vLLM's own record of the load's steps (kvviz.serving.iterations)
+    predicted_steps: tuple[float, ...] = ()  # the simulated steps' durations, in seconds
 
     @property
     def engine_tpot_mean_s(self) -> float | None:
@@ -111,7 +115,21 @@ class Point:
         row["predicted_tpot_mean_s"] = q
         for name, m in zip(SPLIT, (self.measured.tpot.mean, self.engine_tpot_mean_s), strict=True):
             row[f"measured_{name}"], row[f"error_{name}"] = m, _error(q, m)
-        return row
+        return row | self.step_row()
+
+    def step_row(self) -> dict:
+        """The load's steps as vLLM logged them beside the simulator's: how many, the median step (vLLM's is its
+        model's time alone, the simulator's the whole step), vLLM's median decode step, and the share of its decode
+        steps' time spent in stalls (kvviz.serving.iterations.summary). None where vLLM logged none (a server started
+        without the flag)."""
+        engine = iterations.summary(self.engine_steps) if self.engine_steps else None
+        times = sorted(self.predicted_steps)
+        n = len(times)
+        return {"engine_steps": engine["steps"] if engine else None, "predicted_steps": n,
+                "engine_step_median_s": engine["median_s"] if engine else None,
+                "engine_decode_median_s": engine["decode_median_s"] if engine else None,
+                "predicted_step_median_s": (times[(n - 1) // 2] + times[n // 2]) / 2 if n else None,
+                "engine_stall_share": engine["stall_share"] if engine else None}
 
 
 def _error(predicted: float | None, measured: float | None) -> float | None:
@@ -146,10 +164,13 @@ def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> floa
 
 
 def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fitted) -> Point:
-    stats, preempted = predicted_stats(measured.point, engine, fitted)
+    sim = replay(measured.point, engine, fitted.step)
+    stats = as_client(sim, fitted.request_overhead_s, measured.point.rate)
+    preempted = sum(s.preemptions for s in sim.trace)
     unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and r.tpot_s is None)
     return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
-                 preempted, unseen, server=measured.server)
+                 preempted, unseen, server=measured.server, engine_steps=measured.engine_steps,
+                 predicted_steps=tuple(s.duration_s for s in sim.trace))
 
 
 def onset(points: list[Point], which: Callable[[Point], int | None]) -> int | None:
@@ -162,12 +183,16 @@ def _quiet(key: str, **fields) -> None:
     """The default progress: none."""
 
 
-def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: bool = False) -> ModelResult:
+def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: bool = False,
+                   engine_steps: bool = False) -> ModelResult:
     """Calibrate on the plan's loads, then measure and predict its held-out loads and its preemption sweep.
     say(key, **fields): each step's progress, as a kvviz/i18n/sim.py text key (sim_cli.v_*) and its fields.
     repeat: run every held-out load a second time, right after the first (the same prompts' lengths, an open
-    loop's same arrivals): how far the measurement moves by itself, the floor under any prediction's error."""
-    with serving(plan.model, plan.max_model_len) as served:
+    loop's same arrivals): how far the measurement moves by itself, the floor under any prediction's error.
+    engine_steps: vLLM logs its every step, and each point's row says how many it ran, its median decode step and
+    the share of time in stalls, beside the simulator's steps (calibrate.serving: the logging costs the engine
+    time, so the errors are of a slower engine)."""
+    with serving(plan.model, plan.max_model_len, engine_steps=engine_steps) as served:
         say("sim_cli.v_ready", model=plan.model, blocks=served.engine.num_blocks, size=served.engine.block_size)
         warm_up(served)
         fitted, runs = calibrate(served, plan.calibration)
@@ -184,7 +209,8 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
                 result.points[-1].measured_again = measure(served, point).stats
             say("sim_cli.v_point", **_brief(result.points[-1]))
     if plan.sweep_blocks and plan.sweep_mix:
-        with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks) as small:
+        with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks,
+                     engine_steps=engine_steps) as small:
             result.sweep_engine = small.engine
             warm_up(small)
             sweep = []

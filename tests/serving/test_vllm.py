@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from kvviz.serving.endpoint import CHAT, EndpointError, endpoint
+from kvviz.serving.iterations import ITERATION_FLAG, LogCursor, summary
 from kvviz.serving.load import Load
 from kvviz.serving.loadgen import run
 from kvviz.serving.metrics_reader import Watcher, parse, server_view
@@ -31,7 +32,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = model_folder("tiny")
-    spec = ServerSpec(folder.path, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1)
+    spec = ServerSpec(folder.path, "tiny", port=free_port(), max_model_len=1024, kv_space_gib=1,
+                      extra_args=(ITERATION_FLAG,))
     with running_vllm(spec, log_path=tmp_path_factory.mktemp("vllm") / "vllm.log") as srv:
         yield srv
 
@@ -71,6 +73,24 @@ def test_a_closed_loop_on_vllm_counts_what_vllm_counts(server):
     assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == 4 * 16
     server_ttft = (after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]) / 4
     assert result.stats.ttft.mean >= server_ttft - 0.005, (result.stats.ttft.mean, server_ttft)
+
+
+def test_vllms_own_steps_add_up_to_the_loads_tokens(server):
+    """vLLM's per-step log over one closed loop (6 requests of 24 prompt tokens and 20 output tokens, 3 in flight):
+    its context tokens are the prompts, 6 x 24 = 144 (fresh prompts, no prefix-cache hit; a 1 GiB pool, no
+    preemption); its generation tokens every output token but each request's first, which the step finishing the
+    prompt samples: 6 x 19 = 114; no step decodes more than the 3 in flight. A lost line, a field read into the
+    wrong place, or another load's steps break these."""
+    cursor = LogCursor(server.log_path)
+    prompts = synthetic(6, 24, load_tokenizer(REPO / "assets" / "tiny"), seed=11)
+    result = run(server.endpoint(), Load(concurrency=3, requests=6, output_tokens=20), prompts)
+    assert result.stats.completed == 6, result.stats.first_error
+    httpx.get(server.spec.base_url + "/metrics")  # the last step's line is written by the time this answers
+    steps = cursor.steps()
+    got = summary(steps)
+    assert (got["context_tokens"], got["generation_tokens"]) == (144, 114), got
+    assert max(s.generation_requests + s.context_requests for s in steps) <= 3
+    assert got["elapsed_s"] < result.stats.duration_s and got["decode_median_s"] > 0
 
 
 def test_chat_on_vllm_skips_the_role_chunk(server):

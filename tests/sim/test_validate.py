@@ -108,6 +108,15 @@ def test_the_engine_clocks_each_decode_inside_the_clients_request(result):
     assert split["points"] >= 1 and split["engine_tpot_mean_s"] is not None
 
 
+def test_each_row_states_the_simulated_steps_and_no_vllm_steps_unasked(result):
+    """The quick plan starts vLLM without its per-step log (it slows the engine): every row has the simulator's
+    steps, and None, not 0, for vLLM's (tests/serving/test_vllm.py reads a server that logs them)."""
+    for p in result.points:
+        row = p.row()
+        assert row["engine_steps"] is None and row["engine_stall_share"] is None and not p.engine_steps
+        assert row["predicted_steps"] >= p.point.mix.output_tokens and row["predicted_step_median_s"] > 0
+
+
 def test_the_fitted_step_time_costs_time(result):
     """vLLM's every step costs fixed time (scheduling, the model's launch; milliseconds on a CPU), far above the
     1 µs floor the fit holds the intercept to; no coefficient is negative; the fit stands on at least 40 rows, eight
@@ -166,7 +175,7 @@ def test_validates_json_names_the_machine_it_measured_on(result, monkeypatch, ca
     every held-out point."""
     from kvviz.sim.cli import main
 
-    monkeypatch.setattr(validate, "validate_model", lambda plan, say=None, repeat=False: result)
+    monkeypatch.setattr(validate, "validate_model", lambda plan, say=None, repeat=False, engine_steps=False: result)
     assert main(["validate", "--quick", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     names = {line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")}
