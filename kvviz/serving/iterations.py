@@ -18,6 +18,7 @@ kvviz.serving.vllm's, using the steps kvviz.sim's.
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,9 +72,7 @@ STALL_FACTOR = 4.0
 
 
 def _median(values: list[float]) -> float | None:
-    values = sorted(values)
-    n = len(values)
-    return (values[(n - 1) // 2] + values[n // 2]) / 2 if n else None
+    return statistics.median(values) if values else None
 
 
 def summary(steps: list[EngineStep] | tuple[EngineStep, ...]) -> dict:

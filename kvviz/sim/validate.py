@@ -13,6 +13,7 @@ calibrate's.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from kvviz.sim.calibrate import (
     serving,
     warm_up,
 )
-from kvviz.sim.simulate import Limits, simulate
+from kvviz.sim.simulate import Limits, SimResult, simulate
 from kvviz.sim.workload import closed_loop
 
 if TYPE_CHECKING:
@@ -123,12 +124,11 @@ class Point:
         steps' time spent in stalls (kvviz.serving.iterations.summary). None where vLLM logged none (a server started
         without the flag)."""
         engine = iterations.summary(self.engine_steps) if self.engine_steps else None
-        times = sorted(self.predicted_steps)
-        n = len(times)
-        return {"engine_steps": engine["steps"] if engine else None, "predicted_steps": n,
+        times = self.predicted_steps
+        return {"engine_steps": engine["steps"] if engine else None, "predicted_steps": len(times),
                 "engine_step_median_s": engine["median_s"] if engine else None,
                 "engine_decode_median_s": engine["decode_median_s"] if engine else None,
-                "predicted_step_median_s": (times[(n - 1) // 2] + times[n // 2]) / 2 if n else None,
+                "predicted_step_median_s": statistics.median(times) if times else None,
                 "engine_stall_share": engine["stall_share"] if engine else None}
 
 
@@ -151,8 +151,14 @@ class ModelResult:
 def predicted_stats(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[RunStats, int]:
     """The calibrated simulator's figures for a load, as the client would measure them (the request overhead on
     TTFT and E2E), and its preemptions."""
+    stats, preempted, _ = _predicted(point, engine, fitted)
+    return stats, preempted
+
+
+def _predicted(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[RunStats, int, SimResult]:
+    """predicted_stats's figures and the simulated run they come from (its steps)."""
     sim = replay(point, engine, fitted.step)
-    return as_client(sim, fitted.request_overhead_s, point.rate), sum(s.preemptions for s in sim.trace)
+    return as_client(sim, fitted.request_overhead_s, point.rate), sum(s.preemptions for s in sim.trace), sim
 
 
 def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> float:
@@ -164,9 +170,7 @@ def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> floa
 
 
 def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fitted) -> Point:
-    sim = replay(measured.point, engine, fitted.step)
-    stats = as_client(sim, fitted.request_overhead_s, measured.point.rate)
-    preempted = sum(s.preemptions for s in sim.trace)
+    stats, preempted, sim = _predicted(measured.point, engine, fitted)
     unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and r.tpot_s is None)
     return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
                  preempted, unseen, server=measured.server, engine_steps=measured.engine_steps,
