@@ -40,7 +40,7 @@ from kvviz.serving.loadgen import RunResult, run
 from kvviz.serving.prompts import Prompt, load_tokenizer, synthetic
 from kvviz.serving.sweep import level_requests, level_row, levels
 from kvviz.serving.timed_server import timed_server
-from kvviz.serving.vllm import REPO, TINY, ServerSpec, free_port, running_vllm, vllm_python
+from kvviz.serving.vllm import REPO, TINY, ServerSpec, free_port, omp_threads, running_vllm, vllm_python
 
 KVVIZ, VLLM_BENCH = "kvviz", "vllm bench serve"
 TIMED = ", timed server"  # the sources of the rows against the timed server: "kvviz, timed server", ...
@@ -367,7 +367,8 @@ def summarize_serving(frame: pd.DataFrame, plan: ServingPlan, load_before: tuple
                     for name, source in (("kvviz", KVVIZ), ("vllm_bench", VLLM_BENCH))}
     summary = {
         "model": "tiny", "prompt_tokens": plan.prompt_tokens, "output_tokens": plan.output_tokens,
-        "compare_at_concurrency": plan.compare_at, "rounds": plan.rounds, "requests_per_round": plan.compare_requests,
+        "vllm_worker_threads": omp_threads(), "compare_at_concurrency": plan.compare_at, "rounds": plan.rounds,
+        "requests_per_round": plan.compare_requests,
         "same_requests": "kvviz's prompts to both clients (vLLM's as its custom dataset, no chat template, in order), "
                          "greedy (temperature 0), ignore_eos, the same requests in flight",
         "kvviz_output_tokens_per_s": float(ours["output_tokens_per_s"].median()),

@@ -28,7 +28,7 @@ EN = {
         "computing, becomes most of its time to first token. The token bars stay far below the budget line: the "
         "seat limit holds them back, not the budget."),
     "scheduler.explain.chunk": (
-        "**A long prompt chunked among decodes.** A 640-token prompt arrives every half second and a step computes "
+        "**A long prompt chunked among decodes.** A 640-token prompt arrives every second and a step computes "
         "at most 256 tokens (max_num_batched_tokens). The scheduler serves the running requests first, one token "
         "each for those decoding, and gives what is left of the budget to the new prompt: it is prefilled in three "
         "chunks over three steps (blue in its row) while the others keep decoding in the same steps. Watch the "
@@ -140,7 +140,7 @@ ZH = {
         "增加一个，直到 4 个同时运行；此后每个新请求都要等待（黄色），直到有请求完成、空出位置。于是首 token 延迟的"
         "大部分是等待，而不是计算。token 柱远低于预算线：限制它们的是并发席位，不是预算。"),
     "scheduler.explain.chunk": (
-        "**长提示词在解码之间分块预填充。** 每半秒到达一个 640 token 的提示词，每步最多计算 256 token"
+        "**长提示词在解码之间分块预填充。** 每秒到达一个 640 token 的提示词，每步最多计算 256 token"
         "（max_num_batched_tokens）。调度器先服务正在运行的请求，解码中的每个请求一个 token，再把剩"
         "下的预算给新提示词："
         "它分三块、用三步预填充完（它那一行的蓝色），其他请求在同样的步里继续解码。注意预填充时 token 柱碰到预算线，"

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvviz.base.cpu import usable_cpus
 from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import clip, whole_number
 from kvviz.serving.endpoint import Endpoint, endpoint
@@ -219,12 +220,37 @@ def command(spec: ServerSpec, python: Path) -> list[str]:
     return cmd + list(spec.extra_args)
 
 
+def worker_threads(workers: int = 1, cpus: int | None = None) -> int:
+    """The threads each model worker of vLLM's CPU build computes with: the usable cores less one for each
+    worker's scheduling process, shared among the workers, and at least 1. vLLM's own binding
+    (VLLM_CPU_OMP_THREADS_BIND=auto) reserves a core per worker for the engine core process in the same way;
+    kvviz does not pin threads to cores (they are shared with the client), so it sets only the count. Left at
+    torch's default (a thread per core), the worker's threads, the engine core, the API server and the client
+    contend for 2 cores: tiny's decode steps then stalled (17% of decode time over 4 steps the median's length)
+    and 8 in flight gave 457-493 tokens/s, against 738-768 and no stalls with 1 thread (docs/simulator.md)."""
+    cpus = usable_cpus() if cpus is None else cpus
+    return max(1, (cpus - workers) // workers)
+
+
+def omp_threads(workers: int = 1) -> int | None:
+    """OMP_NUM_THREADS for the server: the caller's own if set, else worker_threads on the CPU build; None on a
+    machine with a CUDA GPU (its build, where vLLM gives each worker one thread itself)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        mine = os.environ["OMP_NUM_THREADS"]
+        return int(mine) if mine.isdigit() else None
+    return None if has_cuda_gpu() else worker_threads(workers)
+
+
 def environment(spec: ServerSpec) -> dict[str, str]:
-    """The server's environment: this one, offline, with the CPU build's KV space and no core pinning (the
-    cores are shared with the client and whoever else runs here)."""
+    """The server's environment: this one, offline, with the CPU build's KV space, no core pinning (the cores
+    are shared with the client and whoever else runs here) and a thread count that leaves the scheduling
+    processes a core (omp_threads)."""
+    workers = spec.tensor_parallel * spec.pipeline_parallel * spec.data_parallel
+    threads = None if os.environ.get("OMP_NUM_THREADS") else omp_threads(workers)
     return os.environ | {"VLLM_CPU_KVCACHE_SPACE": str(spec.kv_space_gib),
                          "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
-                         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+                         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"} | (
+        {"OMP_NUM_THREADS": str(threads)} if threads else {})
 
 
 @dataclass(frozen=True)

@@ -355,11 +355,13 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
 
 def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
     """Everything the calibration file holds beside step_time's keys."""
+    from kvviz.serving.vllm import omp_threads
+
     return {"model": engine.model_name, "device": device_id(),
             "model_info": {"name": engine.model_name, "config_sha256": engine.model_config_sha256},
             "device_info": {"cpu_model": cpu_name(), "usable_cpus": usable_cpus(), "machine": platform.machine(),
                             "vllm_version": vllm_version(venv), "block_size": engine.block_size,
-                            "kv_blocks": engine.num_blocks},
+                            "kv_blocks": engine.num_blocks, "vllm_worker_threads": omp_threads()},
             "engine": asdict(engine),
             "request_overhead_s": fitted.request_overhead_s,
             "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "

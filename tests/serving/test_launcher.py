@@ -17,6 +17,7 @@ from kvviz.serving.vllm import (
     environment,
     last_error_line,
     startup_facts,
+    worker_threads,
 )
 
 
@@ -32,6 +33,34 @@ def test_the_command_line_and_environment():
     env = environment(spec)
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert (env["VLLM_CPU_OMP_THREADS_BIND"], env["HF_HUB_OFFLINE"]) == ("nobind", "1")
+
+
+@pytest.mark.parametrize(("workers", "cpus", "threads"), [
+    (1, 2, 1),  # these machines: one core computes, one is left to the engine core, API server and client
+    (2, 2, 1),  # tp 2 on 2 cores: no core to spare, still one thread each
+    (1, 16, 15), (4, 16, 3),  # vLLM's auto binding on 16 cores: 16 - 4 reserved = 12, 3 for each of 4 workers
+    (1, 1, 1),
+])
+def test_each_worker_computes_on_the_cores_less_one_per_worker(workers, cpus, threads):
+    assert worker_threads(workers, cpus) == threads
+
+
+def test_the_thread_count_goes_to_vllm_unless_the_caller_set_one(monkeypatch):
+    """On the CPU build the server's OMP_NUM_THREADS is worker_threads' count for its workers (tp × pp × dp);
+    a caller's own OMP_NUM_THREADS is kept; with a CUDA GPU (its build) none is set, vLLM sets its workers'."""
+    import kvviz.serving.vllm as vllm
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(vllm, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: False)
+    assert environment(ServerSpec(TINY, "tiny"))["OMP_NUM_THREADS"] == "7"
+    assert environment(ServerSpec(TINY, "tiny", tensor_parallel=2))["OMP_NUM_THREADS"] == "3"
+    assert environment(ServerSpec(TINY, "tiny", tensor_parallel=2, pipeline_parallel=2))["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    assert environment(ServerSpec(TINY, "tiny"))["OMP_NUM_THREADS"] == "5"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: True)
+    assert "OMP_NUM_THREADS" not in environment(ServerSpec(TINY, "tiny"))
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

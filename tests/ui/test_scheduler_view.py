@@ -80,9 +80,10 @@ def test_each_preset_shows_its_effect():
     assert max(s.running for s in fill.trace) == 4 and max(s.waiting for s in fill.trace) > 0
     chunk = run_preset(PRESETS["chunk"])
     assert max(s.tokens_scheduled for s in chunk.trace) == 256
-    r1 = [next((b for b in d.running if b.index == 1), None) for d in chunk.details]
-    chunks = [b.tokens for b in r1 if b is not None and b.start < 640]
-    assert len(chunks) == 3 and sum(chunks) == 640
+    for index in range(PRESETS["chunk"].requests):  # the explanation's "three chunks over three steps", for each
+        rows = [next((b for b in d.running if b.index == index), None) for d in chunk.details]
+        chunks = [b.tokens for b in rows if b is not None and b.start < 640]
+        assert len(chunks) == 3 and sum(chunks) == 640, (index, chunks)
     assert any(s.prefill_tokens and s.decode_seqs for s in chunk.trace), "no chunk beside a decode"
     preempt = run_preset(PRESETS["preempt"])
     assert [s.index for s in preempt.trace if s.preemptions] == [65]

@@ -66,9 +66,11 @@ PRESETS = {p.key: p for p in (
     # Requests come every 1/6 s, each lives ~25 steps: the batch grows by one every two or three steps up to
     # max_num_seqs 4, and the later ones wait in the queue for a seat.
     Preset("fill", 12, 96, 24, num_blocks=48, max_num_seqs=4, rate=6.0),
-    # A 640-token prompt every half second with a 256-token budget: each is prefilled in three chunks, in the
-    # same steps as the earlier requests' decodes, which keep their token each step (running first).
-    Preset("chunk", 5, 640, 40, num_blocks=128, max_num_batched_tokens=256, rate=2.0),
+    # A 640-token prompt every second with a 256-token budget: each is prefilled in three chunks, in the same
+    # steps as the earlier requests' decodes, which keep their token each step (running first). Every half second
+    # was too often once SmolLM2's calibration put 0.86 ms on a prompt token: a prompt came while the one before
+    # was still in its chunks, and two shared the budget.
+    Preset("chunk", 5, 640, 40, num_blocks=128, max_num_batched_tokens=256, rate=1.0),
     # Four requests of 64 + 96 tokens in 16 blocks of 32: each ends needing 5 blocks (20 in all). At step 65 the
     # first needs its fifth block, none is free, and the last admitted is preempted; it comes back when the
     # others end, with its first block still a prefix-cache hit.
