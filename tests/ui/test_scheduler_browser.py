@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,39 @@ def test_the_player_speaks_chinese(page: Page, shots: Path):
     expect(line).to_contain_text("被抢占 r3")
     page.screenshot(path=str(shots / "zh-scheduler.png"), full_page=True)
     page.get_by_label("English").check()
+
+
+def test_simulate_right_after_a_pick_shows_the_count_it_ran(page: Page):
+    """A teacher picks the chunked-prompt preset and presses Simulate before the pick's own run is back: Simulate
+    sends the slider's old count (the preemption preset's 4), and its run lands after the pick's run of 5. The page
+    then shows that last run of 4, and its slider must say 4, not the pick's 5 (the page once showed 5 beside a run
+    of 12). The order is made sure of by holding the pick's call until Simulate's is sent, and Simulate's a moment
+    longer."""
+    line = page.locator("#sched-line")
+    page.get_by_label("the cache full: a request preempted").check()
+    expect(line).to_have_text(STEP_0, timeout=90_000)
+    held, sent = [], []
+
+    def in_order(route):
+        data = (route.request.post_data_json or {}).get("data") or []
+        sent.append(data)
+        if data == ["chunk", "en"]:  # the pick: held until Simulate's call is out
+            held.append(route)
+            return
+        for pick in held:
+            pick.continue_()
+        time.sleep(1.5)  # the pick's run comes back meanwhile
+        route.continue_()
+
+    page.route("**/queue/join*", in_order)
+    try:
+        page.evaluate("""() => { document.querySelector('#sched-preset input[value="chunk"]').click();
+                                 setTimeout(() => document.querySelector('#sched-simulate').click(), 300); }""")
+        setup = page.locator("#sched-explanation")
+        expect(setup).to_contain_text("4 requests of 640 prompt", timeout=90_000)
+    finally:
+        page.unroute("**/queue/join*")
+    assert sent == [["chunk", "en"], ["chunk", 4, "en"]], sent
+    page.wait_for_timeout(1_000)
+    expect(setup).to_contain_text("4 requests of 640 prompt")
+    assert int(page.locator("#sched-requests input[type=number]").input_value()) == 4

@@ -98,17 +98,17 @@ def scheduler_tab(policy: HostPolicy, engine: LocalEngine, lang: gr.Radio) -> No
         real_plot = gr.Plot(show_label=False, elem_id="sched-real-plot")
 
     def schedule(preset="fill", requests=12, lang="en"):
-        """Simulate a preset (fill, chunk, preempt, prefix) with `requests` requests; the explanation and the
-        player, in `lang`."""
+        """Simulate a preset (fill, chunk, preempt, prefix) with `requests` requests; the request count simulated
+        (the page's slider shows it), the explanation and the player, in `lang`."""
         try:
-            return simulated(preset, requests, policy, lang)
+            n = view_requests(requests, top)
+            return n, *simulated(preset, n, policy, lang)
         except ValueError as exc:
             raise refusal(exc, lang) from None
 
     def pick(preset, lang="en"):
         """A preset picked on the page: its own request count, and its run."""
-        n = min(PRESETS[preset].requests, top) if preset in PRESETS else gr.skip()
-        return n, *schedule(preset, n, lang)
+        return schedule(preset, min(PRESETS[preset].requests, top), lang) if preset in PRESETS else gr.skip()
 
     def schedule_on_vllm(preset="fill", requests=12, lang="en"):
         """The preset's load on the local vLLM (started on the Serving tab) against the simulator's run of it."""
@@ -117,10 +117,12 @@ def scheduler_tab(policy: HostPolicy, engine: LocalEngine, lang: gr.Radio) -> No
         except ValueError as exc:
             raise refusal(exc, lang) from None
 
-    go.click(schedule, [key, requests, lang], [explanation, player], api_name="schedule", concurrency_limit=None,
-             preprocess=False)  # the values as sent: schedule checks them itself, in one line (no gradio traceback)
+    # Each run sets the slider to the count it simulated: a Simulate clicked while a preset's pick was still on its
+    # way sends the old count, and the page then shows that run, its count and the slider together.
+    go.click(schedule, [key, requests, lang], [requests, explanation, player], api_name="schedule",
+             concurrency_limit=None, preprocess=False)  # the values as sent: schedule checks them itself, in one line
     key.input(pick, [key, lang], [requests, explanation, player], api_visibility="private", concurrency_limit=None)
-    lang.change(schedule, [key, requests, lang], [explanation, player], api_visibility="private",
+    lang.change(schedule, [key, requests, lang], [requests, explanation, player], api_visibility="private",
                 concurrency_limit=None, show_progress="hidden")
     real_go.click(schedule_on_vllm, [key, requests, lang], [real_text, real_plot], api_name="schedule_on_vllm",
                   preprocess=False, concurrency_id=SERVING, concurrency_limit=1, show_progress_on=real_text)
