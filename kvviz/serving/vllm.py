@@ -226,7 +226,7 @@ def worker_threads(workers: int = 1, cpus: int | None = None) -> int:
     (VLLM_CPU_OMP_THREADS_BIND=auto) reserves a core per worker for the engine core process in the same way;
     kvviz does not pin threads to cores (they are shared with the client), so it sets only the count. Left at
     torch's default (a thread per core), the worker's threads, the engine core, the API server and the client
-    contend for 2 cores: tiny's decode steps then stalled (17% of decode time over 4 steps the median's length)
+    contend for 2 cores: tiny's decode steps then stalled (steps over 4 times the median held 17% of decode time)
     and 8 in flight gave 457-493 tokens/s, against 738-768 and no stalls with 1 thread (docs/simulator.md)."""
     cpus = usable_cpus() if cpus is None else cpus
     return max(1, (cpus - workers) // workers)
@@ -245,8 +245,7 @@ def environment(spec: ServerSpec) -> dict[str, str]:
     """The server's environment: this one, offline, with the CPU build's KV space, no core pinning (the cores
     are shared with the client and whoever else runs here) and a thread count that leaves the scheduling
     processes a core (omp_threads)."""
-    workers = spec.tensor_parallel * spec.pipeline_parallel * spec.data_parallel
-    threads = None if os.environ.get("OMP_NUM_THREADS") else omp_threads(workers)
+    threads = omp_threads(spec.tensor_parallel * spec.pipeline_parallel * spec.data_parallel)
     return os.environ | {"VLLM_CPU_KVCACHE_SPACE": str(spec.kv_space_gib),
                          "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
                          "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"} | (
