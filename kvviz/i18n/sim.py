@@ -105,7 +105,8 @@ EN = {
                      "per GPU-hour)",
     "sim_plan.cost_target": "cost at the target rate: {at_target:.4g} per million output tokens over {gpus:,} GPU(s)",
     "sim_cli.calibrated": "calibrated {model} on vLLM {vllm} ({blocks:,} KV blocks) on {device}, from {loads} loads",
-    "sim_cli.overhead": "request overhead (median of measured - simulated TTFT, added to TTFT and E2E): {ms:.1f} ms",
+    "sim_cli.overhead": "request overhead (the client's mean TTFT less vLLM's own, added to TTFT and E2E): {ms:.1f} "
+                        "ms; requests sent together reach the engine {handoff_ms:.1f} ms apart",
     "sim_cli.point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, TPOT "
                      "p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}: MAPE over {points} held-out points: output tok/s {output_tokens_per_s}, TPOT p50 "
@@ -121,7 +122,8 @@ EN = {
     "sim_cli.onset": "{model}: preemption starts at concurrency {measured} on vLLM, {predicted} predicted",
     "sim_cli.v_ready": "{model}: vLLM ready, {blocks:,} KV blocks of {size}",
     "sim_cli.v_fitted": "{model}: fitted a = {a:.4g} s, b = {b:.4g}, c = {c:.4g}, d = {d:.4g}; request overhead "
-                        "{overhead:.4g} s; residuals rms {rms:.4g} s; {aside} rows set aside as stalls",
+                        "{overhead:.4g} s; handoff {handoff:.4g} s; residuals rms {rms:.4g} s; {aside} rows set aside "
+                        "as stalls",
     "sim_cli.set_aside": "{n} rows set aside as stalls: each took over {ratio:g} times the fitted time of its steps",
     "sim_cli.v_point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, "
                        "TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}; preemptions measured "
@@ -218,7 +220,8 @@ ZH = {
     "sim_plan.cost": "成本：单个副本在其最高速率下，每百万输出 token {at_max:.4g}（每 GPU 小时 {price:g}）",
     "sim_plan.cost_target": "目标速率下的成本：每百万输出 token {at_target:.4g}，共 {gpus:,} 块 GPU",
     "sim_cli.calibrated": "已在 {device} 上对 vLLM {vllm}（{blocks:,} 个 KV 块）校准 {model}，用了 {loads} 组负载",
-    "sim_cli.overhead": "请求开销（实测与模拟 TTFT 之差的中位数，计入 TTFT 和 E2E）：{ms:.1f} ms",
+    "sim_cli.overhead": "请求开销（客户端测得的平均 TTFT 减去 vLLM 自己的，计入 TTFT 和 E2E）：{ms:.1f} ms；"
+                        "同时发出的请求相隔 {handoff_ms:.1f} ms 到达引擎",
     "sim_cli.point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                      "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}：{points} 个留出点的平均绝对百分比误差（MAPE）：输出 tok/s {output_tokens_per_s}，"
@@ -234,7 +237,8 @@ ZH = {
     "sim_cli.onset": "{model}：vLLM 在并发 {measured} 时开始抢占，预测为 {predicted}",
     "sim_cli.v_ready": "{model}：vLLM 已就绪，{blocks:,} 个 KV 块，每块 {size} 个 token",
     "sim_cli.v_fitted": "{model}：拟合得 a = {a:.4g} 秒，b = {b:.4g}，c = {c:.4g}，d = {d:.4g}；"
-                        "请求开销 {overhead:.4g} 秒；残差均方根 {rms:.4g} 秒；{aside} 行作为停顿被搁置",
+                        "请求开销 {overhead:.4g} 秒；交接间隔 {handoff:.4g} 秒；残差均方根 {rms:.4g} 秒；"
+                        "{aside} 行作为停顿被搁置",
     "sim_cli.set_aside": "{n} 行作为停顿被搁置：每行耗时都超过其各步拟合耗时的 {ratio:g} 倍",
     "sim_cli.v_point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                        "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}；"

@@ -243,12 +243,18 @@ def omp_threads(workers: int = 1) -> int | None:
 
 def environment(spec: ServerSpec) -> dict[str, str]:
     """The server's environment: this one, offline, with the CPU build's KV space, no core pinning (the cores
-    are shared with the client and whoever else runs here) and a thread count that leaves the scheduling
-    processes a core (omp_threads)."""
+    are shared with the client and whoever else runs here), a thread count that leaves the scheduling
+    processes a core (omp_threads), and vLLM's older compile cache (the caller's choice kept). vLLM 0.32's AOT
+    compile cache, its default with torch 2.10 or later, saves each compiled model and then fails to load it
+    ("'function' object has no attribute 'finalize_loading'", vllm/compilation/decorators.py, with torch's
+    mega-artifact format; without that format it fails the same way), so every start compiled the model again:
+    with VLLM_USE_AOT_COMPILE=0 a start of a model compiled before loads the compiled graphs (docs/serving.md:
+    tiny's engine ready in about 7 s against 14-18 s)."""
     threads = omp_threads(spec.tensor_parallel * spec.pipeline_parallel * spec.data_parallel)
     return os.environ | {"VLLM_CPU_KVCACHE_SPACE": str(spec.kv_space_gib),
                          "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
-                         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"} | (
+                         "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+                         "VLLM_USE_AOT_COMPILE": os.environ.get("VLLM_USE_AOT_COMPILE", "0")} | (
         {"OMP_NUM_THREADS": str(threads)} if threads else {})
 
 

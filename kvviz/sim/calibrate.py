@@ -14,7 +14,11 @@ measured where vLLM reports its own TTFT for every closed loop (the client's mea
 else a fifth unknown of the fit. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and
 E2E.
 A closed loop's next request joins the step after the one that begins as its predecessor ends, in the replay as on
-vLLM (kvviz.sim.simulate), so the rows hold the steps vLLM ran.
+vLLM (kvviz.sim.simulate), so the rows hold the steps vLLM ran. Requests sent together reach vLLM's engine one at a
+time (its first step of a wave holds one request, the rest join the next step or two: vLLM's per-step log on tiny),
+so the replay hands them over handoff_s apart. With a handoff the replay's steps depend on their times, so the fit
+is repeated, each replay run on the last fit, until the coefficients stop changing, for each handoff of HANDOFFS,
+and the calibration keeps the handoff whose fit leaves the least weighted squared error.
 
 The calibration file (step_time.save, more keys beside) records the model (its folder's name and config.json's
 SHA-256), the device (CPU model, CPUs usable, vLLM's version, block size, KV blocks), the engine options, the loads
@@ -152,12 +156,14 @@ class Engine:
 
 @dataclass(frozen=True)
 class Fitted:
-    """A calibration: the step-time fit, the request overhead (seconds added to TTFT and E2E), its rows' sources."""
+    """A calibration: the step-time fit, the request overhead (seconds added to TTFT and E2E), its rows' sources,
+    the front end's handoff."""
 
     step: LinearStepTime
     fit: FitSummary
     request_overhead_s: float
     residuals_by_load: dict = field(default_factory=dict)
+    handoff_s: float = 0.0  # the front end's seconds between two requests handed to the engine (simulate)
 
 
 def config_sha256(model_dir: Path) -> str:
@@ -185,9 +191,9 @@ def made_elsewhere(device: str | None) -> str | None:
     return here if device and device != here else None
 
 
-def replay(point: LoadPoint, engine: Engine, model: LinearStepTime) -> SimResult:
+def replay(point: LoadPoint, engine: Engine, model: LinearStepTime, handoff_s: float = 0.0) -> SimResult:
     """The simulator's run of a load as the workload gives it (a closed loop's next request sent at a step's end)."""
-    return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0))
+    return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0), handoff_s=handoff_s)
 
 
 def _token_steps(result: SimResult) -> list[list[int]]:
@@ -227,7 +233,11 @@ class Rows:
 GAP, TTFT = "gap", "ttft"
 
 
-FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # any positive model: a closed loop's steps do not depend on it
+FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # the first replay's step time: any positive model
+# The handoffs tried (seconds): none, and 0.5-4 ms, the span in which vLLM's front end on tiny handed a wave over
+# (about 1.5 ms a request, read from its per-step log); the fits of the calibration loads differ little inside it.
+HANDOFFS = (0.0, 0.5e-3, 1e-3, 2e-3, 4e-3)
+FIT_ROUNDS = 8  # replays per handoff at most; they stop once a fit gives back the step time it was replayed with
 
 
 def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Rows) -> None:
@@ -311,27 +321,59 @@ def front_end_s(runs: list[Measured]) -> float | None:
     return max(0.0, sum((c - e) * n for c, e, n in pairs) / sum(n for *_, n in pairs))
 
 
-def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = True) -> Fitted:
-    """The four coefficients and the request overhead from the closed loops among the measured loads, each
-    replayed as a closed loop (its steps do not depend on their times), with the residuals per load. With
-    measured_front_end and vLLM's clock in every closed loop, the overhead is front_end_s's, not a fifth unknown."""
-    rows, spans = Rows(), []
-    for m in runs:
-        if m.point.closed:
-            before = len(rows.y)
-            load_rows(m, replay(m.point, engine, FIRST_GUESS), list(range(len(m.records))), rows)
-            spans.append((m, before, len(rows.y)))
-    x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
-    if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
-        raise InputError("sim.fit_rows", rows=len(y))
-    w = np.array(rows.w)
+@dataclass(frozen=True)
+class _Fit:
+    """One handoff's fit: its rows, the loads' spans in them, the coefficients (overhead last), the rows kept, and
+    the weighted squared error over them."""
+
+    handoff_s: float
+    rows: Rows
+    spans: list
+    coef: np.ndarray
+    keep: np.ndarray
+    error: float
+
+
+def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s: float) -> _Fit:
+    """The fit with the replays handing requests over handoff_s apart: replayed on FIRST_GUESS, fitted, replayed
+    on that fit, until a fit gives back the step time its replays ran on (or FIT_ROUNDS)."""
+    model, found = FIRST_GUESS, None
+    for _ in range(FIT_ROUNDS if handoff_s else 1):  # without a handoff, the steps do not depend on their times
+        rows, spans = Rows(), []
+        for m in runs:
+            if m.point.closed:
+                before = len(rows.y)
+                load_rows(m, replay(m.point, engine, model, handoff_s), list(range(len(m.records))), rows)
+                spans.append((m, before, len(rows.y)))
+        x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
+        if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
+            raise InputError("sim.fit_rows", rows=len(y))
+        w = np.array(rows.w)
+        if front is None:
+            coef, keep = fit_setting_aside(x, y, w)
+        else:
+            coef, keep = fit_setting_aside(x[:, :4], y - front * x[:, 4], w)
+            coef = np.append(coef, front)
+        coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
+        error = float(np.sum(w[keep] * (y[keep] - x[keep] @ coef) ** 2))
+        found = _Fit(handoff_s, rows, spans, coef, keep, error)
+        fitted = LinearStepTime(*map(float, coef[:4]))
+        if fitted == model:
+            break
+        model = fitted
+    return found
+
+
+def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = True,
+             handoffs: tuple[float, ...] = HANDOFFS) -> Fitted:
+    """The four coefficients, the request overhead and the handoff from the closed loops among the measured loads,
+    each replayed as a closed loop, with the residuals per load. With measured_front_end and vLLM's clock in every
+    closed loop, the overhead is front_end_s's, not a fifth unknown. The handoff is the one of `handoffs` whose fit
+    leaves the least weighted squared error (the first of equals)."""
     front = front_end_s(runs) if measured_front_end else None
-    if front is None:
-        coef, keep = fit_setting_aside(x, y, w)
-    else:
-        coef, keep = fit_setting_aside(x[:, :4], y - front * x[:, 4], w)
-        coef = np.append(coef, front)
-    coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
+    best = min((_fit_at(runs, engine, front, h) for h in handoffs), key=lambda f: f.error)
+    rows, spans, coef, keep = best.rows, best.spans, best.coef, best.keep
+    x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
     residuals = y - x @ coef
     kept_y, kept_r = y[keep], residuals[keep]
     spread = float(np.sum((kept_y - kept_y.mean()) ** 2))
@@ -350,7 +392,7 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
             "gap_residual_mean_s": float(np.mean(r[gap])) if gap.any() else None,
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None}
-    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load)
+    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s)
 
 
 def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
@@ -364,10 +406,13 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
                             "kv_blocks": engine.num_blocks, "vllm_worker_threads": omp_threads()},
             "engine": asdict(engine),
             "request_overhead_s": fitted.request_overhead_s,
+            "handoff_s": fitted.handoff_s,
             "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "
                       "same loads; weighted non-negative least squares; the request overhead is the client's mean "
                       "TTFT less vLLM's own (vllm:time_to_first_token_seconds) over the closed loops where vLLM "
-                      "reports it, else the TTFT rows' own constant",
+                      "reports it, else the TTFT rows' own constant; the handoff (requests sent together reach the "
+                      f"engine this far apart) is the one of {list(HANDOFFS)} s whose fit, each replay run on the "
+                      "last fit until it repeats, leaves the least weighted squared error",
             "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
                         "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
                         "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,
@@ -400,8 +445,18 @@ def as_client(result: SimResult, overhead_s: float, rate: float | None) -> RunSt
 
 def request_overhead(path: Path) -> float:
     """The request overhead a calibration file states (0 for one made by `fit`, which has none)."""
-    value = json.loads(Path(path).read_text(encoding="utf-8")).get("request_overhead_s", 0.0)
-    return float(value) if isinstance(value, (int, float)) and value >= 0 else 0.0
+    return _seconds(path, "request_overhead_s")
+
+
+def handoff(path: Path) -> float:
+    """The front end's handoff a calibration file states (0 for one made by `fit` or before handoffs were fitted)."""
+    return _seconds(path, "handoff_s")
+
+
+def _seconds(path: Path, key: str) -> float:
+    value = json.loads(Path(path).read_text(encoding="utf-8")).get(key, 0.0)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 10 \
+        else 0.0
 
 
 def check_model_config(path: Path, model_dir: Path) -> None:

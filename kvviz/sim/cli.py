@@ -32,7 +32,7 @@ from kvviz.i18n import LANGS, asked_lang, t
 from kvviz.i18n.errors import translate
 from kvviz.serving.stats import Distribution, Slo
 from kvviz.sim import plan_cli, step_time
-from kvviz.sim.calibrate import as_client, check_model_config, device_id, request_overhead
+from kvviz.sim.calibrate import as_client, check_model_config, device_id, handoff, request_overhead
 from kvviz.sim.capacity import kv_blocks
 from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
 from kvviz.sim.simulate import Limits, SimResult, simulate
@@ -178,22 +178,23 @@ def write_trace(result: SimResult, path: Path) -> None:
         writer.writerows(rows)
 
 
-def step_model(args: argparse.Namespace) -> tuple[step_time.LinearStepTime, float]:
-    """The step-time model and the request overhead (seconds on each TTFT and E2E, 0 unless a calibration states
-    it). A calibration made for another model (its name, or its config.json) or another device is refused."""
+def step_model(args: argparse.Namespace) -> tuple[step_time.LinearStepTime, float, float]:
+    """The step-time model, the request overhead (seconds on each TTFT and E2E) and the front end's handoff
+    (kvviz.sim.simulate), both 0 unless a calibration states them. A calibration made for another model (its name,
+    or its config.json) or another device is refused."""
     if not args.calibration:
-        return step_time.parse_coefficients(args.coefficients), 0.0
+        return step_time.parse_coefficients(args.coefficients), 0.0, 0.0
     model = step_time.load(args.calibration, model=args.model.name if args.model else None, device=device_id()).step
     if args.model:
         check_model_config(args.calibration, args.model)
-    return model, request_overhead(args.calibration)
+    return model, request_overhead(args.calibration), handoff(args.calibration)
 
 
 def predict(args: argparse.Namespace) -> None:
-    model, overhead = step_model(args)
+    model, overhead, handed = step_model(args)
     limits = Limits(max_steps=args.max_steps, max_wall_s=args.max_wall_s)
     workload = workload_of(args)
-    result = simulate(workload, config_of(args), model, limits, Slo(args.slo_ttft, args.slo_tpot))
+    result = simulate(workload, config_of(args), model, limits, Slo(args.slo_ttft, args.slo_tpot), handoff_s=handed)
     if overhead:
         result = replace(result, stats=as_client(result, overhead, workload.rate))
     if args.trace:
@@ -252,7 +253,7 @@ def calibrate_command(args: argparse.Namespace) -> None:
             max=f.residual_max_s))
     if f.set_aside:
         print(t("sim_cli.set_aside", args.lang, n=f.set_aside, ratio=calibrate.STALL_RATIO))
-    print(t("sim_cli.overhead", args.lang, ms=fitted.request_overhead_s * 1000))
+    print(t("sim_cli.overhead", args.lang, ms=fitted.request_overhead_s * 1000, handoff_ms=fitted.handoff_s * 1000))
     print(t("sim_cli.saved", args.lang, path=out))
 
 

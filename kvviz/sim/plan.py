@@ -44,6 +44,7 @@ from kvviz.i18n import Said, said
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import Slo
 from kvviz.sim import step_time
+from kvviz.sim.calibrate import handoff, request_overhead, with_overhead
 from kvviz.sim.capacity import kv_blocks
 from kvviz.sim.roofline import LABEL, roofline_step_time
 from kvviz.sim.scheduler import SchedulerConfig
@@ -181,7 +182,8 @@ HOW = {ROOFLINE: LABEL, CALIBRATED: "calibrated fit"}  # how each kind of step t
 class Engine:
     """One replica as simulated: its scheduler and KV blocks, its step time and what that is (ROOFLINE on a GPU
     preset, CALIBRATED from a file: `source` names the preset or the file), the device, and the GPUs it takes
-    (tp × pp; 1, this machine, for a calibration)."""
+    (tp × pp; 1, this machine, for a calibration); a calibration's request overhead (seconds on every TTFT and E2E:
+    the SLO is judged on the client's view) and front-end handoff (kvviz.sim.simulate), 0 on a roofline."""
 
     config: SchedulerConfig
     model: StepTimeModel
@@ -190,6 +192,8 @@ class Engine:
     device: str
     tp: int = 1
     pp: int = 1
+    overhead_s: float = 0.0
+    handoff_s: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -305,7 +309,8 @@ def calibrated_engine(calibration: Path, model_dir: Path | None, num_blocks: int
             raise InputError("sim.plan_no_blocks")
         num_blocks = kv_blocks(model_dir, kv_space_gib, scheduler.block_size, scheduler.max_model_len)
     return Engine(replace(scheduler, num_blocks=num_blocks), fitted.step, CALIBRATED, str(calibration),
-                  fitted.device or "this machine")
+                  fitted.device or "this machine", overhead_s=request_overhead(calibration),
+                  handoff_s=handoff(calibration))
 
 
 def judged(rate: float, records: Sequence[RequestRecord], slo: SloLimits, output_tokens_per_s: float,
@@ -325,17 +330,18 @@ def simulated(engine: Engine, slo: SloLimits, shape: Shape, rate: float, wall_s:
               knee_rate: float = math.inf) -> Point | None:
     """One rate on the simulator, judged; None when the simulation ran out of its real seconds."""
     result = simulate(shape.at(rate), engine.config, engine.model,
-                      Limits(max_requests=shape.requests, max_wall_s=wall_s), slo.goodput)
+                      Limits(max_requests=shape.requests, max_wall_s=wall_s), slo.goodput, handoff_s=engine.handoff_s)
     if result.stopped is not None:
         return None
-    return judged(rate, result.records, slo, result.stats.output_tokens_per_s, knee_rate)
+    return judged(rate, with_overhead(result, engine.overhead_s), slo, result.stats.output_tokens_per_s, knee_rate)
 
 
 def knee(engine: Engine, shape: Shape, wall_s: float) -> Knee:
     """The closed loop at max_num_seqs, three of its batches long (at least shape.requests requests)."""
     seqs = engine.config.max_num_seqs
     load = shape.closed(max(shape.requests, 3 * seqs), seqs)
-    result = simulate(load, engine.config, engine.model, Limits(max_requests=len(load.requests), max_wall_s=wall_s))
+    result = simulate(load, engine.config, engine.model, Limits(max_requests=len(load.requests), max_wall_s=wall_s),
+                      handoff_s=engine.handoff_s)
     if result.stopped is not None:
         raise InputError("sim.plan_knee_stopped", why=result.stopped)
     return Knee(result.stats.requests_per_s, result.stats.output_tokens_per_s, sum(result.preemptions))

@@ -2,6 +2,11 @@
 with kvviz.serving's open loop, judged by the very rule the simulated points are (plan.judged) and searched by
 the same bracket and bisection (plan.RateSearch); and the step rows a calibration is fitted from, measured on it.
 
+The calibration is made on the same server in one of two ways. `steps`: step rows fitted as `python -m kvviz.sim fit`
+does (below). `calibrate`: the closed loops `python -m kvviz.sim calibrate` runs and its fit (kvviz.sim.calibrate:
+the request overhead and the front end's handoff with the step time), which the plan then adds as a prediction
+does: the SLO is judged on the client's TTFT.
+
 Step rows (for kvviz.sim.step_time.fit): a prefill row is one request of p prompt tokens alone, its TTFT the step
 that computes its prompt (p prefill tokens, p KV tokens read); a decode row is a wave of c requests of p tokens
 sent together, their decode steps after the prompts (c decode sequences, c × (p + mid-output) KV tokens read),
@@ -13,6 +18,7 @@ Knows kvviz.serving's client; starts no server.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -62,57 +68,80 @@ def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Seq
     return rows
 
 
+def _fitted_from_steps(served, out: Path, folder: Path) -> Path:
+    """Step rows measured and fitted (as `python -m kvviz.sim fit` does): steps.csv and cal.json in `out`."""
+    ep, tokenizer = served.server.endpoint(), served.tokenizer
+    run(ep, Load(concurrency=4, requests=8, output_tokens=16), synthetic(8, 32, tokenizer, 99))  # warm-up
+    rows = step_rows(ep, tokenizer, (32, 256, 768), (1, 4, 16), 32)
+    with (out / "steps.csv").open("w", encoding="utf-8") as handle:
+        handle.write("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n")
+        handle.writelines(f"{s.prefill_tokens},{s.decode_seqs},{s.kv_tokens_read},{t!r}\n" for s, t in rows)
+    fitted = step_time.fit(rows)  # what `python -m kvviz.sim fit steps.csv` makes of these rows
+    step_time.save(step_time.Calibration(fitted.step, folder.name, "cpu", fitted.fit), out / "cal.json")
+    return out / "cal.json"
+
+
+def _calibrated(served, out: Path) -> Path:
+    """The calibration `python -m kvviz.sim calibrate` makes, on this server: cal.json in `out`."""
+    from kvviz.serving.vllm import VENV
+    from kvviz.sim import calibrate
+
+    calibrate.warm_up(served)
+    fitted, runs = calibrate.calibrate(served)
+    calibrate.save(out / "cal.json", fitted, served.engine, runs, VENV)
+    return out / "cal.json"
+
+
+FITS = ("steps", "calibrate")
+
+
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
                   requests: int = 60, points: int = 6, factor: float = 1.25, ttft_steps: float = 3.0,
-                  tpot_steps: float = 1.5) -> dict:
-    """One vLLM start on a bundled model: step rows measured and fitted (as `python -m kvviz.sim fit` does), the
-    plan's highest rate predicted with that calibration, then the bounded real search from the prediction. The SLO, set
-    from the fit so that it binds below the knee: TTFT p90 <= ttft_steps × the fitted step of one prompt alone, TPOT
-    p90 <= tpot_steps × the fitted step of one decode alone. Writes steps.csv, cal.json and check.json (the
-    prediction first, then the measurement) to `out`; returns what check.json holds."""
+                  tpot_steps: float = 1.5, fit: str = "steps") -> dict:
+    """One vLLM start on a bundled model: a calibration made on it (`fit`: FITS), the plan's highest rate predicted
+    with it, then the bounded real search from the prediction. The SLO, set from the calibration so that it binds
+    below the knee: TTFT p90 <= ttft_steps × the predicted TTFT of one prompt alone (its step, and the request
+    overhead where the calibration has one), TPOT p90 <= tpot_steps × the fitted step of one decode alone. Writes
+    cal.json (and steps.csv for `steps`) and check.json (the prediction first, then the measurement) to `out`;
+    returns what check.json holds."""
     from kvviz.serving.models import model_folder
-    from kvviz.serving.prompts import load_tokenizer
-    from kvviz.serving.vllm import ServerSpec, free_port, running_vllm
     from kvviz.sim import plan as planning
+    from kvviz.sim.calibrate import serving
 
+    if fit not in FITS:
+        raise ValueError(f"fit: one of {FITS}, not {fit!r}")
     out.mkdir(parents=True, exist_ok=True)
     folder = model_folder(model).path
-    spec = ServerSpec(folder, model, port=free_port(), max_model_len=1024, kv_space_gib=1)
-    tokenizer = load_tokenizer(folder)
-    with running_vllm(spec, log_path=out / "vllm.log") as server:
-        ep = server.endpoint()
-        run(ep, Load(concurrency=4, requests=8, output_tokens=16), synthetic(8, 32, tokenizer, 99))  # warm-up
-        rows = step_rows(ep, tokenizer, (32, 256, 768), (1, 4, 16), 32)
-        with (out / "steps.csv").open("w", encoding="utf-8") as handle:
-            handle.write("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n")
-            handle.writelines(f"{s.prefill_tokens},{s.decode_seqs},{s.kv_tokens_read},{t!r}\n" for s, t in rows)
-        fitted = step_time.fit(rows)  # what `python -m kvviz.sim fit steps.csv` makes of these rows
-        calibration = step_time.Calibration(fitted.step, folder.name, "cpu", fitted.fit)
-        step_time.save(calibration, out / "cal.json")
-        engine = planning.calibrated_engine(out / "cal.json", folder, config={"max_model_len": 1024})
-        prefill = engine.model.seconds(StepContents(prompt_tokens, 0, prompt_tokens))
+    with serving(model, 1024) as served:
+        ep = served.server.endpoint()
+        path = _fitted_from_steps(served, out, folder) if fit == "steps" else _calibrated(served, out)
+        engine = planning.calibrated_engine(path, folder, config={"max_model_len": 1024})
+        prefill = engine.overhead_s + engine.model.seconds(StepContents(prompt_tokens, 0, prompt_tokens))
         decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
         slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
         shape = Shape(prompt_tokens, output_tokens, requests=requests)
         predicted = planning.plan(engine, slo, shape)
-        result = {"model": model, "fit": step_time.fit_record(calibration, out / "cal.json"), "slo": asdict(slo),
+        calibration = step_time.load(path)
+        result = {"model": model, "fit_kind": fit, "fit": step_time.fit_record(calibration, path),
+                  "request_overhead_s": engine.overhead_s, "handoff_s": engine.handoff_s, "slo": asdict(slo),
                   "shape": asdict(shape),
                   "predicted": {"max_rate": predicted.max_rate, "next_rate": predicted.next_rate,
                                 "knee_requests_per_s": predicted.knee.requests_per_s,
                                 "points": [asdict(p) for p in predicted.points]}}
         (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        prompts = synthetic(requests, prompt_tokens, tokenizer, 7)
+        prompts = synthetic(requests, prompt_tokens, served.tokenizer, 7)
         low, high, searcher = real_max_rate(ep, slo, shape, prompts, predicted.max_rate,
                                             Search(resolution=0.1, max_points=points, max_wall_s=1500), factor)
     result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
                             "stopped": str(searcher.stopped) if searcher.stopped else None},
-               "ratio_predicted_to_measured": predicted.max_rate / low if low else None}
+               "ratio_predicted_to_measured": predicted.max_rate / low if low else None,
+               "load_average_1m": round(os.getloadavg()[0], 2)}
     (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
-if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL]]
+if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate]]]
     limits = dict(zip(("ttft_steps", "tpot_steps"), map(float, sys.argv[2:4]), strict=False))
-    model = {"model": sys.argv[4]} if len(sys.argv) > 4 else {}
-    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits, **model),
+    named = dict(zip(("model", "fit"), sys.argv[4:6], strict=False))
+    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits, **named),
                      indent=2))

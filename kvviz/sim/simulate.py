@@ -3,11 +3,14 @@ model says; out come the same per-request records and run statistics the load ge
 (kvviz.serving.record, kvviz.serving.stats), and the trace of every step.
 
 Time is simulated seconds from the first arrival's 0. A request enters the waiting queue at the first step boundary
-at or after its arrival (vLLM's engine core takes new requests between steps); its tokens come at the end of the
-step that samples them; a closed loop's next request arrives when one ends, and joins the step after the one that
-begins then, as on vLLM, whose engine starts its next step at once while the answer travels to the client and the
-next request back (when nothing else runs, the engine is idle and takes it at once). No network, tokenizer,
-detokenizer or HTTP time: the records are the engine's view of each request. The run is bounded: at most
+at or after it reaches the engine (vLLM's engine core takes new requests between steps); its tokens come at the end
+of the step that samples them; a closed loop's next request is sent when one ends, and joins the step after the one
+that begins then, as on vLLM, whose engine starts its next step at once while the answer travels to the client and
+the next request back (when nothing else runs, the engine is idle and takes it at once, and begins a step with what
+it holds). Requests reach the engine one at a time, handoff_s apart at the closest (vLLM's API server takes them in
+turn: a wave of requests sent at once reaches the engine spread out, the first step holding the first of them); 0
+hands every request over the moment it is sent. No network, tokenizer, detokenizer or HTTP time beyond that: the
+records are the engine's view of each request, timed from its sending. The run is bounded: at most
 max_requests requests (the rest are not sent), max_steps steps and max_wall_s seconds of real time; a run cut short
 says why, and the requests it left unfinished count as failed.
 """
@@ -125,19 +128,30 @@ def check(workload: Workload, config: SchedulerConfig) -> None:
             raise InputError("sim.no_fit", i=i, blocks=blocks, most=config.num_blocks)
 
 
+@dataclass
+class _Sent:
+    """A request sent and not yet with the engine: when it reaches it, and whether just after that instant (a
+    closed loop's next request, sent as a step ends, misses the step that begins then)."""
+
+    at_s: float
+    late: bool
+    request: SimRequest
+
+
 class _Run:
-    """One simulation's state: the scheduler, the clock, the requests sent and those still to send."""
+    """One simulation's state: the scheduler, the clock, the requests on their way to the engine and those still to
+    send."""
 
     def __init__(self, workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits,
-                 detail: bool = False) -> None:
-        self.workload, self.model, self.limits = workload, model, limits
+                 detail: bool = False, handoff_s: float = 0.0) -> None:
+        self.workload, self.model, self.limits, self.handoff_s = workload, model, limits, handoff_s
         self.details: list[StepDetail] | None = [] if detail else None
         self.scheduler = Scheduler(config)
         self.todo = deque(workload.requests[:limits.max_requests])
         self.sent: list[SimRequest] = []
         self.trace: list[StepTrace] = []
-        self.next_up: list[float] = []  # a closed loop's requests sent at a step's end: they join after the next step
-        self.due: list[float] = []  # those sent when the running step began
+        self.on_way: deque[_Sent] = deque()  # sent, not yet with the engine, in the order they reach it
+        self.front_free_s = float("-inf")  # when the front end can hand over the next request
         self.now = 0.0
         self.stopped: Said | None = None
         if len(workload.requests) > limits.max_requests:
@@ -146,16 +160,27 @@ class _Run:
             for _ in range(min(workload.concurrency, len(self.todo))):
                 self.send(0.0)
 
-    def send(self, at_s: float) -> None:
+    def send(self, at_s: float, late: bool = False) -> None:
+        """Send the next request at at_s: it reaches the engine then, or handoff_s after the one before it."""
         spec = self.todo.popleft()
         request = SimRequest(len(self.sent), at_s, spec.prompt_tokens, spec.output_tokens, spec.prefix_tokens)
         self.sent.append(request)
-        self.scheduler.add(request)
+        reach = max(at_s, self.front_free_s)
+        self.front_free_s = reach + self.handoff_s
+        self.on_way.append(_Sent(reach, late and reach == at_s, request))
 
     def arrive(self) -> None:
-        """An open loop's requests due by now join the waiting queue."""
+        """An open loop's requests due by now are sent."""
         while not self.workload.closed and self.todo and self.todo[0].arrival_s <= self.now:
             self.send(self.todo[0].arrival_s)
+
+    def admit(self, idle: bool) -> None:
+        """The requests that reached the engine by now join the waiting queue (idle: those just after now too)."""
+        while self.on_way and self._reached(self.on_way[0], idle):
+            self.scheduler.add(self.on_way.popleft().request)
+
+    def _reached(self, sent: _Sent, idle: bool) -> bool:
+        return sent.at_s < self.now or (sent.at_s == self.now and (idle or not sent.late))
 
     def over(self, started: float) -> bool:
         if len(self.trace) >= self.limits.max_steps:
@@ -185,8 +210,8 @@ class _Run:
         if seen is not None:
             self.details.append(replace(seen, finished=tuple(r.index for r in done)))
         for _ in done:
-            if self.workload.closed and len(self.due) + len(self.next_up) < len(self.todo):
-                self.next_up.append(self.now)
+            if self.workload.closed and self.todo:
+                self.send(self.now, late=True)
 
     def _seen(self, plan: StepPlan) -> StepDetail:
         """The queues and blocks as scheduled, before the step runs (finished: filled in after it)."""
@@ -200,25 +225,20 @@ class _Run:
         started = time.monotonic()
         while True:
             self.arrive()
+            self.admit(idle=False)
             if not self.scheduler.busy:
-                if self.next_up:  # idle: the engine takes them as they come
-                    self.next_up = self._send_all(self.next_up)
-                    continue
-                if not self.todo:
+                coming = ([self.on_way[0].at_s] if self.on_way else []) + (
+                    [self.todo[0].arrival_s] if not self.workload.closed and self.todo else [])
+                if not coming:
                     return
-                self.now = self.todo[0].arrival_s  # idle until the next arrival
+                if min(coming) > self.now:  # idle until the next request reaches the engine
+                    self.now = min(coming)
+                else:  # idle: the engine takes it as it comes
+                    self.admit(idle=True)
                 continue
             if self.over(started):
                 return
-            self.due, self.next_up = self.next_up, []
             self.step()
-            self.due = self._send_all(self.due)  # sent when the step just run began: they join the next one
-
-    def _send_all(self, times: list[float]) -> list[float]:
-        """Send a request at each of `times`; what is left to send: nothing."""
-        for at_s in times:
-            self.send(at_s)
-        return []
 
 
 def record(request: SimRequest, closed: bool) -> RequestRecord:
@@ -233,13 +253,15 @@ def record(request: SimRequest, closed: bool) -> RequestRecord:
 
 
 def simulate(workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits = Limits(),
-             slo: Slo | None = None, detail: bool = False) -> SimResult:
+             slo: Slo | None = None, detail: bool = False, handoff_s: float = 0.0) -> SimResult:
     """Run the workload to its end (or a limit) and gather what it measured; with detail, who was where in every
-    step too (SimResult.details: for a run small enough to watch, it holds every running request's blocks)."""
+    step too (SimResult.details: for a run small enough to watch, it holds every running request's blocks).
+    handoff_s: the front end's seconds per request handed to the engine (kvviz.sim.calibrate fits it)."""
     check(workload, config)
     whole_number(limits.max_requests, "max_requests", 1, 10**9)
     number(limits.max_wall_s, "max_wall_s", 0.0, 1e6, low_open=True)
-    run = _Run(workload, config, model, limits, detail)
+    number(handoff_s, "handoff_s", 0.0, 10.0)
+    run = _Run(workload, config, model, limits, detail, handoff_s)
     run.run()
     records = tuple(record(r, workload.closed) for r in run.sent)
     ends = [r.finished_s for r in run.sent if r.finished_s is not None]

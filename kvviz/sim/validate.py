@@ -157,7 +157,7 @@ def predicted_stats(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[R
 
 def _predicted(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[RunStats, int, SimResult]:
     """predicted_stats's figures and the simulated run they come from (its steps)."""
-    sim = replay(point, engine, fitted.step)
+    sim = replay(point, engine, fitted.step, fitted.handoff_s)
     return as_client(sim, fitted.request_overhead_s, point.rate), sum(s.preemptions for s in sim.trace), sim
 
 
@@ -165,7 +165,7 @@ def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> floa
     """fraction of the request rate the calibrated simulator gives a closed loop of 16 of this mix: an open loop
     set from the prediction, not from a measurement."""
     sim = simulate(closed_loop(32, 16, mix.prompt_tokens, mix.output_tokens, mix.prefix_tokens), engine.scheduler(),
-                   fitted.step, Limits(max_wall_s=60.0))
+                   fitted.step, Limits(max_wall_s=60.0), handoff_s=fitted.handoff_s)
     return round(fraction * sim.stats.requests_per_s, 3)
 
 
@@ -202,7 +202,7 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
         fitted, runs = calibrate(served, plan.calibration)
         s = fitted.step
         say("sim_cli.v_fitted", model=plan.model, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
-            rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)
+            handoff=fitted.handoff_s, rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)
         result = ModelResult(plan.model, served.engine, fitted, runs)
         opened = tuple(LoadPoint(mix, n, rate=open_rate(mix, f, served.engine, fitted), seed=n)
                        for mix, f, n in plan.open_fractions)
@@ -280,6 +280,7 @@ def summary(results: list[ModelResult]) -> dict:
                                  for r in results if r.sweep_engine},
             "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
                                       "request_overhead_s": r.fitted.request_overhead_s,
+                                      "handoff_s": r.fitted.handoff_s,
                                       "fit": vars(r.fitted.fit), "residuals_by_load": r.fitted.residuals_by_load,
                                       "loads": [m.point.label for m in r.calibration_runs],
                                       "load_average_1m": [m.load_average for m in r.calibration_runs],

@@ -35,6 +35,15 @@ def test_the_command_line_and_environment():
     assert (env["VLLM_CPU_OMP_THREADS_BIND"], env["HF_HUB_OFFLINE"]) == ("nobind", "1")
 
 
+def test_vllms_older_compile_cache_unless_the_caller_chose(monkeypatch):
+    """vLLM 0.32's AOT compile cache never loads what it saved (every start compiled again): off, unless the
+    caller set VLLM_USE_AOT_COMPILE themselves."""
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    assert environment(ServerSpec(TINY, "tiny"))["VLLM_USE_AOT_COMPILE"] == "0"
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
+    assert environment(ServerSpec(TINY, "tiny"))["VLLM_USE_AOT_COMPILE"] == "1"
+
+
 @pytest.mark.parametrize(("workers", "cpus", "threads"), [
     (1, 2, 1),  # these machines: one core computes, one is left to the engine core, API server and client
     (2, 2, 1),  # tp 2 on 2 cores: no core to spare, still one thread each

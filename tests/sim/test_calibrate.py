@@ -22,10 +22,11 @@ LOADS = (LoadPoint(Mix(40, 20), 6, concurrency=1), LoadPoint(Mix(40, 20), 12, co
          LoadPoint(Mix(300, 8), 8, concurrency=3), LoadPoint(Mix(40, 20), 16, concurrency=8))
 
 
-def _measured(point: LoadPoint, model: LinearStepTime, ttft_extra_s: float = 0.0) -> Measured:
+def _measured(point: LoadPoint, model: LinearStepTime, ttft_extra_s: float = 0.0,
+              handoff_s: float = 0.0) -> Measured:
     """A load as if measured on an engine whose steps take `model`'s time, each TTFT and E2E ttft_extra_s longer
-    (a client's HTTP and tokenizing)."""
-    sim = replay(point, ENGINE, model)
+    (a client's HTTP and tokenizing), requests sent together reaching it handoff_s apart."""
+    sim = replay(point, ENGINE, model, handoff_s)
     records = tuple(replace(r, ttft_s=r.ttft_s + ttft_extra_s, e2e_s=r.e2e_s + ttft_extra_s) for r in sim.records)
     return Measured(point, records, sim.stats, 0, 0.0)
 
@@ -37,6 +38,20 @@ def test_the_fit_gives_back_the_step_time_that_made_the_gaps():
         assert got == pytest.approx(true, rel=1e-6)
     assert fitted.fit.residual_max_s < 1e-9
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-6)
+
+
+def test_the_fit_finds_the_handoff_that_spread_a_wave_and_the_step_time_with_it():
+    """Gaps made by TRUE's step time with waves reaching the engine 2 ms apart (steps of 3-15 ms: the first step
+    of a wave holds one request, the next some of the rest): the fit's handoff is 2 ms and the step time comes
+    back, where the replays with every request at once (the fit of before) leave its TTFT rows far off."""
+    runs = [_measured(p, TRUE, 0.012, handoff_s=0.002) for p in LOADS]
+    fitted = fit_runs(runs, ENGINE)
+    assert fitted.handoff_s == 0.002
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.fit.residual_max_s < 1e-9
+    at_once = fit_runs(runs, ENGINE, handoffs=(0.0,))
+    assert at_once.handoff_s == 0.0 and at_once.fit.residual_max_s > 1e-3
 
 
 def _view(ttft_mean_s: float | None) -> ServerView:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -21,6 +22,7 @@ from kvviz.sim.plan import (
     Search,
     Shape,
     SloLimits,
+    calibrated_engine,
     gpu_engine,
     knee,
     plan,
@@ -148,6 +150,32 @@ def test_a_calibrated_plan_says_where_its_step_time_came_from(capsys, tmp_path):
     code, out, err = run_cli(capsys, *argv, "--lang", "zh")
     assert code == 0, err
     assert "校准拟合" in out and "台机器" in out
+
+
+def test_a_calibrations_overhead_and_handoff_are_in_the_slo_judged(tmp_path):
+    """Steps of 0.5 s, one request of 8 + 2 tokens a rate (so no queueing): its TTFT is one step, 0.5 s, within a
+    0.6 s limit (TPOT 0.5 s within 1 s); the calibration's request overhead of 0.25 s makes the client's TTFT
+    0.75 s, not held at any rate.
+    The knee's closed loop of 2 (three rounds: 6 requests), handed over 0.2 s apart: A has step 1 [0, 0.5] alone,
+    B (there at 0.2) joins step 2 beside A's last token; C, sent as A ends at 1.0, misses step 3 (B's last) and
+    is prefilled in step 4 [1.5, 2]; D, sent at 1.5, joins step 5 beside C's last token; E and F repeat it in
+    steps 7-9: the last token at 4.5 s, 6 / 4.5 requests/s. Handed over at once, A and B share every step and
+    each pair takes two steps (the engine is idle when they end, and takes the next pair at once): 6 / 3.0 s.
+    """
+    import json
+
+    path = tmp_path / "cal.json"
+    step_time.save(step_time.Calibration(LinearStepTime(0.5, 0, 0, 0), "tiny", "cpu"), path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(data | {"request_overhead_s": 0.25, "handoff_s": 0.2}))
+    engine = calibrated_engine(path, None, num_blocks=100, config={"block_size": 16, "max_num_seqs": 2})
+    assert (engine.overhead_s, engine.handoff_s) == (0.25, 0.2)
+    slo, one = SloLimits(ttft_s=0.6, tpot_s=1.0), Shape(8, 2, requests=1)
+    assert not simulated(engine, slo, one, 0.1, 60).held
+    assert simulated(replace(engine, overhead_s=0.0), slo, one, 0.1, 60).held
+    shape = Shape(8, 2, requests=6)
+    assert knee(engine, shape, 60).requests_per_s == pytest.approx(6 / 4.5)
+    assert knee(replace(engine, handoff_s=0.0), shape, 60).requests_per_s == pytest.approx(6 / 3.0)
 
 
 def test_a_plan_on_another_machines_calibration_says_so(capsys, tmp_path):

@@ -3,6 +3,9 @@ step time of exactly 1 s (t = a = 1) so that a time is a step's number."""
 
 from __future__ import annotations
 
+import pytest
+
+from kvviz.base.errors import InputError
 from kvviz.sim.blocks import BlockPool
 from kvviz.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
 from kvviz.sim.simulate import contents, simulate
@@ -163,3 +166,39 @@ def test_a_closed_loops_next_request_joins_the_step_after_the_one_that_begins_as
     assert second.arrivals_s == (1.0, 2.0, 3.0)
     alone = simulate(Workload((a, c), closed=True, concurrency=1), _config(), ONE_SECOND)
     assert [(r.sent_s, r.ttft_s) for r in alone.records] == [(0.0, 1.0), (1.0, 1.0)]
+
+
+def test_a_wave_sent_at_once_reaches_the_engine_one_request_a_handoff_apart():
+    """Steps of 2.5 ms, a closed loop of 3 sent at 0 (prompt 4, output 2), handed over 1 ms apart: they reach
+    the engine at 0, 1 and 2 ms. Step 1 [0, 2.5] holds A alone (its first token at 2.5); B and C are there by
+    2.5 and join step 2 [2.5, 5] beside A's decode (A ends at 5, B's and C's first tokens at 5); step 3 [5, 7.5]
+    their decodes. TTFT 2.5, 5, 5 ms; E2E 5, 7.5, 7.5 ms. Handed over at once (0, the default), all three share
+    step 1: TTFT 2.5 ms each, E2E 5 ms."""
+    steps = LinearStepTime(0.0025, 0.0, 0.0, 0.0)
+    wave = closed_loop(3, 3, 4, 2)
+    result = simulate(wave, _config(), steps, handoff_s=0.001)
+    assert [(s.prefill_tokens, s.decode_seqs) for s in result.trace] == [(4, 0), (8, 1), (0, 2)]
+    assert [r.ttft_s for r in result.records] == pytest.approx([0.0025, 0.005, 0.005])
+    assert [r.e2e_s for r in result.records] == pytest.approx([0.005, 0.0075, 0.0075])
+    at_once = simulate(wave, _config(), steps)
+    assert [(s.prefill_tokens, s.decode_seqs) for s in at_once.trace] == [(12, 0), (0, 3)]
+    assert [r.ttft_s for r in at_once.records] == pytest.approx([0.0025] * 3)
+
+
+def test_an_open_loop_request_waits_for_the_front_end_then_for_a_step_boundary():
+    """Steps of 1 s, handoff 0.75 s. A arrives at 0 (prompt 4, output 3: steps ending at 1, 2, 3) and reaches
+    the engine at once; B arrives at 0.5 but the front end is busy with A until 0.75, so B reaches the engine at
+    0.75, during step 1, joins at 1 and has its first token at 2 (TTFT 1.5 s, as without a handoff). C arrives at
+    1.2 and reaches the engine at 1.5, joins at 2: first token at 3 (TTFT 1.8 s). D arrives at 10 when all is
+    done and the front end long free: TTFT 1 s. E at 10.5, handed over at 10.75, joins at 11: TTFT 1.5 s."""
+    workload = Workload(tuple(RequestSpec(4, 3, t) for t in (0.0, 0.5, 1.2, 10.0, 10.5)), closed=False)
+    result = simulate(workload, _config(), ONE_SECOND, handoff_s=0.75)
+    assert [r.ttft_s for r in result.records] == pytest.approx([1.0, 1.5, 1.8, 1.0, 1.5])
+    late = simulate(Workload((RequestSpec(4, 3, 0.0), RequestSpec(4, 3, 0.1)), closed=False), _config(),
+                    ONE_SECOND, handoff_s=1.5)
+    assert [r.ttft_s for r in late.records] == pytest.approx([1.0, 2.9])  # B reaches it at 1.5, joins at 2
+
+
+def test_a_handoff_out_of_range_is_refused():
+    with pytest.raises(InputError, match="handoff_s"):
+        simulate(closed_loop(1, 1, 4, 2), _config(), ONE_SECOND, handoff_s=-0.001)

@@ -208,7 +208,8 @@ def simulated_stats(setup: Setup, load: float, requests: int | None = None, wall
     """One load on the simulator, its figures as the setup predicts them (the request overhead on every TTFT)."""
     work = workload(setup, load, requests)
     result = simulate(work, setup.engine.config, setup.engine.model,
-                      Limits(max_requests=len(work.requests), max_wall_s=wall_s), setup.slo.goodput)
+                      Limits(max_requests=len(work.requests), max_wall_s=wall_s), setup.slo.goodput,
+                      handoff_s=setup.engine.handoff_s)
     if result.stopped is not None:
         raise InputError("sim.plan_knee_stopped", why=result.stopped)
     return _client(setup, result, work.rate)
