@@ -28,7 +28,7 @@ from kvviz.calc.hardware import ACCELERATORS
 from kvviz.engine.hosting import HostPolicy
 from kvviz.serving.stats import RunStats
 from kvviz.sim import step_time
-from kvviz.sim.calibrate import as_client, request_overhead
+from kvviz.sim.calibrate import as_client
 from kvviz.sim.plan import (
     CALIBRATED,
     Engine,
@@ -89,8 +89,8 @@ class PlanValues:
 @dataclass(frozen=True)
 class Setup:
     """One checked question: the replica, the model's name, the requests, the SLO, the loop and its load
-    (requests/s open, requests in flight closed), the price per GPU-hour and target rate (None: not asked), the
-    request overhead added to every predicted TTFT (calibrated) and the real seconds the plan may take."""
+    (requests/s open, requests in flight closed), the price per GPU-hour and target rate (None: not asked) and the
+    real seconds the plan may take."""
 
     engine: Engine
     model: str
@@ -100,8 +100,13 @@ class Setup:
     load: float
     price: float | None
     target_rate: float | None
-    overhead_s: float
     wall_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        """The request overhead added to every predicted TTFT: the calibration's (kvviz.sim.plan.Engine), 0 on a
+        roofline."""
+        return self.engine.overhead_s
 
 
 @dataclass(frozen=True)
@@ -146,8 +151,8 @@ def calibrated_scheduler(path: Path) -> dict:
     return {n: record[n] for n in names if isinstance(record, dict) and isinstance(record.get(n), int)}
 
 
-def replica(v: PlanValues, policy: HostPolicy) -> tuple[Engine, str, float]:
-    """(the replica, the model's name, the request overhead in seconds) for the page's device choice."""
+def replica(v: PlanValues, policy: HostPolicy) -> tuple[Engine, str]:
+    """(the replica, the model's name) for the page's device choice."""
     if choice(v.device, "device", DEVICES) == HERE:
         from kvviz.serving.models import model_folder  # the local model's folder, only in this mode
 
@@ -157,7 +162,7 @@ def replica(v: PlanValues, policy: HostPolicy) -> tuple[Engine, str, float]:
             raise InputError("sim.calibration_bad", path=str(path), why="model")
         folder = model_folder(model).path
         gib = whole_number(v.kv_space_gib, "KV-cache space (GiB)", 1, 2 if policy.hosted else 1_024)
-        return calibrated_engine(path, folder, None, gib, calibrated_scheduler(path)), model, request_overhead(path)
+        return calibrated_engine(path, folder, None, gib, calibrated_scheduler(path)), model
     model = text(v.model, "model", 4096).strip()
     folder = Path(model).expanduser()
     if policy.hosted or not (folder / "config.json").is_file():  # a calculator preset
@@ -165,7 +170,7 @@ def replica(v: PlanValues, policy: HostPolicy) -> tuple[Engine, str, float]:
     gpu = choice(str(v.gpu).strip().lower(), "GPU", ACCELERATORS)
     tp = whole_number(v.tp, "tensor parallel size", 0, 1024)
     pp = whole_number(v.pp, "pipeline parallel size", 1, 1024)
-    return gpu_engine(architecture_of(folder), ACCELERATORS[gpu], tp or None, pp), folder.name, 0.0
+    return gpu_engine(architecture_of(folder), ACCELERATORS[gpu], tp or None, pp), folder.name
 
 
 def _presets() -> list[str]:
@@ -191,8 +196,8 @@ def setup_from_values(v: PlanValues, policy: HostPolicy) -> Setup:
     price = None if v.price in (None, "") else number(v.price, "price per GPU-hour", 0, 1e9)
     target = None if v.target_rate in (None, "", 0) else number(v.target_rate, "target rate", 0, 1e9, low_open=True)
     check_target_and_price(target, price)
-    engine, model, overhead = replica(v, policy)
-    return Setup(engine, model, shape, slo, closed, load, price, target, overhead,
+    engine, model = replica(v, policy)
+    return Setup(engine, model, shape, slo, closed, load, price, target,
                  HOSTED_WALL_S if policy.hosted else WALL_S)
 
 
