@@ -121,6 +121,7 @@ EN = {
                           "({points} points)",
     "sim_cli.onset": "{model}: preemption starts at concurrency {measured} on vLLM, {predicted} predicted",
     "sim_cli.v_ready": "{model}: vLLM ready, {blocks:,} KV blocks of {size}",
+    "sim_cli.c_load": "calibration load {i}/{n}, {load} (load average {load_average}): TPOT p50 {tpot_ms:.1f} ms",
     "sim_cli.v_fitted": "{model}: fitted a = {a:.4g} s, b = {b:.4g}, c = {c:.4g}, d = {d:.4g}; request overhead "
                         "{overhead:.4g} s; handoff {handoff:.4g} s; residuals rms {rms:.4g} s; {aside} rows set aside "
                         "as stalls",
@@ -236,6 +237,7 @@ ZH = {
                           "{engine_tpot_mean_s}（{points} 个点）",
     "sim_cli.onset": "{model}：vLLM 在并发 {measured} 时开始抢占，预测为 {predicted}",
     "sim_cli.v_ready": "{model}：vLLM 已就绪，{blocks:,} 个 KV 块，每块 {size} 个 token",
+    "sim_cli.c_load": "校准负载 {i}/{n}，{load}（负载均值 {load_average}）：TPOT p50 {tpot_ms:.1f} ms",
     "sim_cli.v_fitted": "{model}：拟合得 a = {a:.4g} 秒，b = {b:.4g}，c = {c:.4g}，d = {d:.4g}；"
                         "请求开销 {overhead:.4g} 秒；交接间隔 {handoff:.4g} 秒；残差均方根 {rms:.4g} 秒；"
                         "{aside} 行作为停顿被搁置",

@@ -32,7 +32,7 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -561,7 +561,14 @@ QUICK_CALIBRATION = (LoadPoint(Mix(32, 32), 4, concurrency=1), LoadPoint(Mix(32,
                      LoadPoint(Mix(256, 8), 8, concurrency=4))
 
 
-def calibrate(served: Served, points: tuple[LoadPoint, ...] = CALIBRATION) -> tuple[Fitted, list[Measured]]:
-    """Run the calibration loads on the server and fit the step-time model to them."""
-    runs = [measure(served, p) for p in points]
+def calibrate(served: Served, points: tuple[LoadPoint, ...] = CALIBRATION,
+              say: Callable[..., None] | None = None) -> tuple[Fitted, list[Measured]]:
+    """Run the calibration loads on the server and fit the step-time model to them. say(key, **fields): a progress
+    line per load measured (kvviz/i18n/sim.py's sim_cli.c_load)."""
+    runs = []
+    for i, point in enumerate(points, 1):
+        runs.append(measure(served, point))
+        if say is not None:
+            say("sim_cli.c_load", i=i, n=len(points), load=point.label, tpot_ms=1000 * (runs[-1].stats.tpot.p50 or 0),
+                load_average=runs[-1].load_average)
     return fit_runs(runs, served.engine), runs

@@ -239,9 +239,12 @@ def calibrate_command(args: argparse.Namespace) -> None:
 
     out = args.out or Path(f"calibration-{Path(args.model).name}.json")
     loads = calibrate.QUICK_CALIBRATION if args.quick else calibrate.CALIBRATION
+    say = progress(args.lang)
     with calibrate.serving(args.model, args.max_model_len) as served:
+        say("sim_cli.v_ready", model=served.engine.model_name, blocks=served.engine.num_blocks,
+            size=served.engine.block_size)
         calibrate.warm_up(served)
-        fitted, runs = calibrate.calibrate(served, loads)
+        fitted, runs = calibrate.calibrate(served, loads, say)
         data = calibrate.save(out, fitted, served.engine, runs, VENV)
     if args.json:
         print(json.dumps(data | {"path": str(out)}, indent=2))
@@ -257,8 +260,8 @@ def calibrate_command(args: argparse.Namespace) -> None:
     print(t("sim_cli.saved", args.lang, path=out))
 
 
-def _progress(lang: str):
-    """validate's progress lines, in the language asked, on stderr."""
+def progress(lang: str):
+    """calibrate's and validate's progress lines, in the language asked, on stderr."""
     def say(key: str, **fields) -> None:
         print(t(key, lang, **fields), file=sys.stderr, flush=True)
     return say
@@ -270,7 +273,7 @@ def validate_command(args: argparse.Namespace) -> None:
 
     plans = validate.QUICK if args.quick else tuple(
         p for p in validate.FULL if not args.models or p.model in args.models)
-    results = [validate.validate_model(plan, say=_progress(args.lang), repeat=args.repeat,
+    results = [validate.validate_model(plan, say=progress(args.lang), repeat=args.repeat,
                                        engine_steps=args.engine_steps)
                for plan in plans]
     summary = validate.summary(results)

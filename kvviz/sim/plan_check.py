@@ -30,6 +30,7 @@ from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import Prompt, synthetic
 from kvviz.sim import step_time
 from kvviz.sim.plan import Point, RateSearch, Search, Shape, SloLimits, judged
+from kvviz.sim.plan_cli import progress_line
 from kvviz.sim.step_time import StepContents
 
 
@@ -40,7 +41,9 @@ def measured(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Promp
                 concurrency=MAX_CONCURRENCY, output_tokens=shape.output_tokens, seed=shape.seed,
                 timeout_s=max(wall_s, 1.0))
     result = run(ep, load, prompts, slo=slo.goodput)
-    return judged(rate, result.records, slo, result.stats.output_tokens_per_s)
+    point = judged(rate, result.records, slo, result.stats.output_tokens_per_s)
+    print(progress_line(point), file=sys.stderr, flush=True)  # a real run takes seconds to minutes
+    return point
 
 
 def real_max_rate(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Prompt], start: float,
@@ -85,9 +88,10 @@ def _calibrated(served, out: Path) -> Path:
     """The calibration `python -m kvviz.sim calibrate` makes, on this server: cal.json in `out`."""
     from kvviz.serving.vllm import VENV
     from kvviz.sim import calibrate
+    from kvviz.sim.cli import progress
 
     calibrate.warm_up(served)
-    fitted, runs = calibrate.calibrate(served)
+    fitted, runs = calibrate.calibrate(served, say=progress("en"))
     calibrate.save(out / "cal.json", fitted, served.engine, runs, VENV)
     return out / "cal.json"
 

@@ -199,7 +199,7 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
     with serving(plan.model, plan.max_model_len, engine_steps=engine_steps) as served:
         say("sim_cli.v_ready", model=plan.model, blocks=served.engine.num_blocks, size=served.engine.block_size)
         warm_up(served)
-        fitted, runs = calibrate(served, plan.calibration)
+        fitted, runs = calibrate(served, plan.calibration, say)
         s = fitted.step
         say("sim_cli.v_fitted", model=plan.model, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
             handoff=fitted.handoff_s, rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)

@@ -21,9 +21,32 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def result() -> validate.ModelResult:
+def progress() -> list[tuple[str, dict]]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def result(progress) -> validate.ModelResult:
     (plan,) = validate.QUICK
-    return validate.validate_model(plan, repeat=True)
+    return validate.validate_model(plan, say=lambda key, **fields: progress.append((key, fields)), repeat=True)
+
+
+def test_every_stage_says_its_progress_as_it_goes(result, progress):
+    """The server ready, then each calibration load as it is measured (its place among them, its load, its TPOT),
+    the fit, then each held-out point: minutes of work, never silent for longer than one load. Each line reads in
+    English and in Chinese."""
+    from kvviz.i18n import t
+
+    (plan,) = validate.QUICK
+    keys = [key for key, _ in progress]
+    n = len(plan.calibration)
+    assert keys[:n + 2] == ["sim_cli.v_ready", *["sim_cli.c_load"] * n, "sim_cli.v_fitted"]
+    loads = [fields for key, fields in progress if key == "sim_cli.c_load"]
+    assert [(f["i"], f["n"], f["load"]) for f in loads] == [(i, n, p.label) for i, p in enumerate(plan.calibration, 1)]
+    assert all(f["tpot_ms"] > 0 for f in loads)
+    assert keys[n + 2:] == ["sim_cli.v_point"] * len(result.points)
+    for key, fields in progress:
+        assert t(key, "en", **fields) != t(key, "zh", **fields)
 
 
 def _scaled(fitted: Fitted, k: float) -> Fitted:
