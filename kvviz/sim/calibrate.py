@@ -8,7 +8,8 @@ The client's kernel-stamped arrivals of a request's consecutive tokens k and k+1
 span the steps after token k's up to token k+1's (one step for a running decode): each such gap is a row of the
 least-squares fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read summed over those steps,
 weighted by 1/(requests in the step), so that each step counts once, not once per request it served. Each request's
-TTFT is a row too: the steps from the first after its arrival to its first token's, plus the request overhead o
+TTFT is a row too, weighted 1/steps² (one step's mean, as a gap row is one step): the steps from the first after
+its arrival to its first token's, plus the request overhead o
 (what the steps do not hold: HTTP, the API server's tokenizing and streaming), against the measured TTFT. o is
 measured where vLLM reports its own TTFT for every closed loop (the client's mean TTFT less vLLM's: front_end_s),
 else a fifth unknown of the fit. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and
@@ -245,7 +246,10 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
     per pair of consecutive tokens: the features summed over the steps after the first token's up to the
     second's, the measured gap, weight 1/(requests in that last step). Per request, its TTFT (less the replay's
     wait for a step's end, none in a closed loop), against the steps from its first to its first token's (and the
-    overhead's 1), weight 1."""
+    overhead's 1), weight 1/steps²: divided by its k steps the row is one step's mean, as a gap row is one step's
+    time. Weighted 1, a TTFT row of k steps counted k² times a gap row (hundreds of milliseconds on SmolLM2 against
+    one step's tens), and the fit traded the gaps of small batches for the TTFTs of large ones (SmolLM2: the loop
+    of one's gaps under-fitted by 19-28 ms of 53-60; docs/simulator.md)."""
     cum = _cumulative(result.trace)
     starts = np.array([s.start_s for s in result.trace])
     running = np.array([max(s.running, 1) for s in result.trace], dtype=float)
@@ -255,7 +259,8 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
             continue  # a request the server cut short, or whose chunks were read joined: no row
         first = int(np.searchsorted(starts, sim.sent_s - 1e-12))
         if first <= steps[0]:
-            rows.add(np.append(cum[steps[0] + 1] - cum[first], 1.0), rec.ttft_s - (starts[first] - sim.sent_s), 1.0,
+            span = cum[steps[0] + 1] - cum[first]
+            rows.add(np.append(span, 1.0), rec.ttft_s - (starts[first] - sim.sent_s), 1.0 / max(span[0], 1.0) ** 2,
                      TTFT)
         for k in range(len(steps) - 1):
             lo, hi = steps[k] + 1, steps[k + 1]

@@ -54,6 +54,21 @@ def test_the_fit_finds_the_handoff_that_spread_a_wave_and_the_step_time_with_it(
     assert at_once.handoff_s == 0.0 and at_once.fit.residual_max_s > 1e-3
 
 
+def test_a_ttft_row_counts_as_one_steps_mean_and_a_gap_row_as_one_step():
+    """One request at a time, 600 prompt tokens and 3 out, on a budget of 256 tokens a step: its prefill takes 3
+    steps (256, 256, 88 tokens), its first token comes at the third, so its TTFT row spans 3 steps and weighs
+    1/3² = 1/9; each of its 2 gaps spans one decode step of one request and weighs 1. (Weighted 1, the TTFT row
+    would count 9 times a step.)"""
+    point = LoadPoint(Mix(600, 3), 2, concurrency=1)
+    measured = _measured(point, TRUE)
+    rows = calibrate.Rows()
+    calibrate.load_rows(measured, replay(point, ENGINE, TRUE), [0, 1], rows)
+    assert rows.kind == [calibrate.TTFT, calibrate.GAP, calibrate.GAP] * 2
+    assert [x[0] for x in rows.x] == [3.0, 1.0, 1.0] * 2
+    assert [x[1] for x in rows.x] == [600.0, 0.0, 0.0] * 2
+    assert rows.w == pytest.approx([1 / 9, 1.0, 1.0] * 2)
+
+
 def _view(ttft_mean_s: float | None) -> ServerView:
     return ServerView(None, ttft_mean_s, None, None, None, None, None, None, None, None, None, None)
 
