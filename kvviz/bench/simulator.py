@@ -78,4 +78,9 @@ def markdown_table(points: pd.DataFrame, summary: dict) -> str:
         if moved["points"]:
             mape.append(f"| {m}: the same {moved['points']} loads measured twice moved by | | | "
                         + " | ".join("-" if moved[k] is None else f"{moved[k]:.0%}" for k in METRICS) + " |")
+        drift = summary.get("drift", {}).get(m)
+        if drift:
+            mape.append(f"| {m}: calibration load {drift['load']} again after the held-out loads moved by | | | "
+                        + " | ".join("-" if drift[f"moved_{k}"] is None else f"{drift[f'moved_{k}']:+.0%}"
+                                     for k in METRICS) + " |")
     return head + "\n".join(lines + mape) + "\n"

@@ -129,6 +129,8 @@ EN = {
     "sim_cli.v_point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, "
                        "TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}; preemptions measured "
                        "{measured}, predicted {predicted}",
+    "sim_cli.v_drift": "{model}: the calibration's {load} again after the held-out loads moved by: output tok/s "
+                       "{output_tokens_per_s}, TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
 }
 
 ZH = {
@@ -245,6 +247,8 @@ ZH = {
     "sim_cli.v_point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                        "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}；"
                        "抢占 实测 {measured}，预测 {predicted}",
+    "sim_cli.v_drift": "{model}：校准的 {load} 在留出负载之后再测一次，变化：输出 tok/s {output_tokens_per_s}，"
+                       "TPOT p50 {tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
 }
 
 register(EN, ZH)

@@ -146,6 +146,22 @@ class ModelResult:
     onset_measured: int | None = None
     onset_predicted: int | None = None
     sweep_engine: Engine | None = None
+    drift: Measured | None = None  # the first calibration load measured again after the held-out loads
+
+
+def drift_row(result: ModelResult) -> dict | None:
+    """How far the first calibration load moved between its calibration run and its run after the held-out loads:
+    per metric the two figures and (after - before) / before, and the machine's load average at each. The
+    machine's own drift over the validation, which the calibration cannot know of."""
+    if result.drift is None:
+        return None
+    before, after = result.calibration_runs[0], result.drift
+    row = {"load": before.point.label, "load_average_1m": [before.load_average, after.load_average]}
+    for name, get in METRICS.items():
+        b, a = get(before.stats), get(after.stats)
+        row[name] = [b, a]
+        row[f"moved_{name}"] = (a - b) / b if a is not None and b else None
+    return row
 
 
 def predicted_stats(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[RunStats, int]:
@@ -192,7 +208,9 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
     """Calibrate on the plan's loads, then measure and predict its held-out loads and its preemption sweep.
     say(key, **fields): each step's progress, as a kvviz/i18n/sim.py text key (sim_cli.v_*) and its fields.
     repeat: run every held-out load a second time, right after the first (the same prompts' lengths, an open
-    loop's same arrivals): how far the measurement moves by itself, the floor under any prediction's error.
+    loop's same arrivals): how far the measurement moves by itself, the floor under any prediction's error; and
+    the first calibration load again after the held-out ones (ModelResult.drift): how far the machine moved over
+    the validation.
     engine_steps: vLLM logs its every step, and each point's row says how many it ran, its median decode step and
     the share of time in stalls, beside the simulator's steps (calibrate.serving: the logging costs the engine
     time, so the errors are of a slower engine)."""
@@ -212,6 +230,11 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
             if repeat:
                 result.points[-1].measured_again = measure(served, point).stats
             say("sim_cli.v_point", **_brief(result.points[-1]))
+        if repeat:
+            result.drift = measure(served, plan.calibration[0])
+            moved = drift_row(result)
+            say("sim_cli.v_drift", model=plan.model, load=moved["load"],
+                **{k: "-" if moved[f"moved_{k}"] is None else f"{100 * moved[f'moved_{k}']:+.1f}%" for k in METRICS})
     if plan.sweep_blocks and plan.sweep_mix:
         with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks,
                      engine_steps=engine_steps) as small:
@@ -273,6 +296,7 @@ def summary(results: list[ModelResult]) -> dict:
             "held_out_points": {**{m: len(v) for m, v in by_model.items()}, "all": len(rows)},
             "repeatability": {m: {**mape(v, kind="repeat"), "points": sum(1 for r in v if "repeat_e2e_p50_s" in r)}
                               for m, v in {**by_model, "all": rows}.items()},
+            "drift": {r.model: drift_row(r) for r in results if r.drift is not None},
             "tpot_split": {m: {**mape(both := _both(v), SPLIT), "points": len(both)}
                            for m, v in {**by_model, "all": rows}.items()},
             "preemption_onset": {r.model: {"measured": r.onset_measured, "predicted": r.onset_predicted,

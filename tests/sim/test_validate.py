@@ -44,7 +44,7 @@ def test_every_stage_says_its_progress_as_it_goes(result, progress):
     loads = [fields for key, fields in progress if key == "sim_cli.c_load"]
     assert [(f["i"], f["n"], f["load"]) for f in loads] == [(i, n, p.label) for i, p in enumerate(plan.calibration, 1)]
     assert all(f["tpot_ms"] > 0 for f in loads)
-    assert keys[n + 2:] == ["sim_cli.v_point"] * len(result.points)
+    assert keys[n + 2:] == ["sim_cli.v_point"] * len(result.points) + ["sim_cli.v_drift"]
     for key, fields in progress:
         assert t(key, "en", **fields) != t(key, "zh", **fields)
 
@@ -165,6 +165,28 @@ def test_the_calibration_predicts_within_a_factor_of_3(result, metric):
     assert right < math.log(3), f"{metric}: off by a factor of {math.exp(right):.2f} with the fitted calibration"
     wrong = min(_log_error(result, _scaled(result.fitted, k), metric) for k in (10.0, 0.1))
     assert wrong > math.log(3), f"{metric}: a calibration ten times off passes: off by {math.exp(wrong):.2f}"
+
+
+def test_the_first_calibration_load_runs_again_after_the_held_out_ones(result):
+    """With repeat, the first calibration load runs once more after the held-out loads: a run of its own on the
+    same load, and the summary's drift and the bench table's line are its figures against its calibration run's."""
+    import pandas as pd
+
+    from kvviz.bench.simulator import markdown_table
+
+    before, after = result.calibration_runs[0], result.drift
+    assert after.point == before.point and after.stats.completed == before.point.requests
+    assert after.stats.duration_s != before.stats.duration_s, "the calibration run, not a second one"
+    summary = validate.summary([result])
+    drift = summary["drift"]["tiny"]
+    assert drift["load"] == before.point.label
+    for name, get in validate.METRICS.items():
+        assert drift[name] == [get(before.stats), get(after.stats)]
+        assert drift[f"moved_{name}"] == pytest.approx(get(after.stats) / get(before.stats) - 1)
+    points = pd.DataFrame(summary.pop("points"))
+    (line,) = [x for x in markdown_table(points, summary).splitlines() if x.startswith("| tiny: calibration load")]
+    cells = [c.strip() for c in line.strip("|").split("|")][3:]
+    assert cells == [f"{get(after.stats) / get(before.stats) - 1:+.0%}" for get in validate.METRICS.values()]
 
 
 def test_the_bench_puts_each_loads_second_run_beside_the_prediction(result):
