@@ -6,7 +6,7 @@ how long they take (a request arrives as another ends, at a step's end), so the 
 closed loop gives the contents of every step and, for every request, the step that produced each of its tokens.
 The client's kernel-stamped arrivals of a request's consecutive tokens k and k+1 then
 span the steps after token k's up to token k+1's (one step for a running decode): each such gap is a row of the
-least-squares fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read summed over those steps,
+least-squares fit, gap = a*steps + b*prefill_tokens + c*decode_seqs + d*attention_pairs summed over those steps,
 weighted by 1/(requests in the step), so that each step counts once, not once per request it served. Each request's
 TTFT is a row too, weighted 1/steps² (one step's mean, as a gap row is one step): the steps from the first after
 its arrival to its first token's, plus the request overhead o
@@ -209,14 +209,14 @@ def _token_steps(result: SimResult) -> list[list[int]]:
 
 
 def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
-    """Row i: the features (steps, prefill tokens, decode sequences, KV tokens read) of steps 0..i-1 summed."""
-    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.kv_tokens_read) for s in trace], dtype=float)
+    """Row i: the features (steps, prefill tokens, decode sequences, attention pairs) of steps 0..i-1 summed."""
+    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.attention_pairs) for s in trace], dtype=float)
     return np.vstack([np.zeros((1, 4)), np.cumsum(x, axis=0)])
 
 
 @dataclass
 class Rows:
-    """The fit's rows: features (steps, prefill tokens, decode sequences, KV tokens read, and 1 on a TTFT row for
+    """The fit's rows: features (steps, prefill tokens, decode sequences, attention pairs, and 1 on a TTFT row for
     the request overhead), the measured seconds, the weights, and each row's kind (GAP or TTFT)."""
 
     x: list = field(default_factory=list)

@@ -6,7 +6,7 @@
             those kvviz's memory model gives --model DIR in --kv-space-gib GiB, as vLLM's CPU build makes them), with a
             step-time model from --calibration FILE or --coefficients a,b,c,d; prints the run's statistics, or
             --json; --trace FILE.csv writes the step trace
-  fit       a step-time calibration from a CSV of measured steps (prefill_tokens, decode_seqs, kv_tokens_read,
+  fit       a step-time calibration from a CSV of measured steps (prefill_tokens, decode_seqs, attention_pairs,
             seconds), written as JSON, with its residuals
   calibrate start vLLM (its own environment) on --model, run a few closed loops with kvviz's load generator, fit
             the step time to them (kvviz.sim.calibrate) and write the calibration (--out); predict refuses it for
@@ -40,7 +40,7 @@ from kvviz.sim.step_time import StepContents
 from kvviz.sim.workload import Workload, cell, closed_loop, from_csv, open_loop, read_csv
 
 USAGE_ERROR = 2
-FIT_COLUMNS = ("prefill_tokens", "decode_seqs", "kv_tokens_read", "seconds")
+FIT_COLUMNS = ("prefill_tokens", "decode_seqs", "attention_pairs", "seconds")
 
 
 def _workload_args(p: argparse.ArgumentParser) -> None:
@@ -72,7 +72,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-prefix-caching", action="store_true")
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--calibration", type=Path, help="a step-time calibration (JSON, from `calibrate` or `fit`)")
-    model.add_argument("--coefficients", help="a,b,c,d: t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read s")
+    model.add_argument("--coefficients", help="a,b,c,d: t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs s")
     p.add_argument("--slo-ttft", type=float, default=Slo().ttft_s, help="goodput's TTFT limit, seconds")
     p.add_argument("--slo-tpot", type=float, default=Slo().tpot_s, help="goodput's TPOT limit, seconds")
     p.add_argument("--max-wall-s", type=float, default=Limits().max_wall_s, help="real seconds at most")

@@ -8,8 +8,9 @@ the request overhead and the front end's handoff with the step time), which the 
 does: the SLO is judged on the client's TTFT.
 
 Step rows (for kvviz.sim.step_time.fit): a prefill row is one request of p prompt tokens alone, its TTFT the step
-that computes its prompt (p prefill tokens, p KV tokens read); a decode row is a wave of c requests of p tokens
-sent together, their decode steps after the prompts (c decode sequences, c × (p + mid-output) KV tokens read),
+that computes its prompt (p prefill tokens, p(p+1)/2 attention pairs); a decode row is a wave of c requests of p tokens
+sent together, their decode steps after the prompts (c decode sequences, c × (p + mid-output) attention pairs:
+the KV tokens each reads),
 each step's time their median TPOT. Both include what the client and the HTTP server add to each token, as the
 simulated run then does. The engine must serve `ignore_eos` (vLLM does) so that every request gives its length.
 Knows kvviz.serving's client; starts no server.
@@ -63,7 +64,7 @@ def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Seq
     rows = []
     for p in prompt_lengths:
         one = run(ep, Load(concurrency=1, requests=3, output_tokens=2), synthetic(3, p, tokenizer, seed))
-        rows.append((StepContents(p, 0, p), one.stats.ttft.p50))
+        rows.append((StepContents(p, 0, p * (p + 1) // 2), one.stats.ttft.p50))
         for c in waves:
             wave = run(ep, Load(concurrency=c, requests=c, output_tokens=output_tokens),
                        synthetic(c, p, tokenizer, seed + c))
@@ -77,8 +78,8 @@ def _fitted_from_steps(served, out: Path, folder: Path) -> Path:
     run(ep, Load(concurrency=4, requests=8, output_tokens=16), synthetic(8, 32, tokenizer, 99))  # warm-up
     rows = step_rows(ep, tokenizer, (32, 256, 768), (1, 4, 16), 32)
     with (out / "steps.csv").open("w", encoding="utf-8") as handle:
-        handle.write("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n")
-        handle.writelines(f"{s.prefill_tokens},{s.decode_seqs},{s.kv_tokens_read},{t!r}\n" for s, t in rows)
+        handle.write("prefill_tokens,decode_seqs,attention_pairs,seconds\n")
+        handle.writelines(f"{s.prefill_tokens},{s.decode_seqs},{s.attention_pairs},{t!r}\n" for s, t in rows)
     fitted = step_time.fit(rows)  # what `python -m kvviz.sim fit steps.csv` makes of these rows
     step_time.save(step_time.Calibration(fitted.step, folder.name, "cpu", fitted.fit), out / "cal.json")
     return out / "cal.json"

@@ -55,7 +55,7 @@ class StepTrace:
     tokens_scheduled: int
     prefill_tokens: int
     decode_seqs: int
-    kv_tokens_read: int
+    attention_pairs: int
     cached_tokens: int
     preempted_tokens: int
 
@@ -103,11 +103,12 @@ class SimResult:
 
 def contents(plan: StepPlan) -> StepContents:
     """A decode computes one token past the prompt; every other scheduled token is prefill (recompute included).
-    Each request reads the KV of its context: the tokens before and those it computes."""
+    Each token computed attends over those before it and itself: k tokens after s computed make k*s + k(k+1)/2
+    attention pairs (a decode at context s + 1, s + 1: the KV tokens it reads)."""
     decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
     prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
-    return StepContents(prefill, len(decodes), sum(s.start + s.tokens for s in plan.scheduled),
-                        tuple((s.start, s.tokens) for s in plan.scheduled))
+    pairs = sum(s.tokens * s.start + s.tokens * (s.tokens + 1) // 2 for s in plan.scheduled)
+    return StepContents(prefill, len(decodes), pairs, tuple((s.start, s.tokens) for s in plan.scheduled))
 
 
 def check(workload: Workload, config: SchedulerConfig) -> None:
@@ -206,7 +207,7 @@ class _Run:
         self.trace.append(StepTrace(
             len(self.trace), start, seconds, len(self.scheduler.running) + len(done), len(self.scheduler.waiting),
             used, plan.preempted, sum(s.tokens for s in plan.scheduled), held.prefill_tokens, held.decode_seqs,
-            held.kv_tokens_read, plan.cached_tokens, plan.preempted_tokens))
+            held.attention_pairs, plan.cached_tokens, plan.preempted_tokens))
         if seen is not None:
             self.details.append(replace(seen, finished=tuple(r.index for r in done)))
         for _ in done:

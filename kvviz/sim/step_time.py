@@ -1,12 +1,14 @@
 """How long one engine step takes, from what it holds: a step-time model, its calibration file, and its fit.
 
 A step holds decode sequences (requests computing one token past their prompt), prefill tokens (every other token
-computed: prompt chunks, and a preempted request's recompute) and reads KV tokens (each scheduled request attends
-over its context: its computed tokens before the step plus those it computes). The one model here is linear,
-t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read seconds, its coefficients given (a file or the command
-line) or fitted by least squares from rows of (step contents, measured seconds), with the residuals stated.
-kvviz ships no calibration numbers: a calibration against the real vLLM on this machine is the next part of
-issue 27; the fit is checked on rows made from known coefficients. Knows no scheduler and no engine.
+computed: prompt chunks, and a preempted request's recompute) and attention pairs (each token a scheduled request
+computes attends over the tokens before it and itself: a decode at context n, n pairs, the KV tokens it reads; a
+chunk of k tokens after s computed, k*s + k(k+1)/2, prefill's attention growing with the square of the prompt).
+The one model here is linear, t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs seconds, its
+coefficients given (a file or the command line) or fitted by least squares from rows of (step contents, measured
+seconds), with the residuals stated. Until format 2 (2026-12-03) d was per KV token read, a chunk's context counted
+once however many tokens it computed; refitted on the same measured loads, attention pairs brought SmolLM2's
+held-out TPOT MAPE from 21% and 36% to 12% and 24% (docs/simulator.md). Knows no scheduler and no engine.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import numpy as np
 
 from kvviz.base.errors import InputError
 
-NAMES = ("a", "b", "c", "d")  # intercept, per prefill token, per decode sequence, per KV token read
-FORMAT = "kvviz.sim.step_time/1"
+NAMES = ("a", "b", "c", "d")  # intercept, per prefill token, per decode sequence, per attention pair
+FORMAT = "kvviz.sim.step_time/2"
+OLD_FORMATS = ("kvviz.sim.step_time/1",)  # d per KV token read: refused, with what to do
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,11 @@ class StepContents:
 
     prefill_tokens: int
     decode_seqs: int
-    kv_tokens_read: int
+    attention_pairs: int
     spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # a message shows the sums, not 1,024 pairs
 
     def features(self) -> tuple[float, float, float, float]:
-        return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.kv_tokens_read))
+        return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.attention_pairs))
 
 
 class StepTimeModel(Protocol):
@@ -47,7 +50,7 @@ class StepTimeModel(Protocol):
 
 @dataclass(frozen=True)
 class LinearStepTime:
-    """t = a + b*prefill_tokens + c*decode_seqs + d*kv_tokens_read, in seconds."""
+    """t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs, in seconds."""
 
     a: float
     b: float
@@ -133,6 +136,8 @@ def load(path: Path, model: str | None = None, device: str | None = None) -> Cal
         raise InputError("sim.calibration_missing", path=str(path)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError("sim.calibration_bad", path=str(path), why=type(exc).__name__) from None
+    if isinstance(data, dict) and data.get("format") in OLD_FORMATS:
+        raise InputError("sim.calibration_old", path=str(path), format=data["format"])
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError("sim.calibration_bad", path=str(path), why="format")
     coefficients = data.get("coefficients")

@@ -32,7 +32,8 @@ from kvviz.sim.plan import (
 from kvviz.sim.scheduler import SchedulerConfig
 from kvviz.sim.step_time import LinearStepTime
 
-# A CPU-like step: 2 ms, 20 µs a prefill token, 0.3 ms a decode sequence, 0.1 µs a KV token read.
+# A CPU-like step: 2 ms, 20 µs a prefill token, 0.3 ms a decode sequence, 0.1 µs an attention pair (a decode's KV
+# token read).
 STEP = LinearStepTime(2e-3, 2e-5, 3e-4, 1e-7)
 
 

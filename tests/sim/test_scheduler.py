@@ -29,7 +29,8 @@ def test_a_token_budget_is_split_between_decodes_and_a_prefill_chunk():
     """Budget 10, blocks of 4. A (prompt 3) and B (prompt 20) wait.
     Step 1: A takes its 3 tokens, B a chunk of the 7 left; A ends its prompt and samples its first token.
     Step 2: running first: A decodes 1, B takes min(20 - 7, 9) = 9 (at 7). Contents: 9 prefill tokens, 1 decode,
-    KV read (3 + 1) + (7 + 9) = 20. Blocks: A ceil(4/4) = 1, B ceil(16/4) = 4: 5 in use.
+    attention pairs: A's token over 3 + 1 = 4; B's 9 tokens over 8, 9, ..., 16 = 9 × 7 + (1 + ... + 9) = 108; 112.
+    Blocks: A ceil(4/4) = 1, B ceil(16/4) = 4: 5 in use.
     Step 3: A decodes 1, B its last 4 tokens (at 16) and samples its first token; blocks ceil(5/4) + 20/4 = 7."""
     scheduler = Scheduler(_config(max_num_batched_tokens=10))
     a, b = SimRequest(0, 0.0, 3, 5), SimRequest(1, 0.0, 20, 2)
@@ -43,7 +44,7 @@ def test_a_token_budget_is_split_between_decodes_and_a_prefill_chunk():
         assert scheduler.pool.used == blocks, f"step {step}: blocks in use"
         if step == 2:
             held = contents(plan)
-            assert (held.prefill_tokens, held.decode_seqs, held.kv_tokens_read) == (9, 1, 20)
+            assert (held.prefill_tokens, held.decode_seqs, held.attention_pairs) == (9, 1, 112)
         scheduler.finish_step(plan, float(step))
     assert (a.generated, b.generated) == (3, 1)
     assert a.token_times_s == [1.0, 2.0, 3.0] and b.token_times_s == [3.0]
@@ -88,7 +89,8 @@ def test_a_prefix_hit_spares_whole_blocks_but_never_the_last_token():
         first_prefill, second_prefill = result.trace[0], result.trace[2]
         assert (first_prefill.tokens_scheduled, first_prefill.cached_tokens) == (prompt, 0)
         assert (second_prefill.tokens_scheduled, second_prefill.cached_tokens) == (prompt - hit, hit), prompt
-        assert second_prefill.kv_tokens_read == prompt
+        # its tokens after the hit attend over hit + 1, ..., prompt tokens: 9 + 10 = 19; 5 + 6 + 7 + 8 = 26
+        assert second_prefill.attention_pairs == {10: 19, 8: 26}[prompt]
 
 
 def test_no_prefix_hit_without_a_shared_prefix_or_with_caching_off():

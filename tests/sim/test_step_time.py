@@ -72,8 +72,8 @@ def test_a_calibration_file_round_trips_and_refuses_another_model(tmp_path):
 @pytest.mark.parametrize(("content", "why"), [
     ("not json", "JSONDecodeError"),
     ('{"format": "other"}', "format"),
-    ('{"format": "kvviz.sim.step_time/1", "coefficients": {"a": 1, "b": 2, "c": 3}}', "coefficients"),
-    ('{"format": "kvviz.sim.step_time/1", "coefficients": {"a": 1, "b": 2, "c": 3, "d": true}}', "coefficients"),
+    ('{"format": "kvviz.sim.step_time/2", "coefficients": {"a": 1, "b": 2, "c": 3}}', "coefficients"),
+    ('{"format": "kvviz.sim.step_time/2", "coefficients": {"a": 1, "b": 2, "c": 3, "d": true}}', "coefficients"),
 ])
 def test_a_bad_calibration_file_is_refused_in_one_line(tmp_path, content, why):
     path = tmp_path / "cal.json"
@@ -81,6 +81,18 @@ def test_a_bad_calibration_file_is_refused_in_one_line(tmp_path, content, why):
     with pytest.raises(InputError) as caught:
         step_time.load(path)
     assert str(caught.value) == f"{path} is not a kvviz step-time calibration (its {why} is wrong)"
+
+
+def test_a_calibration_of_the_old_format_is_refused_with_what_to_do(tmp_path):
+    """Format 1's d was per KV token read, format 2's per attention pair: the same numbers would predict another
+    prefill, so an old file is refused in one line that says why and how to make a new one."""
+    path = tmp_path / "cal.json"
+    path.write_text('{"format": "kvviz.sim.step_time/1", "coefficients": {"a": 1, "b": 2, "c": 3, "d": 4}}')
+    with pytest.raises(InputError) as caught:
+        step_time.load(path)
+    assert str(caught.value) == (f"{path} is a calibration of format kvviz.sim.step_time/1, whose d was per KV token "
+                                 "read; d is now per attention pair (a prompt's attention grows with its square): "
+                                 "make it again with `python -m kvviz.sim calibrate`")
 
 
 def test_a_missing_calibration_file(tmp_path):

@@ -155,7 +155,7 @@ def test_the_cli_json_and_trace(capsys, tmp_path):
 def test_the_cli_fit_writes_a_calibration_that_predict_reads(capsys, tmp_path):
     """Rows timed exactly by t = 1 + 0.5 p + 0.25 s + 0.125 k: the fit gives those back, predict uses them."""
     rows = tmp_path / "rows.csv"
-    lines = ["prefill_tokens,decode_seqs,kv_tokens_read,seconds"]
+    lines = ["prefill_tokens,decode_seqs,attention_pairs,seconds"]
     for p, s, k in ((0, 1, 4), (4, 0, 4), (8, 2, 30), (2, 5, 7), (1, 1, 1), (9, 3, 2)):
         lines.append(f"{p},{s},{k},{1 + 0.5 * p + 0.25 * s + 0.125 * k}")
     rows.write_text("\n".join(lines) + "\n")
@@ -164,9 +164,9 @@ def test_the_cli_fit_writes_a_calibration_that_predict_reads(capsys, tmp_path):
     fitted = json.loads(capsys.readouterr().out)["coefficients"]
     assert [fitted[k] for k in "abcd"] == pytest.approx([1, 0.5, 0.25, 0.125])
     assert main(_predict("--concurrency", "1", "--requests", "1", "--json", model=("--calibration", str(cal)))) == 0
-    # one request: a prefill of 4 tokens (t = 1 + 2 + 0.5 = 3.5 s), two decodes reading 5 and 6 tokens
-    # (1 + 0.25 + 0.625 = 1.875 s and 1 + 0.25 + 0.75 = 2 s): E2E 7.375 s
-    assert json.loads(capsys.readouterr().out)["stats"]["e2e_p50_s"] == pytest.approx(7.375)
+    # one request: a prefill of 4 tokens, 1 + 2 + 3 + 4 = 10 attention pairs (t = 1 + 2 + 1.25 = 4.25 s), two
+    # decodes reading 5 and 6 tokens (1 + 0.25 + 0.625 = 1.875 s and 1 + 0.25 + 0.75 = 2 s): E2E 8.125 s
+    assert json.loads(capsys.readouterr().out)["stats"]["e2e_p50_s"] == pytest.approx(8.125)
 
 
 def test_the_cli_refuses_bad_input_in_one_line_in_either_language(capsys):
@@ -205,7 +205,7 @@ def test_the_cli_takes_the_capacity_from_a_model_folder(capsys):
 
 def test_a_calibration_of_another_model_is_refused_and_zh_results_read_in_chinese(capsys, tmp_path):
     rows = tmp_path / "rows.csv"
-    rows.write_text("prefill_tokens,decode_seqs,kv_tokens_read,seconds\n0,1,4,1\n4,0,4,2\n8,2,30,3\n2,5,7,4\n"
+    rows.write_text("prefill_tokens,decode_seqs,attention_pairs,seconds\n0,1,4,1\n4,0,4,2\n8,2,30,3\n2,5,7,4\n"
                     "9,3,2,5\n")
     cal = tmp_path / "cal.json"
     assert main(["fit", str(rows), "--out", str(cal), "--model", "SmolLM2-135M-Instruct", "--lang", "en"]) == 0
