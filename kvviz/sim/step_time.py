@@ -7,8 +7,9 @@ chunk of k tokens after s computed, k*s + k(k+1)/2, prefill's attention growing 
 The one model here is linear, t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs seconds, its
 coefficients given (a file or the command line) or fitted by least squares from rows of (step contents, measured
 seconds), with the residuals stated. Until format 2 (2026-12-03) d was per KV token read, a chunk's context counted
-once however many tokens it computed; refitted on the same measured loads, attention pairs brought SmolLM2's
-held-out TPOT MAPE from 21% and 36% to 12% and 24% (docs/simulator.md). Knows no scheduler and no engine.
+once however many tokens it computed; refitted on five measured sets, attention pairs brought the held-out TPOT
+MAPE from 21.3% to 16.8% on their mean, and E2E from 19.5% to 17.3% (docs/simulator.md, "Attention pairs"). Knows
+no scheduler and no engine.
 """
 
 from __future__ import annotations
