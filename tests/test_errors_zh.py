@@ -180,8 +180,10 @@ MEMORY_MODEL = [
     (lambda: _report("llama-3-8b", seq_len=100_000).notes[0], "seq_len 100,000 超出了模型 8,192 个 token 的上下文"),
     (lambda: _report("llama-3-8b", tp=2).notes[0],
      "屋顶线下界按整个模型放在一块 H100 SXM 上计算，没有模拟张量并行或流水线并行"),
+    # the defaults listed are transformers' (5.25's FalconConfig adds num_key_value_heads=1), the words ours
     (lambda: load_preset("falcon-7b").notes[0],
-     "取自 transformers 的 FalconConfig 默认值（config 中没有给出）：num_hidden_layers=32, num_attention_heads=71"),
+     "取自 transformers 的 FalconConfig 默认值（config 中没有给出）：num_hidden_layers=32, num_attention_heads=71, "
+     "num_key_value_heads=1"),
     (lambda: kv_dtype("bf16").scheme, "bfloat16，无缩放因子"),
     (lambda: bandwidth_source(ACCELERATORS["h100-sxm"]), "H100 SXM：公开数据"),
     (lambda: bandwidth_source(ACCELERATORS["t4"]), "T4：不支持 bf16：fp16 张量核心，65 TFLOP/s"),

@@ -109,6 +109,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "bamba": {"attn_layer_indices": [1]},
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention", "linear_attention", "linear_attention"]},
     "jamba": {"attn_layer_period": 4, "attn_layer_offset": 2},
+    # the index's heads must fit among one KV head's query heads (4 query and 2 KV heads here: 2; default 12)
+    "kolibri1_1": {"index_num_heads": 2},
     # the defaults leave the MoE router or per-type RoPE undefined and do not build
     "cohere_compass_text": {
         "layer_types": ["sliding_attention"] * 3 + ["full_attention"],

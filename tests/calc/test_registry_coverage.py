@@ -76,8 +76,8 @@ def test_cache_grows_as_the_layers_say(model_type: str):
 _INDEXED = "indexed_attention"  # DeepSeek-V3.2-style sparse attention: an indexer key cache beside the KV
 _STATE = "not sized by kvviz"  # a linear-attention or Mamba mixer whose state kvviz has no formula for
 KVVIZ_REFUSES = {
-    **dict.fromkeys(["axk2", "deepseek_v32", "dots3_note", "dots3_note_text", "glm_moe_dsa", "hy_v4", "qwen4_exp",
-                     "qwen4_exp_text"], _INDEXED),
+    **dict.fromkeys(["axk2", "deepseek_v32", "dots3_note", "dots3_note_text", "glm_moe_dsa", "hy_v4", "kolibri1_1",
+                     "qwen4_exp", "qwen4_exp_text"], _INDEXED),
     "deepseek_v4": "compressed_sparse_attention",
     # Inkling's short convolutions keep fp32 windows in a bf16 model, of per-layer widths (kvviz.calc.state.UNSIZED)
     **dict.fromkeys(["inkling2_loop_text", "inkling2_text", "inkling_text"], _STATE),
