@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from kvviz.calc.roofline import causal_pairs
 from kvviz.serving.endpoint import Endpoint
 from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.loadgen import run
@@ -64,7 +65,7 @@ def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Seq
     rows = []
     for p in prompt_lengths:
         one = run(ep, Load(concurrency=1, requests=3, output_tokens=2), synthetic(3, p, tokenizer, seed))
-        rows.append((StepContents(p, 0, p * (p + 1) // 2), one.stats.ttft.p50))
+        rows.append((StepContents(p, 0, causal_pairs(p, None)), one.stats.ttft.p50))
         for c in waves:
             wave = run(ep, Load(concurrency=c, requests=c, output_tokens=output_tokens),
                        synthetic(c, p, tokenizer, seed + c))

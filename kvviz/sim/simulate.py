@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from kvviz.base.errors import InputError, StateError
 from kvviz.base.inputs import number, whole_number
+from kvviz.calc.roofline import causal_pairs
 from kvviz.i18n import Said, said
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import RunStats, Slo, run_stats
@@ -107,7 +108,7 @@ def contents(plan: StepPlan) -> StepContents:
     attention pairs (a decode at context s + 1, s + 1: the KV tokens it reads)."""
     decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
     prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
-    pairs = sum(s.tokens * s.start + s.tokens * (s.tokens + 1) // 2 for s in plan.scheduled)
+    pairs = sum(causal_pairs(s.start + s.tokens, None) - causal_pairs(s.start, None) for s in plan.scheduled)
     return StepContents(prefill, len(decodes), pairs, tuple((s.start, s.tokens) for s in plan.scheduled))
 
 
