@@ -234,7 +234,7 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
             result.drift = measure(served, plan.calibration[0])
             moved = drift_row(result)
             say("sim_cli.v_drift", model=plan.model, load=moved["load"],
-                **{k: "-" if moved[f"moved_{k}"] is None else f"{100 * moved[f'moved_{k}']:+.1f}%" for k in METRICS})
+                **{k: signed_percent(moved[f"moved_{k}"]) for k in METRICS})
     if plan.sweep_blocks and plan.sweep_mix:
         with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks,
                      engine_steps=engine_steps) as small:
@@ -325,5 +325,9 @@ def percent(errors: dict) -> dict:
 def percent_row(row: dict) -> dict:
     """A point's row for the command line's line: its load and model, the errors as signed percentages."""
     return {"model": row["model"], "load": row["load"], "load_average": row["load_average_1m"],
-            **{name: "-" if row[f"error_{name}"] is None else f"{100 * row[f'error_{name}']:+.1f}%"
-               for name in METRICS}}
+            **{name: signed_percent(row[f"error_{name}"]) for name in METRICS}}
+
+
+def signed_percent(fraction: float | None) -> str:
+    """A signed fraction as a percentage with one decimal ('+12.3%'), '-' where there is none."""
+    return "-" if fraction is None else f"{100 * fraction:+.1f}%"
