@@ -319,3 +319,53 @@ def test_the_isa_taken_on_trust_is_the_one_inductors_checks_pick():
     valid_vec_isa_list.cache_clear()
     assert picked[True] == picked[None]
     assert picked[True][0]  # an ISA at all: the kernels are vectorised
+
+
+def test_a_header_counts_as_built_only_when_newer_than_torch(monkeypatch, tmp_path):
+    """header_built looks in inductor's default folder (here tmp_path) for a precompiled header written since torch
+    was installed: none, one older than torch's files (another torch's: not counted), then one newer."""
+    from torch._inductor.runtime import cache_dir_utils
+
+    from kvviz.engine.compiled import header_built
+
+    monkeypatch.setattr(cache_dir_utils, "default_cache_dir", lambda: str(tmp_path))
+    folder = tmp_path / "precompiled_headers"
+    folder.mkdir()
+    assert not header_built()
+    installed = os.stat(torch.__file__).st_mtime
+    old = folder / "old.h.gch"
+    old.write_bytes(b"")
+    os.utime(old, (installed - 3600, installed - 3600))
+    assert not header_built()
+    (folder / "new.h.gch").write_bytes(b"")
+    assert header_built()
+
+
+@pytest.mark.slow
+def test_the_header_built_beside_the_trace_is_the_one_the_step_uses(tiny_models, tmp_path):
+    """prebuild_header's child builds inductor's precompiled header alone (one file), and a static step compiled
+    afterwards in another process, with a cache of its own, builds no other: its kernels asked for the child's. Were
+    the child's compiler command line another (another ISA setting, other flags), the step would have built a
+    second header. Both processes see inductor's default folder under this test's TMPDIR."""
+    import getpass
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    headers = tmp_path / f"torchinductor_{getpass.getuser()}" / "precompiled_headers"
+    prebuild = ("from kvviz.engine.compiled import prebuild_header\n"
+                "child = prebuild_header()\n"
+                "assert child is not None and child.wait() == 0\n")
+    subprocess.run([sys.executable, "-c", prebuild], env=env, check=True, timeout=300)
+    built = {p.name: p.stat().st_mtime_ns for p in headers.glob("*.gch")}
+    assert len(built) == 1
+    step = ("import sys, torch\n"
+            "from kvviz.engine.compiled import prebuild_header, static_decoder\n"
+            "from kvviz.engine.loading import load_model\n"
+            "lm = load_model(sys.argv[1])\n"
+            "assert prebuild_header() is None\n"
+            "with torch.inference_mode():\n"
+            "    decoder, reused = static_decoder(lm.model, 64)\n"
+            "assert not reused and decoder.packed > 0\n")
+    subprocess.run([sys.executable, "-c", step, str(tiny_models["qwen2"])], env=env, check=True, timeout=600)
+    assert {p.name: p.stat().st_mtime_ns for p in headers.glob("*.gch")} == built
