@@ -10,6 +10,9 @@ EN = {
     "sim.coefficients": "--coefficients must be four numbers a,b,c,d in seconds, none negative; got {value!r}",
     "sim.fit_rows": "a fit of the four coefficients needs at least 4 rows whose prefill tokens, decode sequences "
                     "and attention pairs vary independently; got {rows} rows",
+    "sim.front_end_bound": "none of the {loads} closed loops can be fitted: in each, vLLM's API server sent the "
+                           "tokens in bursts (it fell behind the engine), so their times are the front end's, not "
+                           "the engine steps'",
     "sim.calibration_missing": "no calibration file {path}",
     "sim.calibration_bad": "{path} is not a kvviz step-time calibration (its {why} is wrong)",
     "sim.calibration_old": "{path} is a calibration of format {format}, whose d was per KV token read; d is now per "
@@ -140,6 +143,8 @@ ZH = {
     "sim.coefficients": "--coefficients 须为四个数 a,b,c,d（单位秒，不得为负），收到 {value!r}",
     "sim.fit_rows": "拟合四个系数至少需要 4 行，且预填充 token 数、解码序列数、注意力对数须各自独立变化；"
                     "收到 {rows} 行",
+    "sim.front_end_bound": "{loads} 个闭环负载都无法拟合：每个负载中 vLLM 的 API 服务器都是成批发送 token（它落后于"
+                           "引擎），这些时间属于前端，而不是引擎的步",
     "sim.calibration_missing": "没有校准文件 {path}",
     "sim.calibration_bad": "{path} 不是 kvviz 的步时校准文件（其 {why} 不对）",
     "sim.calibration_old": "{path} 是格式 {format} 的校准，其 d 按每读取一个 KV token 计；现在 d 按每个注意力对计"

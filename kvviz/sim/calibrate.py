@@ -315,12 +315,35 @@ def fit_setting_aside(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.n
     return coef, keep
 
 
+# A closed load in which more than this share of the output chunks reached the client joined to a later one (in one
+# read, so stamped alike) was paced by vLLM's front end, not its engine: its gaps and TTFTs are not the steps' times.
+FRONT_END_LAG = 0.05
+
+
+def joined_share(measured: Measured) -> float:
+    """The share of a load's output chunks that reached the client in one read with a later chunk of their stream
+    (RequestRecord.joined_chunks): 0 where the engine paced the stream, each token read as its step ended. On a
+    2-core EPYC, tiny's 3 ms steps outran vLLM's API server at 4 and 12 requests in flight: every chunk of the loop
+    of 4 came joined (its gaps all 0, its TTFTs 115 ms against the loop of one's 13)."""
+    chunks = sum(len(r.arrivals_s) for r in measured.records if r.ok)
+    return sum(r.joined_chunks for r in measured.records if r.ok) / chunks if chunks else 0.0
+
+
+def engine_paced(measured: Measured) -> bool:
+    """Whether a closed load's times are the engine's to fit: at most FRONT_END_LAG of its chunks came joined. A
+    load the front end paced is left out of the fit and of the request overhead, and the calibration names it: its
+    zero gaps would tell the fit that steps take no time, and its late first tokens would put the front end's
+    queue into the overhead of every request (on the EPYC above: 51 ms where the loops the engine paced said 8)."""
+    return joined_share(measured) <= FRONT_END_LAG
+
+
 def front_end_s(runs: list[Measured]) -> float | None:
-    """The request overhead as the two clocks measure it: over the closed loops' requests, the client's mean TTFT
-    less vLLM's own (from the request's arrival at its API server to its first token, in the engine's timestamps):
-    the HTTP, tokenizing and streaming around the engine. None unless every closed loop has vLLM's figure."""
+    """The request overhead as the two clocks measure it: over the requests of the closed loops the engine paced
+    (engine_paced), the client's mean TTFT less vLLM's own (from the request's arrival at its API server to its
+    first token, in the engine's timestamps): the HTTP, tokenizing and streaming around the engine. None unless
+    every such loop has vLLM's figure."""
     pairs = [(m.stats.ttft.mean, m.server.ttft_mean_s if m.server else None, m.stats.completed)
-             for m in runs if m.point.closed]
+             for m in runs if m.point.closed and engine_paced(m)]
     if not pairs or any(c is None or e is None for c, e, _ in pairs):
         return None
     return max(0.0, sum((c - e) * n for c, e, n in pairs) / sum(n for *_, n in pairs))
@@ -346,11 +369,13 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
     for _ in range(FIT_ROUNDS if handoff_s else 1):  # without a handoff, the steps do not depend on their times
         rows, spans = Rows(), []
         for m in runs:
-            if m.point.closed:
+            if m.point.closed and engine_paced(m):
                 before = len(rows.y)
                 load_rows(m, replay(m.point, engine, model, handoff_s), list(range(len(m.records))), rows)
                 spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
+        if not spans:
+            raise InputError("sim.front_end_bound", loads=sum(m.point.closed for m in runs))
         if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
             raise InputError("sim.fit_rows", rows=len(y))
         w = np.array(rows.w)
@@ -396,7 +421,11 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
             "mean_gap_s": float(np.mean(y[lo:hi][gap])) if gap.any() else None,
             "gap_residual_mean_s": float(np.mean(r[gap])) if gap.any() else None,
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
-            "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None}
+            "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
+            "joined_share": joined_share(m)}
+    for m in runs:
+        if m.point.closed and not engine_paced(m):
+            by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
     return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s)
 
 

@@ -32,6 +32,7 @@ from kvviz.sim.calibrate import (
     as_client,
     calibrate,
     engine_tpot_s,
+    joined_share,
     measure,
     replay,
     serving,
@@ -85,6 +86,7 @@ class Point:
     measured_preemptions: int | None
     predicted_preemptions: int
     unseen_decodes: int = 0
+    joined_share: float = 0.0  # of the output chunks, those read joined to a later one (calibrate.joined_share)
     measured_again: RunStats | None = None
     server: ServerView | None = None
     engine_steps: tuple[EngineStep, ...] = ()  # vLLM's own record of the load's steps (kvviz.serving.iterations)
@@ -101,7 +103,8 @@ class Point:
                "prompt_tokens": p.mix.prompt_tokens, "output_tokens": p.mix.output_tokens,
                "prefix_tokens": p.mix.prefix_tokens, "load_average_1m": self.load_average,
                "completed": self.measured.completed, "measured_preemptions": self.measured_preemptions,
-               "predicted_preemptions": self.predicted_preemptions, "unseen_decodes": self.unseen_decodes}
+               "predicted_preemptions": self.predicted_preemptions, "unseen_decodes": self.unseen_decodes,
+               "joined_share": self.joined_share}
         for name, get in METRICS.items():
             m, q = get(self.measured), get(self.predicted)
             row[f"measured_{name}"], row[f"predicted_{name}"] = m, q
@@ -189,7 +192,7 @@ def _point(model: str, kind: str, measured: Measured, engine: Engine, fitted: Fi
     stats, preempted, sim = _predicted(measured.point, engine, fitted)
     unseen = sum(1 for r in measured.records if r.ok and r.new_tokens > 1 and r.tpot_s is None)
     return Point(model, kind, measured.point, measured.stats, stats, measured.load_average, measured.preemptions,
-                 preempted, unseen, server=measured.server, engine_steps=measured.engine_steps,
+                 preempted, unseen, joined_share(measured), server=measured.server, engine_steps=measured.engine_steps,
                  predicted_steps=tuple(s.duration_s for s in sim.trace))
 
 

@@ -217,3 +217,44 @@ def test_the_engine_leaves_out_vllms_null_block(concurrency, preemptions):
     point = LoadPoint(Mix(100, 100), concurrency, concurrency=concurrency)
     result = replay(point, engine, TRUE)
     assert sum(s.preemptions for s in result.trace) == preemptions
+
+
+def _joined(m: Measured, client_ttft_extra_s: float) -> Measured:
+    """The load as a front end that fell behind the engine delivers it: every request's chunks read at once, at its
+    last token's time (gaps 0, TTFT = E2E), each request's TTFT client_ttft_extra_s later still."""
+    records = tuple(replace(r, arrivals_s=(r.e2e_s + client_ttft_extra_s,) * len(r.arrivals_s),
+                            ttft_s=r.e2e_s + client_ttft_extra_s, joined_chunks=len(r.arrivals_s) - 1)
+                    for r in m.records)
+    stats = replace(m.stats, ttft=replace(m.stats.ttft, mean=m.stats.ttft.mean + 0.1))
+    return replace(m, records=records, stats=stats)
+
+
+def test_a_share_of_joined_chunks_counted_over_the_loads_requests():
+    """Two requests of 4 chunks, one with 2 joined to a later one and one with none: 2 of 8."""
+    m = _measured(LOADS[0], TRUE)
+    one, two = m.records[:2]
+    records = (replace(one, arrivals_s=(0.1, 0.2, 0.2, 0.2), joined_chunks=2),
+               replace(two, arrivals_s=(0.1, 0.2, 0.3, 0.4)))
+    assert calibrate.joined_share(replace(m, records=records)) == pytest.approx(2 / 8)
+    assert calibrate.engine_paced(replace(m, records=records)) is False
+    assert calibrate.engine_paced(m) is True  # the replay's own tokens: one a step, none joined
+
+
+def test_a_load_the_front_end_paced_is_left_out_of_the_fit_and_the_overhead():
+    """The loop of 4 delivered in bursts (every chunk joined, its TTFTs 100 ms late by the client's clock and not
+    by vLLM's): the fit on the four loads gives back the step time and the 12 ms overhead the other three were
+    made with, and names the loop of 4 as paced by the front end. Fitted with it (as before the rule), its zero gaps
+    and late TTFTs would have bent both."""
+    def with_engine(m: Measured) -> Measured:
+        return replace(m, server=_view(m.stats.ttft.mean - 0.012))
+    runs = [with_engine(_measured(p, TRUE, 0.012)) for p in LOADS]
+    runs[1] = _joined(runs[1], 0.1)
+    fitted = fit_runs(runs, ENGINE)
+    assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-9)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.residuals_by_load[LOADS[1].label]["front_end_paced"] is True
+    assert "front_end_paced" not in fitted.residuals_by_load[LOADS[0].label]
+    with pytest.raises(calibrate.InputError) as caught:
+        fit_runs([_joined(m, 0.1) for m in runs], ENGINE)
+    assert caught.value.key == "sim.front_end_bound"
