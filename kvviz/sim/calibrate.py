@@ -338,12 +338,11 @@ def engine_paced(measured: Measured) -> bool:
 
 
 def front_end_s(runs: list[Measured]) -> float | None:
-    """The request overhead as the two clocks measure it: over the requests of the closed loops the engine paced
-    (engine_paced), the client's mean TTFT less vLLM's own (from the request's arrival at its API server to its
-    first token, in the engine's timestamps): the HTTP, tokenizing and streaming around the engine. None unless
-    every such loop has vLLM's figure."""
+    """The request overhead as the two clocks measure it: over the closed loops' requests, the client's mean TTFT
+    less vLLM's own (from the request's arrival at its API server to its first token, in the engine's timestamps):
+    the HTTP, tokenizing and streaming around the engine. None unless every closed loop has vLLM's figure."""
     pairs = [(m.stats.ttft.mean, m.server.ttft_mean_s if m.server else None, m.stats.completed)
-             for m in runs if m.point.closed and engine_paced(m)]
+             for m in runs if m.point.closed]
     if not pairs or any(c is None or e is None for c, e, _ in pairs):
         return None
     return max(0.0, sum((c - e) * n for c, e, n in pairs) / sum(n for *_, n in pairs))
@@ -369,13 +368,11 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
     for _ in range(FIT_ROUNDS if handoff_s else 1):  # without a handoff, the steps do not depend on their times
         rows, spans = Rows(), []
         for m in runs:
-            if m.point.closed and engine_paced(m):
+            if m.point.closed:
                 before = len(rows.y)
                 load_rows(m, replay(m.point, engine, model, handoff_s), list(range(len(m.records))), rows)
                 spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
-        if not spans:
-            raise InputError("sim.front_end_bound", loads=sum(m.point.closed for m in runs))
         if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
             raise InputError("sim.fit_rows", rows=len(y))
         w = np.array(rows.w)
@@ -399,9 +396,16 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     """The four coefficients, the request overhead and the handoff from the closed loops among the measured loads,
     each replayed as a closed loop, with the residuals per load. With measured_front_end and vLLM's clock in every
     closed loop, the overhead is front_end_s's, not a fifth unknown. The handoff is the one of `handoffs` whose fit
-    leaves the least weighted squared error (the first of equals)."""
-    front = front_end_s(runs) if measured_front_end else None
-    best = min((_fit_at(runs, engine, front, h) for h in handoffs), key=lambda f: f.error)
+    leaves the least weighted squared error (the first of equals). A closed loop the front end paced (engine_paced) is
+    left out of both, and named."""
+    paced, left_out = [], []  # the closed loops fitted, and those the front end paced (named in the residuals)
+    for m in runs:
+        if m.point.closed:
+            (paced if engine_paced(m) else left_out).append(m)
+    if left_out and not paced:
+        raise InputError("sim.front_end_bound", loads=len(left_out))
+    front = front_end_s(paced) if measured_front_end else None
+    best = min((_fit_at(paced, engine, front, h) for h in handoffs), key=lambda f: f.error)
     rows, spans, coef, keep = best.rows, best.spans, best.coef, best.keep
     x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
     residuals = y - x @ coef
@@ -423,9 +427,8 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
-    for m in runs:
-        if m.point.closed and not engine_paced(m):
-            by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
+    for m in left_out:
+        by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
     return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s)
 
 
