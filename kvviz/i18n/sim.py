@@ -38,8 +38,8 @@ EN = {
                           "for a closed loop of its lengths)",
     "sim.no_model": "{path} is not a model folder (no config.json in it)",
     "sim.pool_not_modelled": "kvviz does not model this model's KV cache in vLLM: {why}",
-    "sim.local_layers": "the simulator keeps one group of full-attention layers; this model has {kinds} layers "
-                        "(give --num-blocks instead)",
+    "sim.local_layers": "the simulator keeps full-attention and sliding-window KV groups; this model has {kinds} "
+                        "layers, which it does not model (given --num-blocks, it counts them as full attention)",
     "sim.no_blocks": "{space:g} GiB of KV space holds no whole block for this model",
     # Why a run stopped early, and a request it left.
     "sim.stopped_requests": "simulated the first {sent:,} of {of:,} requests (the limit on requests)",
@@ -169,7 +169,8 @@ ZH = {
                           "（或用 --concurrency 以其长度做闭环）",
     "sim.no_model": "{path} 不是模型文件夹（其中没有 config.json）",
     "sim.pool_not_modelled": "kvviz 未对此模型在 vLLM 中的 KV Cache 建模：{why}",
-    "sim.local_layers": "模拟器只含一组全注意力层；此模型含 {kinds} 层（请改用 --num-blocks）",
+    "sim.local_layers": "模拟器只模拟全注意力与滑动窗口两种 KV 组；此模型含 {kinds} 层，不在模拟之列"
+                        "（若给出 --num-blocks，则按全注意力计）",
     "sim.no_blocks": "{space:g} GiB 的 KV 空间放不下此模型的一个完整块",
     "sim.stopped_requests": "只模拟了 {of:,} 个请求中的前 {sent:,} 个（请求数上限）",
     "sim.stopped_steps": "到达 {steps:,} 步的上限而停止",

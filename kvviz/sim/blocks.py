@@ -54,15 +54,10 @@ class BlockPool:
             taken.append(block)
         return taken
 
-    def hit(self, hashes: list[Hashable]) -> list[int]:
-        """The cached blocks of the longest run of `hashes` from the first (a prefix-cache hit), not yet touched."""
-        found = []
-        for key in hashes:
-            holders = self._cached.get(key)
-            if not holders:
-                break
-            found.append(next(iter(holders)))  # the first cached, as BlockHashToBlockMap.get_one_block
-        return found
+    def lookup(self, key: Hashable) -> int | None:
+        """The first cached block holding `key` (BlockHashToBlockMap.get_one_block), or None."""
+        holders = self._cached.get(key)
+        return next(iter(holders)) if holders else None
 
     def evictable(self, blocks: list[int]) -> int:
         """How many of these cached blocks nobody references: touching them takes them off the free queue."""

@@ -48,7 +48,14 @@ from kvviz.serving.load import CLOSED, POISSON, Load
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import RunStats, run_stats
 from kvviz.sim import step_time
-from kvviz.sim.scheduler import CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
+from kvviz.sim.capacity import kv_groups
+from kvviz.sim.scheduler import (
+    CPU_MAX_NUM_BATCHED_TOKENS,
+    CPU_MAX_NUM_SEQS,
+    FULL_ATTENTION,
+    KvGroupSpec,
+    SchedulerConfig,
+)
 from kvviz.sim.simulate import Limits, SimResult, StepTrace, simulate
 from kvviz.sim.step_time import Calibration, FitSummary, LinearStepTime
 from kvviz.sim.workload import Workload, closed_loop, open_loop
@@ -147,12 +154,13 @@ class Engine:
     max_num_batched_tokens: int
     kv_space_gib: int
     num_blocks_override: int | None = None
+    groups: tuple[KvGroupSpec, ...] = FULL_ATTENTION  # the model's KV-cache groups (kvviz.sim.capacity.kv_groups)
 
     def scheduler(self) -> SchedulerConfig:
         """The simulated scheduler: num_blocks less vLLM's null block (block 0, never handed out)."""
         return SchedulerConfig(num_blocks=self.num_blocks - 1, block_size=self.block_size,
                                max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-                               max_model_len=self.max_model_len)
+                               max_model_len=self.max_model_len, groups=self.groups)
 
 
 @dataclass(frozen=True)
@@ -562,7 +570,8 @@ def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: i
     with running_vllm(spec, venv or VENV) as server:
         cache = cache_config(_metrics(server))
         engine = Engine(folder.name, config_sha256(folder.path), max_model_len, cache.num_blocks, cache.block_size,
-                        CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, kv_space_gib, num_blocks)
+                        CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, kv_space_gib, num_blocks,
+                        kv_groups(folder.path, lenient=True))
         yield Served(server, engine, load_tokenizer(folder.path))
 
 

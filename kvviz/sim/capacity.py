@@ -1,22 +1,32 @@
-"""The simulated engine's KV capacity in blocks, from kvviz's own memory model rather than a number given.
+"""The simulated engine's KV pool, from kvviz's own memory model rather than a number given: its blocks and the
+KV-cache groups that draw on them.
 
 A model folder and vLLM's KV space (VLLM_CPU_KVCACHE_SPACE, GiB; whole GiB on vLLM's side) give vLLM's block
 pool as kvviz.serving.kv_groups.vllm_pool models it, in the type vLLM's CPU build runs the model in
 (kvviz.serving.capacity.vllm_cpu_dtype): num_blocks = space // (layers per group × block_size × bytes per token
-and layer). The simulator keeps one group of full-attention layers: a model with sliding-window, chunked or state
-layers in groups of their own is refused here, not simulated wrongly (the next part of issue 27).
+and layer), and the groups in vLLM's order, full attention or a sliding window each (the scheduler keeps a block
+table per group). Chunked-local attention groups and state layers are refused here, not simulated wrongly.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvviz.base.errors import InputError
 from kvviz.base.units import GIB
+from kvviz.sim.scheduler import FULL, FULL_ATTENTION, SLIDING, KvGroupSpec
 
 
-def kv_blocks(model_dir: Path, kv_space_gib: float, block_size: int, max_model_len: int) -> int:
-    """The blocks vLLM's CPU build makes of kv_space_gib GiB for the model in model_dir."""
+@dataclass(frozen=True)
+class SimPool:
+    """The blocks vLLM makes of a KV space, and its KV-cache groups as the scheduler keeps them."""
+
+    num_blocks: int
+    groups: tuple[KvGroupSpec, ...]
+
+
+def _pool(model_dir: Path, kv_space_gib: float, block_size: int, max_model_len: int):
     # Imported here: the memory model loads torch (dtypes), which a simulation given --num-blocks never needs.
     from kvviz.calc.arch import architecture_from_source
     from kvviz.calc.dtypes import kv_dtype
@@ -29,9 +39,30 @@ def kv_blocks(model_dir: Path, kv_space_gib: float, block_size: int, max_model_l
     pool = vllm_pool(arch, kv_dtype(vllm_cpu_dtype(model_dir)), int(kv_space_gib * GIB), block_size, max_model_len)
     if isinstance(pool, NotModelled):
         raise InputError("sim.pool_not_modelled", why=pool.reason)
-    kinds = sorted({g.kind for g in pool.groups.groups})
-    if kinds != ["full"]:
+    kinds = sorted({g.kind for g in pool.groups.groups} - {FULL, SLIDING})
+    if kinds:
         raise InputError("sim.local_layers", kinds=", ".join(kinds))
+    return pool
+
+
+def kv_pool(model_dir: Path, kv_space_gib: float, block_size: int, max_model_len: int) -> SimPool:
+    """The pool vLLM's CPU build makes of kv_space_gib GiB for the model in model_dir."""
+    pool = _pool(model_dir, kv_space_gib, block_size, max_model_len)
     if pool.num_blocks < 1:
         raise InputError("sim.no_blocks", space=kv_space_gib)
-    return pool.num_blocks
+    return SimPool(pool.num_blocks, tuple(KvGroupSpec(g.kind, g.window) for g in pool.groups.groups))
+
+
+def kv_groups(model_dir: Path | None, lenient: bool = False) -> tuple[KvGroupSpec, ...]:
+    """The model's KV-cache groups alone (for a pool whose blocks are given), in vLLM's order. lenient: a model
+    whose layers the simulator does not group (or no model) counts as full attention, as sim.local_layers says,
+    rather than being refused."""
+    if model_dir is None and lenient:
+        return FULL_ATTENTION
+    try:
+        pool = _pool(model_dir, 1, 16, 16)
+    except InputError as error:
+        if lenient and error.key in ("sim.local_layers", "sim.pool_not_modelled"):
+            return FULL_ATTENTION
+        raise
+    return tuple(KvGroupSpec(g.kind, g.window) for g in pool.groups.groups)

@@ -33,7 +33,7 @@ from kvviz.i18n.errors import translate
 from kvviz.serving.stats import Distribution, Slo
 from kvviz.sim import plan_cli, step_time
 from kvviz.sim.calibrate import as_client, check_model_config, device_id, handoff, request_overhead
-from kvviz.sim.capacity import kv_blocks
+from kvviz.sim.capacity import kv_pool
 from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
 from kvviz.sim.simulate import Limits, SimResult, simulate
 from kvviz.sim.step_time import StepContents
@@ -135,12 +135,14 @@ def workload_of(args: argparse.Namespace) -> Workload:
 
 
 def config_of(args: argparse.Namespace) -> SchedulerConfig:
-    blocks = args.num_blocks
-    if args.model is not None:
-        blocks = kv_blocks(args.model, args.kv_space_gib, args.block_size, args.max_model_len)
-    return SchedulerConfig(num_blocks=blocks, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
-                           max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
-                           chunked_prefill=not args.no_chunked_prefill, prefix_caching=not args.no_prefix_caching)
+    config = SchedulerConfig(num_blocks=args.num_blocks, block_size=args.block_size,
+                             max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                             max_model_len=args.max_model_len, chunked_prefill=not args.no_chunked_prefill,
+                             prefix_caching=not args.no_prefix_caching)
+    if args.model is None:
+        return config
+    pool = kv_pool(args.model, args.kv_space_gib, args.block_size, args.max_model_len)
+    return replace(config, num_blocks=pool.num_blocks, groups=pool.groups)
 
 
 def _ms(seconds: float | None) -> str:

@@ -45,7 +45,7 @@ from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import Slo
 from kvviz.sim import step_time
 from kvviz.sim.calibrate import handoff, request_overhead, with_overhead
-from kvviz.sim.capacity import kv_blocks
+from kvviz.sim.capacity import kv_groups, kv_pool
 from kvviz.sim.roofline import LABEL, roofline_step_time
 from kvviz.sim.scheduler import SchedulerConfig
 from kvviz.sim.simulate import Limits, simulate
@@ -301,14 +301,17 @@ def calibrated_engine(calibration: Path, model_dir: Path | None, num_blocks: int
                       kv_space_gib: float = 1.0, config: dict | None = None) -> Engine:
     """One replica on the machine a calibration was fitted on: its step time from the file (refused when it names
     another model than model_dir's), vLLM's CPU defaults (overridden by `config`), the KV blocks given or those
-    kvviz's memory model gives the model folder in kv_space_gib GiB (kvviz.sim.capacity)."""
+    kvviz's memory model gives the model folder in kv_space_gib GiB (kvviz.sim.capacity), and its KV-cache groups."""
     fitted = step_time.load(calibration, model=Path(model_dir).name if model_dir else None)
     scheduler = SchedulerConfig(num_blocks=1, **(config or {}))
     if num_blocks is None:
         if model_dir is None:
             raise InputError("sim.plan_no_blocks")
-        num_blocks = kv_blocks(model_dir, kv_space_gib, scheduler.block_size, scheduler.max_model_len)
-    return Engine(replace(scheduler, num_blocks=num_blocks), fitted.step, CALIBRATED, str(calibration),
+        pool = kv_pool(model_dir, kv_space_gib, scheduler.block_size, scheduler.max_model_len)
+        scheduler = replace(scheduler, num_blocks=pool.num_blocks, groups=pool.groups)
+    else:
+        scheduler = replace(scheduler, num_blocks=num_blocks, groups=kv_groups(model_dir, lenient=True))
+    return Engine(scheduler, fitted.step, CALIBRATED, str(calibration),
                   fitted.device or "this machine", overhead_s=request_overhead(calibration),
                   handoff_s=handoff(calibration))
 

@@ -27,7 +27,7 @@ from kvviz.calc.roofline import causal_pairs
 from kvviz.i18n import Said, said
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import RunStats, Slo, run_stats
-from kvviz.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, StepPlan
+from kvviz.sim.scheduler import SLIDING, Scheduler, SchedulerConfig, SimRequest, StepPlan, admission_blocks
 from kvviz.sim.step_time import StepContents, StepTimeModel
 from kvviz.sim.workload import Workload
 
@@ -119,13 +119,16 @@ def check(workload: Workload, config: SchedulerConfig) -> None:
     for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         whole_number(getattr(config, name), name, 1, 10**9)
     whole_number(config.watermark_blocks, "watermark_blocks", 0, config.num_blocks - 1)
+    for group in config.groups:
+        if group.kind == SLIDING:
+            whole_number(group.window, "sliding window", 1, 10**9)
     if not config.chunked_prefill and config.max_num_batched_tokens < config.max_model_len:
         raise InputError("sim.budget_below_len", budget=config.max_num_batched_tokens, most=config.max_model_len)
     for i, spec in enumerate(workload.requests):
         tokens = spec.prompt_tokens + spec.output_tokens
         if tokens > config.max_model_len:
             raise InputError("sim.too_long", i=i, tokens=tokens, most=config.max_model_len)
-        blocks = -(-(tokens - 1) // config.block_size)  # the last token sampled is never stored
+        blocks = admission_blocks(config, tokens - 1)  # the last token sampled is never stored
         if blocks > config.num_blocks:
             raise InputError("sim.no_fit", i=i, blocks=blocks, most=config.num_blocks)
 

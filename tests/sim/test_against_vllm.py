@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from kvviz.serving.vllm import vllm_python
-from kvviz.sim.scheduler import SchedulerConfig
+from kvviz.sim.scheduler import KvGroupSpec, SchedulerConfig, admission_blocks
 from kvviz.sim.simulate import simulate
 from kvviz.sim.step_time import LinearStepTime
 from kvviz.sim.workload import RequestSpec, Workload
@@ -42,11 +42,36 @@ def _case(draw: random.Random) -> dict:
             "prefix_caching": draw.random() < 0.6, "requests": requests}
 
 
+def _groups(draw: random.Random) -> list:
+    """KV-cache groups as a model's layers make them: sliding layers alone (one group), beside full ones (in either
+    order, or two sliding groups alike, as a larger model splits them), or two windows (the hit found by turns)."""
+    w, other = draw.randint(2, 24), draw.randint(2, 24)
+    return draw.choice([[["sliding", w]], [["full", None], ["sliding", w]], [["sliding", w], ["full", None]],
+                        [["full", None], ["sliding", w], ["sliding", w]],
+                        [["full", None], ["sliding", w], ["sliding", other]]])
+
+
+def _hybrid_case(draw: random.Random) -> dict:
+    """A case as _case, its KV cache in groups of sliding and full layers; prompts sharing longer prefixes (so that
+    a sliding group's hit falls short of the full one's), the pool from what every request needs to be admitted."""
+    case = _case(draw)
+    case["groups"] = _groups(draw)
+    for request in case["requests"]:
+        request[3] = draw.choice([0, request[1], min(request[1], draw.randint(8, 40))])
+    config = SchedulerConfig(num_blocks=1, block_size=case["block_size"],
+                             max_num_batched_tokens=case["max_num_batched_tokens"], max_model_len=MAX_MODEL_LEN,
+                             groups=tuple(KvGroupSpec(*g) for g in case["groups"]))
+    need = max(admission_blocks(config, p + o - 1) for _, p, o, _ in case["requests"])
+    case["num_blocks"] = need + draw.randint(0, 2 * need)
+    return case
+
+
 def _simulated(case: dict) -> dict:
     config = SchedulerConfig(num_blocks=case["num_blocks"], block_size=case["block_size"],
                              max_num_seqs=case["max_num_seqs"], max_num_batched_tokens=case["max_num_batched_tokens"],
                              max_model_len=case["max_model_len"], chunked_prefill=case["chunked_prefill"],
-                             prefix_caching=case["prefix_caching"])
+                             prefix_caching=case["prefix_caching"],
+                             groups=tuple(KvGroupSpec(*g) for g in case.get("groups") or [["full", None]]))
     specs = [RequestSpec(p, o, float(at), prefix) for at, p, o, prefix in case["requests"]]
     order = sorted(range(len(specs)), key=lambda i: specs[i].arrival_s)  # the simulator sends in arrival order
     result = simulate(Workload(tuple(specs[i] for i in order), closed=False), config, ONE_SECOND)
@@ -59,7 +84,7 @@ def _simulated(case: dict) -> dict:
 
 def test_the_simulator_schedules_as_vllms_own_scheduler():
     draw = random.Random(27)
-    cases = [_case(draw) for _ in range(60)] + [FOUR_AS_CASE]
+    cases = [_case(draw) for _ in range(60)] + [FOUR_AS_CASE] + [_hybrid_case(draw) for _ in range(80)]
     proc = subprocess.run([str(vllm_python()), str(REPO / "tests" / "sim" / "vllm_scheduler_driver.py"),
                            str(REPO / "assets" / "tiny")], input=json.dumps({"cases": cases}), capture_output=True,
                           text=True, timeout=600, cwd=REPO)
@@ -73,6 +98,6 @@ def test_the_simulator_schedules_as_vllms_own_scheduler():
         assert ours["samples"] == theirs["samples"], where
         preempting += any(theirs["preemptions"])
     assert preempting >= 5, "the cases must make vLLM preempt"
-    four = json.loads(proc.stdout)[-1]  # tests/sim/test_details.py's run, worked by hand there
+    four = json.loads(proc.stdout)[60]  # tests/sim/test_details.py's run, worked by hand there
     assert [i for i, n in enumerate(four["preemptions"]) if n] == [65], "vLLM preempts elsewhere than at step 65"
     assert four["steps"][65] == [[0, 1], [1, 1], [2, 1]] and four["steps"][96] == [[3, 97]]

@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from kvviz.base.errors import InputError
-from kvviz.sim.capacity import kv_blocks
+from kvviz.sim.capacity import kv_groups, kv_pool
+from kvviz.sim.scheduler import FULL_ATTENTION, SLIDING, KvGroupSpec
 from tests.helpers import REPO
 
 
@@ -15,26 +16,40 @@ def test_tiny_in_one_gib_is_the_pool_vllm_logged():
     """vLLM 0.32's CPU build logged "CPU KV cache size: 1,048,576 tokens" for tiny in 1 GiB
     (/work/shared/reference/serving.md: 4 layers × 2 × 2 KV heads × 32 × 2 bytes = 1,024 bytes a token), in blocks
     of 128 tokens: 1,048,576 / 128 = 8,192 blocks; half the space, half the blocks."""
-    assert kv_blocks(REPO / "assets" / "tiny", 1, 128, 1024) == 8192
-    assert kv_blocks(REPO / "assets" / "tiny", 0.5, 128, 1024) == 4096
+    assert kv_pool(REPO / "assets" / "tiny", 1, 128, 1024).num_blocks == 8192
+    assert kv_pool(REPO / "assets" / "tiny", 0.5, 128, 1024).num_blocks == 4096
+    assert kv_pool(REPO / "assets" / "tiny", 1, 128, 1024).groups == FULL_ATTENTION
 
 
-def test_a_model_with_sliding_window_layers_is_refused(tmp_path):
-    """Gemma 2 alternates sliding-window and full layers: two kinds of KV group, which the simulator does not
-    keep; it says so rather than simulate one pool."""
+def test_gemma_2_is_a_full_and_a_sliding_group(tmp_path):
+    """Gemma 2 2B: 26 layers alternating sliding-window (4,096 tokens, layer 0 first) and full attention, 13 of
+    each: two groups of 13 layers, sliding first as vLLM orders them by first appearance. One block is a page of
+    128 tokens for 13 layers, 4 KV heads × 256 × 2 (K, V) × 2 bytes (bf16: vLLM CPU runs an fp32 checkpoint in bf16) =
+    4,096 bytes a token and layer: 13 × 128 × 4,096 = 6,815,744 bytes; 1 GiB holds 157 of them."""
     shutil.copy(REPO / "assets" / "presets" / "gemma-2-2b.json", tmp_path / "config.json")
+    pool = kv_pool(tmp_path, 1, 128, 1024)
+    assert pool.groups == (KvGroupSpec(SLIDING, 4096), KvGroupSpec())
+    assert pool.num_blocks == 1024**3 // (13 * 128 * 4096) == 157
+    assert kv_groups(tmp_path) == pool.groups
+
+
+def test_a_model_with_chunked_local_layers_is_refused_unless_its_blocks_are_given(tmp_path):
+    """Llama 4's chunked local attention is a kind of group the scheduler does not keep: refused for a pool made
+    from the model; with the blocks given, counted as full attention, as the refusal says."""
+    shutil.copy(REPO / "assets" / "presets" / "llama-4-scout.json", tmp_path / "config.json")
     with pytest.raises(InputError) as caught:
-        kv_blocks(tmp_path, 1, 128, 1024)
-    assert caught.value.key == "sim.local_layers" and "sliding" in str(caught.value)
+        kv_pool(tmp_path, 1, 128, 1024)
+    assert caught.value.key == "sim.local_layers" and "chunked" in str(caught.value)
+    assert kv_groups(tmp_path, lenient=True) == FULL_ATTENTION
 
 
 def test_not_a_model_folder(tmp_path):
     with pytest.raises(InputError, match="is not a model folder"):
-        kv_blocks(tmp_path, 1, 128, 1024)
+        kv_pool(tmp_path, 1, 128, 1024)
 
 
 def test_a_space_too_small_for_one_block_is_refused():
     """One block of tiny is 128 × 1,024 bytes = 128 KiB; 64 KiB (1/16,384 GiB) holds none."""
     with pytest.raises(InputError) as caught:
-        kv_blocks(REPO / "assets" / "tiny", 1 / 16384, 128, 1024)
+        kv_pool(REPO / "assets" / "tiny", 1 / 16384, 128, 1024)
     assert caught.value.key == "sim.no_blocks"

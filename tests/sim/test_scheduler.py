@@ -3,11 +3,13 @@ step time of exactly 1 s (t = a = 1) so that a time is a step's number."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvviz.base.errors import InputError
 from kvviz.sim.blocks import BlockPool
-from kvviz.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
+from kvviz.sim.scheduler import SLIDING, KvGroupSpec, Scheduler, SchedulerConfig, SimRequest, admission_blocks
 from kvviz.sim.simulate import contents, simulate
 from kvviz.sim.step_time import LinearStepTime
 from kvviz.sim.workload import RequestSpec, Workload, closed_loop
@@ -145,11 +147,11 @@ def test_the_block_pool_evicts_from_the_head_and_keeps_duplicate_cached_blocks()
     pool.cache(3, "y")
     for blocks in (first, second, third):
         pool.release(blocks)
-    assert pool.free == 4 and pool.hit(["p"]) == [0]
+    assert pool.free == 4 and pool.lookup("p") == 0
     assert pool.allocate(1) == [0]
-    assert pool.hit(["p"]) == [1]
+    assert pool.lookup("p") == 1
     assert pool.allocate(2) == [1, 3]
-    assert pool.hit(["p"]) == [] and pool.hit(["x"]) == [2] and pool.hit(["y"]) == []
+    assert pool.lookup("p") is None and pool.lookup("x") == 2 and pool.lookup("y") is None
 
 
 def test_a_closed_loops_next_request_joins_the_step_after_the_one_that_begins_as_it_is_sent():
@@ -204,3 +206,59 @@ def test_an_open_loop_request_waits_for_the_front_end_then_for_a_step_boundary()
 def test_a_handoff_out_of_range_is_refused():
     with pytest.raises(InputError, match="handoff_s"):
         simulate(closed_loop(1, 1, 4, 2), _config(), ONE_SECOND, handoff_s=-0.001)
+
+
+def _sliding(**kw) -> SchedulerConfig:
+    return _config(**kw, groups=(KvGroupSpec(SLIDING, 6),))
+
+
+def test_a_sliding_window_frees_the_blocks_wholly_before_it():
+    """Window 6, blocks of 4; one request of prompt 16, output 8. Step 1 computes 16 tokens: 4 blocks. Before each
+    later step, blocks wholly before the last w - 1 = 5 computed tokens go: after 16 computed, tokens 0..10 are
+    skipped, 11 // 4 = 2 blocks (0 and 1) freed, and the 17th token's slot takes a 5th block: 4 - 2 + 1 = 3. Then
+    computed 17, 18, 19: 12..14 skipped, 3 blocks gone, 5 allocated: 2. Computed 20: a 6th block for the 21st
+    token: 3. Computed 21, 22: 16, 17 skipped: 4 gone, 6 allocated: 2. Full attention holds cdiv(slots, 4):
+    4, 5, 5, 5, 5, 6, 6, 6."""
+    sliding = simulate(closed_loop(1, 1, 16, 8), _sliding(), ONE_SECOND)
+    full = simulate(closed_loop(1, 1, 16, 8), _config(), ONE_SECOND)
+    assert [s.kv_blocks_used for s in sliding.trace] == [4, 3, 2, 2, 2, 3, 2, 2]
+    assert [s.kv_blocks_used for s in full.trace] == [4, 5, 5, 5, 5, 6, 6, 6]
+    assert sliding.records[0].arrivals_s == full.records[0].arrivals_s, "the window changes memory, not steps"
+
+
+def test_a_sliding_groups_admission_counts_the_window_and_a_chunk_not_the_whole_prompt():
+    """Window 6, blocks of 4, budget 8, a prompt of 60 tokens and 1 output token. Full attention would need
+    cdiv(60, 4) = 15 blocks free to admit it; the sliding group's admission cap is cdiv(min(5 + 8, 64), 4) + 1 = 5.
+    So a pool of 5 runs it, in chunks of 8, and never holds more than 4 blocks: the 2nd chunk's slots reach 16
+    tokens, none skipped; from the 3rd on, two are freed (8k computed, 8k - 5 skipped) before two are taken; the
+    last, 4 tokens at 56, holds cdiv(60, 4) - 51 // 4 = 3. A pool of 4 is refused."""
+    config = _sliding(max_num_batched_tokens=8, num_blocks=5)
+    assert admission_blocks(config, 60) == 5 and admission_blocks(_config(max_num_batched_tokens=8), 60) == 15
+    result = simulate(closed_loop(1, 1, 60, 1), config, ONE_SECOND)
+    assert [s.tokens_scheduled for s in result.trace] == [8] * 7 + [4]
+    assert [s.kv_blocks_used for s in result.trace] == [2, 4, 4, 4, 4, 4, 4, 3]
+    with pytest.raises(InputError) as caught:
+        simulate(closed_loop(1, 1, 60, 1), replace(config, num_blocks=4), ONE_SECOND)
+    assert caught.value.key == "sim.no_fit"
+
+
+def test_a_sliding_group_hits_a_shared_prefix_only_once_a_request_found_its_junction():
+    """A full and a sliding group (window 6: a hit needs cdiv(5, 4) = 2 cached blocks in a row), blocks of 4.
+    A (prompt 30, its first 20 tokens a shared prefix) runs alone: the full group caches blocks 0..6, the sliding
+    group only those a hit could end on, the 2 before the prompt's last token but one: 29 // 4 = 7, blocks 5, 6
+    (A's own tokens). B, the same shape, then finds 5 full-group blocks (the prefix) but no sliding run in them:
+    no hit, all 30 computed; its junction is 20, so its sliding group caches blocks 3, 4 (ending at 20 // 4 = 5) as
+    well as 5, 6. C then hits 20 tokens in both groups and computes 10."""
+    config = _config(prefix_caching=True, groups=(KvGroupSpec(), KvGroupSpec(SLIDING, 6)))
+    scheduler, hits = Scheduler(config), []
+    for index in range(3):
+        request = SimRequest(index, 0.0, 30, 2, prefix_tokens=20)
+        scheduler.add(request)
+        for step in range(2):
+            plan = scheduler.schedule()
+            hits += plan.hits
+            if step == 0:
+                assert _shares(plan) == [(index, [0, 0, 20][index], [30, 30, 10][index])]
+                assert request.junction == [0, 20, 0][index]
+            scheduler.finish_step(plan, float(step))
+    assert hits == [(2, 20)]

@@ -7,7 +7,8 @@ is faked: a request whose computed tokens reach its length samples a token of it
 chunk).
 Each case: block_size, num_blocks, max_num_seqs, max_num_batched_tokens, max_model_len, chunked_prefill,
 prefix_caching, and requests of [arrival_step, prompt_tokens, output_tokens, prefix_tokens]; a request is added
-before the schedule() of its arrival step.
+before the schedule() of its arrival step. Optional: groups, the KV-cache groups as [kind, window] ("full" or
+"sliding"), one full-attention group if absent; every group one layer, drawing on the one pool.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256_cbor
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request
 from vllm.v1.structured_output import StructuredOutputManager
@@ -37,9 +38,14 @@ def scheduler(case: dict, model_dir: str) -> Scheduler:
                         enable_prefix_caching=case["prefix_caching"])
     cache.num_gpu_blocks = case["num_blocks"] + 1  # block 0 is vLLM's null block, never handed out
     config = VllmConfig(scheduler_config=sched, model_config=model, cache_config=cache)
-    spec = FullAttentionSpec(block_size=case["block_size"], num_kv_heads=1, head_size=1, dtype=torch.float32)
-    kv = KVCacheConfig(num_blocks=case["num_blocks"] + 1, kv_cache_tensors=[],
-                       kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    shape = {"block_size": case["block_size"], "num_kv_heads": 1, "head_size": 1, "dtype": torch.float32}
+    groups = [KVCacheGroupSpec([f"layer{g}"], FullAttentionSpec(**shape) if kind == "full" else
+                               SlidingWindowSpec(sliding_window=window, **shape))
+              for g, (kind, window) in enumerate(case.get("groups") or [["full", None]])]
+    # The retention interval as the engine passes it from its CacheConfig (0 by default: a sliding group caches
+    # only the blocks a later hit can reach); KVCacheConfig's own default (None: every block) is not the engine's.
+    kv = KVCacheConfig(num_blocks=case["num_blocks"] + 1, kv_cache_tensors=[], kv_cache_groups=groups,
+                       prefix_cache_retention_interval=cache.prefix_cache_retention_interval)
     return Scheduler(vllm_config=config, kv_cache_config=kv, log_stats=False,
                      structured_output_manager=StructuredOutputManager(config), block_size=case["block_size"])
 
