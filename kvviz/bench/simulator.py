@@ -46,7 +46,7 @@ def simulator_bench(quick: bool, out: Path, models: list[str] | None = None) -> 
     prediction's error), write each calibration and the predicted lines into out; the points and summary."""
     from kvviz.serving.vllm import VENV
 
-    plans = validate.QUICK if quick else tuple(p for p in validate.FULL if not models or p.model in models)
+    plans = validate.QUICK if quick else tuple(p for p in validate.FULL if not models or p.name in models)
     results = [validate.validate_model(plan, say=_progress, repeat=True)
                for plan in plans]
     out.mkdir(parents=True, exist_ok=True)

@@ -551,7 +551,7 @@ def server_sample(server):
 
 @contextmanager
 def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: int | None = None,
-            venv: Path | None = None, engine_steps: bool = False) -> Iterator[Served]:
+            venv: Path | None = None, engine_steps: bool = False, dummy_weights: bool = False) -> Iterator[Served]:
     """vLLM serving `model` (a spec kvviz.serving.models reads: tiny, smollm2-135m-instruct, a folder) on a free
     port, its KV pool as large as kv_space_gib GiB or num_blocks blocks (--num-gpu-blocks-override); the engine
     as its /metrics reports it (cache_config_info), stopped at the block's end. engine_steps: vLLM logs every step
@@ -562,7 +562,7 @@ def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: i
     from kvviz.serving.prompts import load_tokenizer
     from kvviz.serving.vllm import VENV, ServerSpec, free_port, running_vllm
 
-    folder = model_folder(model)
+    folder = model_folder(model, dummy_weights=dummy_weights)
     extra = ((ITERATION_FLAG,) if engine_steps else ()) + (
         ("--num-gpu-blocks-override", str(num_blocks)) if num_blocks else ())
     spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,

@@ -274,7 +274,7 @@ def validate_command(args: argparse.Namespace) -> None:
     from kvviz.sim import validate
 
     plans = validate.QUICK if args.quick else tuple(
-        p for p in validate.FULL if not args.models or p.model in args.models)
+        p for p in validate.FULL if not args.models or p.name in args.models)
     results = [validate.validate_model(plan, say=progress(args.lang), repeat=args.repeat,
                                        engine_steps=args.engine_steps)
                for plan in plans]

@@ -27,7 +27,16 @@ from kvviz.calc.roofline import causal_pairs
 from kvviz.i18n import Said, said
 from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import RunStats, Slo, run_stats
-from kvviz.sim.scheduler import SLIDING, Scheduler, SchedulerConfig, SimRequest, StepPlan, admission_blocks
+from kvviz.sim.scheduler import (
+    FULL_ATTENTION,
+    SLIDING,
+    KvGroupSpec,
+    Scheduler,
+    SchedulerConfig,
+    SimRequest,
+    StepPlan,
+    admission_blocks,
+)
 from kvviz.sim.step_time import StepContents, StepTimeModel
 from kvviz.sim.workload import Workload
 
@@ -102,13 +111,18 @@ class SimResult:
     details: tuple[StepDetail, ...] = ()  # one per step of trace, when asked for (detail=True)
 
 
-def contents(plan: StepPlan) -> StepContents:
+def contents(plan: StepPlan, groups: tuple[KvGroupSpec, ...] = FULL_ATTENTION) -> StepContents:
     """A decode computes one token past the prompt; every other scheduled token is prefill (recompute included).
     Each token computed attends over those before it and itself: k tokens after s computed make k*s + k(k+1)/2
-    attention pairs (a decode at context s + 1, s + 1: the KV tokens it reads)."""
+    attention pairs (a decode at context s + 1, s + 1: the KV tokens it reads); in a sliding-window layer over at
+    most its window. With several KV-cache groups, the mean over the groups (each spans as many layers)."""
     decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
     prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
-    pairs = sum(causal_pairs(s.start + s.tokens, None) - causal_pairs(s.start, None) for s in plan.scheduled)
+    windows = [g.window if g.kind == SLIDING else None for g in groups]
+    pairs = sum(causal_pairs(s.start + s.tokens, w) - causal_pairs(s.start, w)
+                for s in plan.scheduled for w in windows) / len(windows)
+    if len(set(windows)) == 1:
+        pairs = round(pairs)  # whole pairs when every group attends alike
     return StepContents(prefill, len(decodes), pairs, tuple((s.start, s.tokens) for s in plan.scheduled))
 
 
@@ -200,7 +214,7 @@ class _Run:
         plan = self.scheduler.schedule()
         if not plan.scheduled:
             raise StateError("sim.stalled", step=len(self.trace))
-        held = contents(plan)
+        held = contents(plan, self.scheduler.config.groups)
         seconds = self.model.seconds(held)
         if not seconds > 0:
             raise InputError("sim.step_time", seconds=seconds, step=str(held))

@@ -37,7 +37,7 @@ class StepContents:
 
     prefill_tokens: int
     decode_seqs: int
-    attention_pairs: int
+    attention_pairs: float  # whole pairs, or their mean over KV groups of different windows
     spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # a message shows the sums, not 1,024 pairs
 
     def features(self) -> tuple[float, float, float, float]:

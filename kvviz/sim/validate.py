@@ -16,11 +16,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvviz.serving import iterations
 from kvviz.serving.iterations import EngineStep
 from kvviz.serving.stats import RunStats
+from kvviz.serving.vllm import REPO
 from kvviz.sim.calibrate import (
     CALIBRATION,
     QUICK_CALIBRATION,
@@ -69,6 +71,12 @@ class ModelPlan:
     sweep_mix: Mix | None = None
     sweep_concurrency: tuple[int, ...] = ()
     sweep_max_model_len: int = 256
+    dummy_weights: bool = False  # a folder with a config alone, served with random weights
+
+    @property
+    def name(self) -> str:
+        """The model's name: a named model's, or a folder's own name."""
+        return Path(self.model).name
 
 
 @dataclass
@@ -217,36 +225,37 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
     engine_steps: vLLM logs its every step, and each point's row says how many it ran, its median decode step and
     the share of time in stalls, beside the simulator's steps (calibrate.serving: the logging costs the engine
     time, so the errors are of a slower engine)."""
-    with serving(plan.model, plan.max_model_len, engine_steps=engine_steps) as served:
-        say("sim_cli.v_ready", model=plan.model, blocks=served.engine.num_blocks, size=served.engine.block_size)
+    with serving(plan.model, plan.max_model_len, engine_steps=engine_steps,
+                 dummy_weights=plan.dummy_weights) as served:
+        say("sim_cli.v_ready", model=plan.name, blocks=served.engine.num_blocks, size=served.engine.block_size)
         warm_up(served)
         fitted, runs = calibrate(served, plan.calibration, say)
         s = fitted.step
-        say("sim_cli.v_fitted", model=plan.model, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
+        say("sim_cli.v_fitted", model=plan.name, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
             handoff=fitted.handoff_s, rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)
-        result = ModelResult(plan.model, served.engine, fitted, runs)
+        result = ModelResult(plan.name, served.engine, fitted, runs)
         opened = tuple(LoadPoint(mix, n, rate=open_rate(mix, f, served.engine, fitted), seed=n)
                        for mix, f, n in plan.open_fractions)
         for point in plan.held_out + opened:
             measured = measure(served, point)
-            result.points.append(_point(plan.model, "held-out", measured, served.engine, fitted))
+            result.points.append(_point(plan.name, "held-out", measured, served.engine, fitted))
             if repeat:
                 result.points[-1].measured_again = measure(served, point).stats
             say("sim_cli.v_point", **_brief(result.points[-1]))
         if repeat:
             result.drift = measure(served, plan.calibration[0])
             moved = drift_row(result)
-            say("sim_cli.v_drift", model=plan.model, load=moved["load"],
+            say("sim_cli.v_drift", model=plan.name, load=moved["load"],
                 **{k: signed_percent(moved[f"moved_{k}"]) for k in METRICS})
     if plan.sweep_blocks and plan.sweep_mix:
         with serving(plan.model, plan.sweep_max_model_len, num_blocks=plan.sweep_blocks,
-                     engine_steps=engine_steps) as small:
+                     engine_steps=engine_steps, dummy_weights=plan.dummy_weights) as small:
             result.sweep_engine = small.engine
             warm_up(small)
             sweep = []
             for c in plan.sweep_concurrency:
                 point = LoadPoint(plan.sweep_mix, c, concurrency=c)  # one wave: they run together
-                sweep.append(_point(plan.model, "preemption sweep", measure(small, point), small.engine, fitted))
+                sweep.append(_point(plan.name, "preemption sweep", measure(small, point), small.engine, fitted))
                 say("sim_cli.v_point", **_brief(sweep[-1]))
             result.points += sweep
             result.onset_measured = onset(sweep, lambda p: p.measured_preemptions)
@@ -283,7 +292,14 @@ OPEN = ((DECODE, 0.5, 12), (PROMPT, 0.5, 8), (SHARED, 0.7, 12))
 # and 2 once past 128 tokens, so 3 in flight fit and 4 do not, if they run together.
 FULL = (ModelPlan("tiny", 1024, CALIBRATION, HELD_OUT, OPEN, sweep_blocks=6, sweep_mix=Mix(100, 100),
                   sweep_concurrency=(2, 3, 4, 6), sweep_max_model_len=256),
-        ModelPlan("smollm2-135m-instruct", 1024, CALIBRATION, HELD_OUT, OPEN))
+        ModelPlan("smollm2-135m-instruct", 1024, CALIBRATION, HELD_OUT, OPEN),
+        # A sliding-window model (assets/tiny-sliding: tiny's shape in Llama's layers, five of six with a window
+        # of 256 tokens, random weights): six KV-cache groups of one layer each, five freeing the blocks behind
+        # their window. Its sweep: 100 blocks of 128 tokens (a block: one layer's page), one wave of 300 + 400
+        # tokens at each concurrency; counted as six full-attention groups it would preempt from 3 in flight.
+        ModelPlan(str(REPO / "assets" / "tiny-sliding"), 1024, CALIBRATION, HELD_OUT, OPEN, sweep_blocks=100,
+                  sweep_mix=Mix(300, 400), sweep_concurrency=(2, 3, 4, 6, 8), sweep_max_model_len=1024,
+                  dummy_weights=True))
 QUICK = (ModelPlan("tiny", 1024, QUICK_CALIBRATION,
                    (LoadPoint(Mix(32, 64), 8, concurrency=4), LoadPoint(Mix(384, 16), 6, concurrency=3)),
                    ((Mix(32, 64), 0.5, 8),)),)

@@ -262,3 +262,17 @@ def test_a_sliding_group_hits_a_shared_prefix_only_once_a_request_found_its_junc
                 assert request.junction == [0, 20, 0][index]
             scheduler.finish_step(plan, float(step))
     assert hits == [(2, 20)]
+
+
+def test_a_sliding_layer_attends_over_its_window_only():
+    """A prompt of 10 tokens in one step. Full attention: token i attends over i tokens, 1 + ... + 10 = 55 pairs;
+    a window of 4: 1 + 2 + 3 + 4 + 6 × 4 = 34. A full and a sliding group: the mean, 44.5. Its decode at
+    context 11: 11 pairs in the full layer, 4 in the sliding one: 7.5."""
+    config = _config(groups=(KvGroupSpec(), KvGroupSpec(SLIDING, 4)))
+    scheduler = Scheduler(config)
+    scheduler.add(SimRequest(0, 0.0, 10, 2))
+    first = scheduler.schedule()
+    assert contents(first, config.groups).attention_pairs == 44.5
+    assert contents(first).attention_pairs == 55
+    scheduler.finish_step(first, 1.0)
+    assert contents(scheduler.schedule(), config.groups).attention_pairs == 7.5
