@@ -126,6 +126,8 @@ EN = {
                           "engine clock (its decode time, before the API server streams), {engine_tpot_mean_s} "
                           "({points} points)",
     "sim_cli.onset": "{model}: preemption starts at concurrency {measured} on vLLM, {predicted} predicted",
+    "sim_cli.onset_as_full": "{model}: its sliding-window layers counted as full attention, {predicted} would be "
+                             "predicted",
     "sim_cli.v_ready": "{model}: vLLM ready, {blocks:,} KV blocks of {size}",
     "sim_cli.c_load": "calibration load {i}/{n}, {load} (load average {load_average}): TPOT p50 {tpot_ms:.1f} ms",
     "sim_cli.v_fitted": "{model}: fitted a = {a:.4g} s, b = {b:.4g}, c = {c:.4g}, d = {d:.4g}; request overhead "
@@ -249,6 +251,7 @@ ZH = {
                           "对 vLLM 引擎自己的时钟（其解码时间，在 API 服务器流式发送之前），"
                           "{engine_tpot_mean_s}（{points} 个点）",
     "sim_cli.onset": "{model}：vLLM 在并发 {measured} 时开始抢占，预测为 {predicted}",
+    "sim_cli.onset_as_full": "{model}：若把滑动窗口层当作全注意力层，预测将为 {predicted}",
     "sim_cli.v_ready": "{model}：vLLM 已就绪，{blocks:,} 个 KV 块，每块 {size} 个 token",
     "sim_cli.c_load": "校准负载 {i}/{n}，{load}（负载均值 {load_average}）：TPOT p50 {tpot_ms:.1f} ms",
     "sim_cli.v_fitted": "{model}：拟合得 a = {a:.4g} 秒，b = {b:.4g}，c = {c:.4g}，d = {d:.4g}；"

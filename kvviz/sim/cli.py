@@ -304,6 +304,8 @@ def validate_command(args: argparse.Namespace) -> None:
                     **validate.percent({n: split[n] for n in validate.SPLIT})))
     for model, onset in summary["preemption_onset"].items():
         print(t("sim_cli.onset", args.lang, model=model, measured=onset["measured"], predicted=onset["predicted"]))
+        if onset.get("predicted_as_full_attention") is not None:
+            print(t("sim_cli.onset_as_full", args.lang, model=model, predicted=onset["predicted_as_full_attention"]))
 
 
 COMMANDS = {"predict": predict, "fit": fit, "calibrate": calibrate_command, "validate": validate_command}

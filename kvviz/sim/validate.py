@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,7 @@ from kvviz.sim.calibrate import (
     serving,
     warm_up,
 )
+from kvviz.sim.scheduler import FULL_ATTENTION, KvGroupSpec
 from kvviz.sim.simulate import Limits, SimResult, simulate
 from kvviz.sim.workload import closed_loop
 
@@ -156,6 +157,7 @@ class ModelResult:
     points: list[Point] = field(default_factory=list)
     onset_measured: int | None = None
     onset_predicted: int | None = None
+    onset_as_full: int | None = None  # a model with local layers: the onset were they counted as full attention
     sweep_engine: Engine | None = None
     drift: Measured | None = None  # the first calibration load measured again after the held-out loads
 
@@ -260,6 +262,10 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
             result.points += sweep
             result.onset_measured = onset(sweep, lambda p: p.measured_preemptions)
             result.onset_predicted = onset(sweep, lambda p: p.predicted_preemptions)
+            if small.engine.groups != FULL_ATTENTION:
+                as_full = replace(small.engine, groups=(KvGroupSpec(),) * len(small.engine.groups))
+                counted = {p.point.concurrency: _predicted(p.point, as_full, fitted)[1] for p in sweep}
+                result.onset_as_full = min((c for c, n in counted.items() if n), default=None)
     return result
 
 
@@ -319,7 +325,8 @@ def summary(results: list[ModelResult]) -> dict:
             "tpot_split": {m: {**mape(both := _both(v), SPLIT), "points": len(both)}
                            for m, v in {**by_model, "all": rows}.items()},
             "preemption_onset": {r.model: {"measured": r.onset_measured, "predicted": r.onset_predicted,
-                                           "blocks": r.sweep_engine.num_blocks if r.sweep_engine else None}
+                                           "blocks": r.sweep_engine.num_blocks if r.sweep_engine else None,
+                                           "predicted_as_full_attention": r.onset_as_full}
                                  for r in results if r.sweep_engine},
             "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
                                       "request_overhead_s": r.fitted.request_overhead_s,
@@ -327,7 +334,7 @@ def summary(results: list[ModelResult]) -> dict:
                                       "fit": vars(r.fitted.fit), "residuals_by_load": r.fitted.residuals_by_load,
                                       "loads": [m.point.label for m in r.calibration_runs],
                                       "load_average_1m": [m.load_average for m in r.calibration_runs],
-                                      "engine": vars(r.engine)}
+                                      "engine": asdict(r.engine)}
                             for r in results}}
 
 
