@@ -18,6 +18,7 @@ EN = {
     "scheduler.preset.chunk": "a long prompt chunked among decodes",
     "scheduler.preset.preempt": "the cache full: a request preempted",
     "scheduler.preset.prefix": "a shared-prefix hit",
+    "scheduler.preset.window": "a sliding window freeing blocks behind it",
     "scheduler.requests": "Requests",
     "scheduler.simulate": "Simulate",
     "scheduler.explain.fill": (
@@ -48,6 +49,15 @@ EN = {
         "in the prefix cache and computes only its own 64: the line says \"hit r1 256\" in its first step, and "
         "its prefill bar is a fifth of r0's. Blocks several requests hold at once are outlined and marked ×n; when "
         "nobody holds them they stay cached (dashed) for the next request."),
+    "scheduler.explain.window": (
+        "**A sliding window freeing blocks behind it.** The load of the preemption preset (four requests of 64 "
+        "prompt and 96 output tokens, 16 KV blocks of 32 tokens), on a model whose every layer attends over the "
+        "last 64 tokens only (a sliding window, as Mistral 7B v0.1's layers attend over the last 4,096). Before "
+        "each step a request frees the blocks wholly behind its window: from its first decode on it holds 3 blocks "
+        "(2 for one step in 32) however long it grows, so the four hold 12 of the 16 and nobody is preempted. All "
+        "four end in 96 steps, where with full attention r3 is preempted at step 65 and the run takes 127. Watch "
+        "the blocks: as a row takes a new block its oldest goes back to the free ones. A real run sends the same "
+        "load to the model the Serving tab runs, whose layers attend over everything."),
     "scheduler.setup": ("{requests} requests of {prompt} prompt + {output} output tokens{prefix}, {arrivals}; "
                         "{blocks} KV blocks of {block_size} tokens, a budget of {budget} tokens per step, at most "
                         "{seqs} running. {steps} steps, {seconds:.2f} s simulated, {preemptions} preemption(s). "
@@ -132,6 +142,7 @@ ZH = {
     "scheduler.preset.chunk": "长提示词在解码之间分块预填充",
     "scheduler.preset.preempt": "KV Cache 满了：一个请求被抢占",
     "scheduler.preset.prefix": "共享前缀命中",
+    "scheduler.preset.window": "滑动窗口释放窗口之外的块",
     "scheduler.requests": "请求数",
     "scheduler.simulate": "模拟",
     "scheduler.explain.fill": (
@@ -156,6 +167,13 @@ ZH = {
         "后面是自己的 64 token。r0 计算全部 320 个。之后的每个请求都在前缀缓存里找到这 8 个共享块，只计算自己的 "
         "64 个：它第一步的状态行写着“命中 r1 256”，它的预填充柱只有 r0 的五分之一。被多个请求同时持有的块加了黑框、"
         "标着 ×n；没有请求持有时它们仍留在缓存里（虚线），等下一个请求。"),
+    "scheduler.explain.window": (
+        "**滑动窗口释放窗口之外的块。** 与抢占预设相同的负载（4 个请求，各 64 个提示词 token、96 个输出 token，"
+        "16 个 32 token 的 KV 块），但模型的每一层只关注最近的 64 个 token（滑动窗口，如 Mistral 7B v0.1 的各层"
+        "只关注最近 4,096 个）。每一步之前，请求释放完全落在窗口之外的块：从第一次解码起，无论序列多长，它只占 3 "
+        "个块（每 32 步中有一步是 2 个），4 个请求合计占 16 块中的 12 块，没有请求被抢占。4 个请求在 96 步内全部"
+        "完成；若是全注意力，r3 会在第 65 步被抢占，整个运行需要 127 步。请看块视图：某一行每拿到一个新块，它最旧"
+        "的块就回到空闲块中。真实运行会把同样的负载发给「服务」标签页正在运行的模型，那个模型的各层关注全部 token。"),
     "scheduler.setup": ("{requests} 个请求，提示词 {prompt} + 输出 {output} token{prefix}，{arrivals}；"
                         "{blocks} 个 {block_size} token 的 KV 块，每步预算 {budget} token，最多同时运行 {seqs} 个。"
                         "共 {steps} 步，模拟 {seconds:.2f} 秒，抢占 {preemptions} 次。步长时间：{calibration}。"),

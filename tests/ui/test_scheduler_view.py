@@ -75,7 +75,10 @@ def test_blocks_name_every_holder_and_the_json_carries_it_all():
 def test_each_preset_shows_its_effect():
     """fill: never more than max_num_seqs 4 running, newcomers wait; chunk: a 640-token prompt in chunks of at
     most 256 tokens less the decodes beside it, over 3 steps; preempt: one preemption, at step 65 (worked out in
-    tests/sim/test_details.py); prefix: each of the 5 later requests hits the 256 shared tokens."""
+    tests/sim/test_details.py); prefix: each of the 5 later requests hits the 256 shared tokens; window: the preempt
+    load with a window of 64 tokens: a request holds at most the blocks of its 63 tokens before the next one and that
+    one, cdiv(64, 32) + 1 = 3 (2 when the window starts on a block), the four 12 of the 16; no preemption, and the
+    run is one step prefilling all four (256 tokens, within the budget of 512) then 95 decode steps."""
     fill = run_preset(PRESETS["fill"])
     assert max(s.running for s in fill.trace) == 4 and max(s.waiting for s in fill.trace) > 0
     chunk = run_preset(PRESETS["chunk"])
@@ -89,6 +92,10 @@ def test_each_preset_shows_its_effect():
     assert [s.index for s in preempt.trace if s.preemptions] == [65]
     prefix = run_preset(PRESETS["prefix"])
     assert [tokens for d in prefix.details for _, tokens in d.hits] == [256] * 5
+    window = run_preset(PRESETS["window"])  # the preempt load, a window of 64 tokens (2 blocks of 32)
+    assert sum(s.preemptions for s in window.trace) == 0 and max(s.kv_blocks_used for s in window.trace) == 12
+    assert max(len(b.blocks) for d in window.details for b in d.running) == 3
+    assert len(window.trace) == 96, "one prefill step for all four, then 95 decodes"
 
 
 def test_the_view_and_a_host_limit_the_simulated_requests():

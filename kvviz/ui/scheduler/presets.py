@@ -1,4 +1,4 @@
-"""The Scheduler tab's loads: four presets, each small enough to follow and showing one effect, and their
+"""The Scheduler tab's loads: five presets, each small enough to follow and showing one effect, and their
 simulated runs with this machine's calibrated step times.
 
 A preset is one uniform load (every request the same lengths; a closed loop of `concurrency`, or evenly spaced
@@ -17,7 +17,7 @@ from kvviz.base.errors import InputError
 from kvviz.base.inputs import choice, whole_number
 from kvviz.serving.load import CLOSED, CONSTANT, Load
 from kvviz.sim import step_time
-from kvviz.sim.scheduler import SchedulerConfig
+from kvviz.sim.scheduler import FULL_ATTENTION, SLIDING, KvGroupSpec, SchedulerConfig
 from kvviz.sim.simulate import Limits, SimResult, simulate
 from kvviz.sim.step_time import Calibration
 from kvviz.sim.workload import Workload, closed_loop, open_loop
@@ -43,6 +43,7 @@ class Preset:
     prefix_tokens: int = 0
     concurrency: int | None = None
     rate: float | None = None
+    window: int | None = None  # every layer a sliding window of this many tokens (one sliding KV group)
 
     def workload(self, requests: int | None = None) -> Workload:
         n = requests or self.requests
@@ -51,8 +52,9 @@ class Preset:
         return open_loop(n, self.rate, self.prompt_tokens, self.output_tokens, self.prefix_tokens, poisson=False)
 
     def config(self) -> SchedulerConfig:
+        groups = FULL_ATTENTION if self.window is None else (KvGroupSpec(SLIDING, self.window),)
         return SchedulerConfig(num_blocks=self.num_blocks, block_size=self.block_size, max_num_seqs=self.max_num_seqs,
-                               max_num_batched_tokens=self.max_num_batched_tokens, max_model_len=1024)
+                               max_num_batched_tokens=self.max_num_batched_tokens, max_model_len=1024, groups=groups)
 
     def load(self, requests: int | None = None) -> Load:
         """The same load for kvviz's load generator (ignore_eos: every request its full output, as simulated)."""
@@ -78,6 +80,10 @@ PRESETS = {p.key: p for p in (
     # Every prompt opens with the same 256 tokens (8 blocks): the first computes them, each later one finds them
     # in the prefix cache and computes only its own 64.
     Preset("prefix", 6, 320, 16, num_blocks=64, prefix_tokens=256, rate=2.0),
+    # The "preempt" load on a model whose every layer attends over the last 64 tokens only (Mistral 7B v0.1's
+    # shape, its window cut to fit): before each step a request frees the blocks wholly behind its window, so it
+    # holds 2 or 3 blocks however long it grows, the four hold 12 at most, and nobody is preempted.
+    Preset("window", 4, 64, 96, num_blocks=16, concurrency=4, window=64),
 )}
 
 
