@@ -119,3 +119,24 @@ def test_simulate_right_after_a_pick_shows_the_count_it_ran(page: Page):
     page.wait_for_timeout(1_000)
     expect(setup).to_contain_text("4 requests of 640 prompt")
     assert int(page.locator("#sched-requests input[type=number]").input_value()) == 4
+
+
+def test_the_window_preset_after_the_preemption(page: Page, shots: Path):
+    """A teacher shows the preemption, then the same load on a model with a window of 64 tokens. At step k (k >= 1)
+    each request decodes at position 63 + k: its slots reach 64 + k tokens, cdiv(64 + k, 32) blocks, of which the
+    window (its last 63 tokens and the new one) frees floor(k / 32). Step 64: 4 - 2 = 2 each, 8 in all; step 65:
+    5 - 2 = 3 each, 12 of the 16, 4 free; nobody preempted, and the run ends at step 95."""
+    line = page.locator("#sched-line")
+    page.get_by_label("the cache full: a request preempted").check()  # where the teacher was, at whatever step
+    expect(page.locator("#sched-slider")).to_have_attribute("max", "126", timeout=90_000)
+    page.get_by_label("a sliding window freeing blocks behind it").check()
+    expect(page.locator("#sched-slider")).to_have_attribute("max", "95", timeout=90_000)
+    expect(line).to_have_text(STEP_0)  # the new run, from its first step: 2 blocks each, as without the window
+    page.locator("#sched-slider").fill("64")
+    expect(line).to_have_text(re.compile(r"^step 64 \(\d+\.\d\d s\): running r0 r1 r2 r3 · waiting none · "
+                                         r"budget 4/512 · KV 8/16 blocks$"))
+    page.locator("#sched-next").click()
+    expect(line).to_have_text(re.compile(r"^step 65 .*running r0 r1 r2 r3 · waiting none · budget 4/512 · "
+                                         r"KV 12/16 blocks$"))
+    expect(page.locator("#sched-held")).to_contain_text("blocks held: r0 3, r1 3, r2 3, r3 3 · free 4")
+    page.screenshot(path=str(shots / "scheduler-window.png"), full_page=True)
