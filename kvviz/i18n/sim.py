@@ -54,6 +54,10 @@ EN = {
     "sim_cli.throughput": "output {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} req/s  goodput {goodput:.2f} req/s "
                           "(TTFT <= {slo_ttft:g} s, TPOT <= {slo_tpot:g} s)",
     "sim_cli.latency": "{name:<4} mean {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",
+    "sim_cli.groups": "KV-cache groups: {groups}; each keeps its own block table over the one pool (a block: a "
+                      "page for each layer of a group)",
+    "sim_cli.group_full": "{n} full attention",
+    "sim_cli.group_sliding": "{n} sliding (window {window:,})",
     "sim_cli.kv": "KV blocks in use at most {peak:,} of {capacity:,}; preemptions {preemptions:,}; prefix-cache hits "
                   "{cached:,} tokens; at most {running} running and {waiting} waiting",
     "sim_cli.stopped": "stopped early: {why}",
@@ -185,6 +189,9 @@ ZH = {
     "sim_cli.throughput": "输出吞吐 {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} 请求/秒  有效吞吐（goodput）"
                           "{goodput:.2f} 请求/秒（首 token 延迟 <= {slo_ttft:g} 秒，每 token 延迟 <= {slo_tpot:g} 秒）",
     "sim_cli.latency": "{name:<4} 均值 {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",
+    "sim_cli.groups": "KV Cache 分组：{groups}；每组在同一个块池上有自己的块表（一个块：组内每层各一页）",
+    "sim_cli.group_full": "{n} 个全注意力组",
+    "sim_cli.group_sliding": "{n} 个滑动窗口组（窗口 {window:,}）",
     "sim_cli.kv": "KV 块最多占用 {peak:,} / {capacity:,}；抢占 {preemptions:,} 次；前缀缓存命中 {cached:,} 个 token；"
                   "最多 {running} 个运行、{waiting} 个等待",
     "sim_cli.stopped": "提前停止：{why}",

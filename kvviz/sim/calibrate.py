@@ -556,7 +556,8 @@ def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: i
     port, its KV pool as large as kv_space_gib GiB or num_blocks blocks (--num-gpu-blocks-override); the engine
     as its /metrics reports it (cache_config_info), stopped at the block's end. engine_steps: vLLM logs every step
     (kvviz.serving.iterations), which `measure` cuts per load. Off by default: the logging slows the engine it
-    measures (tiny's TPOT at 2 in flight, 7.9 ms without and 9.7 ms with, twice each)."""
+    measures (tiny's TPOT at 2 in flight, 7.9 ms without and 9.7 ms with, twice each). dummy_weights: serve it with
+    random weights (a folder with a config alone); the calibration names the folder's own config.json."""
     from kvviz.serving.metrics_reader import cache_config
     from kvviz.serving.models import model_folder
     from kvviz.serving.prompts import load_tokenizer
@@ -569,7 +570,9 @@ def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: i
                       kv_space_gib=kv_space_gib, dummy=folder.dummy, extra_args=extra)
     with running_vllm(spec, venv or VENV) as server:
         cache = cache_config(_metrics(server))
-        engine = Engine(folder.name, config_sha256(folder.path), max_model_len, cache.num_blocks, cache.block_size,
+        asked = Path(model).expanduser()  # a local folder served with dummy weights runs from a copy of its config
+        named = asked if (asked / "config.json").is_file() else folder.path
+        engine = Engine(folder.name, config_sha256(named), max_model_len, cache.num_blocks, cache.block_size,
                         CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, kv_space_gib, num_blocks,
                         kv_groups(folder.path, lenient=True))
         yield Served(server, engine, load_tokenizer(folder.path))

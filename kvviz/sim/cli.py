@@ -34,7 +34,15 @@ from kvviz.serving.stats import Distribution, Slo
 from kvviz.sim import plan_cli, step_time
 from kvviz.sim.calibrate import as_client, check_model_config, device_id, handoff, request_overhead
 from kvviz.sim.capacity import kv_pool
-from kvviz.sim.scheduler import CPU_BLOCK_SIZE, CPU_MAX_NUM_BATCHED_TOKENS, CPU_MAX_NUM_SEQS, SchedulerConfig
+from kvviz.sim.scheduler import (
+    CPU_BLOCK_SIZE,
+    CPU_MAX_NUM_BATCHED_TOKENS,
+    CPU_MAX_NUM_SEQS,
+    FULL_ATTENTION,
+    SLIDING,
+    KvGroupSpec,
+    SchedulerConfig,
+)
 from kvviz.sim.simulate import Limits, SimResult, simulate
 from kvviz.sim.step_time import StepContents
 from kvviz.sim.workload import Workload, cell, closed_loop, from_csv, open_loop, read_csv
@@ -196,7 +204,8 @@ def predict(args: argparse.Namespace) -> None:
     model, overhead, handed = step_model(args)
     limits = Limits(max_steps=args.max_steps, max_wall_s=args.max_wall_s)
     workload = workload_of(args)
-    result = simulate(workload, config_of(args), model, limits, Slo(args.slo_ttft, args.slo_tpot), handoff_s=handed)
+    config = config_of(args)
+    result = simulate(workload, config, model, limits, Slo(args.slo_ttft, args.slo_tpot), handoff_s=handed)
     if overhead:
         result = replace(result, stats=as_client(result, overhead, workload.rate))
     if args.trace:
@@ -204,12 +213,23 @@ def predict(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps({"stats": result.stats.flat(), "stopped": result.stopped,
                           "coefficients": dict(zip(step_time.NAMES, model.coefficients(), strict=True)),
-                          "kv_blocks": result.kv_blocks, "steps": len(result.trace),
-                          "preemptions": sum(x.preemptions for x in result.trace)}, indent=2))
+                          "kv_blocks": result.kv_blocks, "kv_groups": [asdict(g) for g in config.groups],
+                          "steps": len(result.trace), "preemptions": sum(x.preemptions for x in result.trace)},
+                         indent=2))
         return
     print("\n".join(report_lines(result, model.coefficients(), args.lang)))
+    if config.groups != FULL_ATTENTION:
+        print(t("sim_cli.groups", args.lang, groups=groups_text(config.groups, args.lang)))
     if args.trace:
         print(t("sim_cli.trace", args.lang, path=args.trace))
+
+
+def groups_text(groups: tuple[KvGroupSpec, ...], lang: str = "en") -> str:
+    """The groups as counts of each kind, in order of first appearance: "5 sliding (window 256), 1 full"."""
+    counts = {spec: sum(1 for g in groups if g == spec) for spec in dict.fromkeys(groups)}
+    return t("scheduler.sep", lang).join(
+        t("sim_cli.group_sliding" if spec.kind == SLIDING else "sim_cli.group_full", lang, n=n, window=spec.window)
+        for spec, n in counts.items())
 
 
 def fit_rows(path: Path) -> list[tuple[StepContents, float]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -53,3 +54,15 @@ def test_a_space_too_small_for_one_block_is_refused():
     with pytest.raises(InputError) as caught:
         kv_pool(REPO / "assets" / "tiny", 1 / 16384, 128, 1024)
     assert caught.value.key == "sim.no_blocks"
+
+
+def test_tiny_sliding_in_one_gib_is_the_pool_vllm_reported():
+    """vLLM 0.32's CPU build served assets/tiny-sliding in 1 GiB with 32,768 blocks of 128 (its /metrics, kept in
+    results/simulator/epyc-2026-12-03-groups/simulator.json): six groups of one layer, a block one layer's page,
+    128 × 2 KV heads × 32 × 2 (K, V) × 2 bytes (bf16) = 32 KiB; 1 GiB / 32 KiB = 32,768."""
+    served = json.loads((REPO / "results" / "simulator" / "epyc-2026-12-03-groups" / "simulator.json").read_text())
+    engine = served["results"]["calibration"]["tiny-sliding"]["engine"]
+    assert (engine["kv_space_gib"], engine["block_size"]) == (1, 128)
+    pool = kv_pool(REPO / "assets" / "tiny-sliding", 1, 128, engine["max_model_len"])
+    assert pool.num_blocks == engine["num_blocks"] == 32768
+    assert pool.groups == (KvGroupSpec(SLIDING, 256),) * 5 + (KvGroupSpec(),)

@@ -12,7 +12,7 @@ import pytest
 
 from kvviz.base.errors import InputError
 from kvviz.sim.cli import main
-from kvviz.sim.scheduler import SchedulerConfig
+from kvviz.sim.scheduler import KvGroupSpec, SchedulerConfig
 from kvviz.sim.simulate import Limits, simulate
 from kvviz.sim.step_time import LinearStepTime
 from kvviz.sim.workload import arrivals, closed_loop, from_csv, open_loop
@@ -218,3 +218,25 @@ def test_a_calibration_of_another_model_is_refused_and_zh_results_read_in_chines
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("模拟的 vLLM V1 调度器预测：2 个请求完成 2 个")
     assert out[2].startswith("TTFT 均值 1000.0 ms")
+
+
+def test_the_cli_simulates_a_sliding_window_models_groups(capsys):
+    """assets/tiny-sliding: five sliding layers (window 256) before a full one, six groups of one layer. One
+    request of 600 + 2 tokens in blocks of 128, steps of 1 s: the prefill holds cdiv(600, 128) = 5 blocks in each
+    group, 30; before the decode at 600 each sliding group frees floor((600 - 255) / 128) = 2 blocks and every group
+    takes a 5th for the 601st slot: 5 × 3 + 5 = 20. Printed: the groups; in JSON, the pool's 32,768 blocks for
+    1 GiB (a block: one layer's page, 128 × 2 KV heads × 32 × 2 × 2 bytes = 32 KiB)."""
+    args = ["predict", "--model", str(REPO / "assets" / "tiny-sliding"), "--max-model-len", "1024", "--concurrency",
+            "1", "--requests", "1", "--prompt-tokens", "600", "--output-tokens", "2", "--coefficients", "1,0,0,0"]
+    assert main([*args, "--trace", "/dev/null"]) == 0
+    out = capsys.readouterr().out
+    assert "KV-cache groups: 5 sliding (window 256), 1 full attention" in out
+    assert "KV blocks in use at most 30 of 32,768" in out
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_blocks"] == 32768 and data["kv_groups"] == [{"kind": "sliding", "window": 256}] * 5 + [
+        {"kind": "full", "window": None}]
+    trace = simulate(closed_loop(1, 1, 600, 2), SchedulerConfig(num_blocks=32768, block_size=128, max_model_len=1024,
+                     groups=tuple(KvGroupSpec(d["kind"], d["window"]) for d in data["kv_groups"])),
+                     LinearStepTime(1.0, 0.0, 0.0, 0.0)).trace
+    assert [s.kv_blocks_used for s in trace] == [30, 20]
