@@ -405,7 +405,9 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     each replayed as a closed loop, with the residuals per load. With measured_front_end and vLLM's clock in every
     closed loop, the overhead is front_end_s's, not a fifth unknown. The handoff is the one of `handoffs` whose fit
     leaves the least weighted squared error (the first of equals). A closed loop the front end paced (engine_paced) is
-    left out of both, and named."""
+    left out of both, and named; unless the others alone cannot tell the coefficients apart (too few loads, or loads
+    of one mix: the front end paced one of the three loads of `validate --quick` on a busy machine), when it is kept
+    in the fit (not in the overhead) and named as kept, rather than no calibration at all."""
     paced, left_out = [], []  # the closed loops fitted, and those the front end paced (named in the residuals)
     for m in runs:
         if m.point.closed:
@@ -413,7 +415,14 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     if left_out and not paced:
         raise InputError("sim.front_end_bound", loads=len(left_out))
     front = front_end_s(paced) if measured_front_end else None
-    best = min((_fit_at(paced, engine, front, h) for h in handoffs), key=lambda f: f.error)
+    kept_anyway: list[Measured] = []
+    try:
+        best = min((_fit_at(paced, engine, front, h) for h in handoffs), key=lambda f: f.error)
+    except InputError as error:
+        if error.key != "sim.fit_rows" or not left_out:
+            raise
+        paced, kept_anyway, left_out = paced + left_out, left_out, []
+        best = min((_fit_at(paced, engine, front, h) for h in handoffs), key=lambda f: f.error)
     rows, spans, coef, keep = best.rows, best.spans, best.coef, best.keep
     x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
     residuals = y - x @ coef
@@ -435,6 +444,8 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
+    for m in kept_anyway:
+        by_load[m.point.label] |= {"front_end_paced": True, "kept": True}
     for m in left_out:
         by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
     return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s)
