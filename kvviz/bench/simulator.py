@@ -58,17 +58,24 @@ def simulator_bench(quick: bool, out: Path, models: list[str] | None = None) -> 
     return pd.DataFrame(summary.pop("points")), summary
 
 
+def _cell(row, name: str, scale: float) -> str:
+    """measured → predicted (error), scaled; "-" for a figure the point lacks (a load whose every request's output
+    reached the client in one read has no measured TPOT, nor an error on it)."""
+    def num(value) -> str:
+        return "-" if value is None or pd.isna(value) else f"{scale * value:.0f}"
+    error = row[f"error_{name}"]
+    return (f"{num(row[f'measured_{name}'])} → {num(row[f'predicted_{name}'])} "
+            f"({'-' if error is None or pd.isna(error) else f'{error:+.0%}'})")
+
+
 def markdown_table(points: pd.DataFrame, summary: dict) -> str:
     """The points' errors and the MAPE per model as a Markdown table (for docs/simulator.md and the issue)."""
     head = ("| model | load | load avg | out tok/s meas → pred | TPOT p50 ms meas → pred | TTFT p50 ms meas → pred "
             "| E2E p50 ms meas → pred |\n|---|---|---|---|---|---|---|\n")
     lines = []
     for _, r in points.iterrows():
-        cells = [f"{r['measured_output_tokens_per_s']:.0f} → {r['predicted_output_tokens_per_s']:.0f} "
-                 f"({r['error_output_tokens_per_s']:+.0%})"]
-        for name in ("tpot_p50_s", "ttft_p50_s", "e2e_p50_s"):
-            cells.append(f"{1e3 * r[f'measured_{name}']:.0f} → {1e3 * r[f'predicted_{name}']:.0f} "
-                         f"({r[f'error_{name}']:+.0%})")
+        cells = [_cell(r, "output_tokens_per_s", 1)] + [_cell(r, name, 1e3)
+                                                         for name in ("tpot_p50_s", "ttft_p50_s", "e2e_p50_s")]
         lines.append(f"| {r['model']} | {r['load']} | {r['load_average_1m']:.1f} | " + " | ".join(cells) + " |")
     mape = []
     for m, e in summary["mape"].items():

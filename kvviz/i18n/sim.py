@@ -138,6 +138,15 @@ EN = {
                         "{overhead:.4g} s; handoff {handoff:.4g} s; residuals rms {rms:.4g} s; {aside} rows set aside "
                         "as stalls",
     "sim_cli.set_aside": "{n} rows set aside as stalls: each took over {ratio:g} times the fitted time of its steps",
+    "sim_cli.v_fitted_engine": "{model}: vLLM's API server fell behind the engine in every calibration load (their "
+                               "tokens came in bursts), so fitted on vLLM's own clock (each load's mean prefill and "
+                               "decode times): a = {a:.4g} s, b = {b:.4g}, c = {c:.4g}, d = {d:.4g}; request overhead "
+                               "{overhead:.4g} s; handoff {handoff:.4g} s; residuals rms {rms:.4g} s; {aside} rows set "
+                               "aside as stalls",
+    "sim_cli.engine_clock": "vLLM's API server fell behind the engine in every closed load (their tokens came in "
+                            "bursts): fitted on vLLM's own clock instead, each load's mean prefill and decode times",
+    "sim_cli.paced_out": "{n} closed loads left out of the fit: vLLM's API server fell behind the engine in them "
+                         "(their tokens came in bursts): {loads}",
     "sim_cli.v_point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, "
                        "TPOT p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}; preemptions measured "
                        "{measured}, predicted {predicted}",
@@ -265,6 +274,13 @@ ZH = {
                         "请求开销 {overhead:.4g} 秒；交接间隔 {handoff:.4g} 秒；残差均方根 {rms:.4g} 秒；"
                         "{aside} 行作为停顿被搁置",
     "sim_cli.set_aside": "{n} 行作为停顿被搁置：每行耗时都超过其各步拟合耗时的 {ratio:g} 倍",
+    "sim_cli.v_fitted_engine": "{model}：每个校准负载中 vLLM 的 API 服务器都落后于引擎（token 成批到达），因此改用 "
+                               "vLLM 自己的时钟拟合（各负载的平均预填充与解码时间）：a = {a:.4g} 秒，b = {b:.4g}，"
+                               "c = {c:.4g}，d = {d:.4g}；请求开销 {overhead:.4g} 秒；交接间隔 {handoff:.4g} 秒；"
+                               "残差均方根 {rms:.4g} 秒；{aside} 行作为停顿被搁置",
+    "sim_cli.engine_clock": "每个闭环负载中 vLLM 的 API 服务器都落后于引擎（token 成批到达）：改用 vLLM 自己的时钟"
+                            "拟合，即各负载的平均预填充与解码时间",
+    "sim_cli.paced_out": "{n} 个闭环负载未参与拟合：其中 vLLM 的 API 服务器落后于引擎（token 成批到达）：{loads}",
     "sim_cli.v_point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                        "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}；"
                        "抢占 实测 {measured}，预测 {predicted}",

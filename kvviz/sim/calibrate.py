@@ -173,6 +173,10 @@ class Fitted:
     request_overhead_s: float
     residuals_by_load: dict = field(default_factory=dict)
     handoff_s: float = 0.0  # the front end's seconds between two requests handed to the engine (simulate)
+    clock: str = "client"  # the rows' clock: the client's gaps and TTFTs, or vLLM's own (fit_runs, engine_rows)
+
+
+CLIENT_CLOCK, ENGINE_CLOCK = "client", "engine"
 
 
 def config_sha256(model_dir: Path) -> str:
@@ -200,9 +204,23 @@ def made_elsewhere(device: str | None) -> str | None:
     return here if device and device != here else None
 
 
-def replay(point: LoadPoint, engine: Engine, model: LinearStepTime, handoff_s: float = 0.0) -> SimResult:
-    """The simulator's run of a load as the workload gives it (a closed loop's next request sent at a step's end)."""
-    return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0), handoff_s=handoff_s)
+def replay(point: LoadPoint, engine: Engine, model: LinearStepTime, handoff_s: float = 0.0,
+           detail: bool = False) -> SimResult:
+    """The simulator's run of a load as the workload gives it (a closed loop's next request sent at a step's end);
+    with detail, who ran in every step (SimResult.details)."""
+    return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0), handoff_s=handoff_s,
+                    detail=detail)
+
+
+def first_scheduled(result: SimResult) -> list[int | None]:
+    """For every request of a replay run with detail, the step that first ran it (vLLM's scheduled_ts: a request
+    leaves the waiting queue only in a step that computes some of its tokens); None for one never run."""
+    first: list[int | None] = [None] * len(result.records)
+    for step, detail in enumerate(result.details):
+        for seq in detail.running:
+            if first[seq.index] is None:
+                first[seq.index] = step
+    return first
 
 
 def _token_steps(result: SimResult) -> list[list[int]]:
@@ -240,6 +258,7 @@ class Rows:
 
 
 GAP, TTFT = "gap", "ttft"
+PREFILL, DECODE = "prefill", "decode"  # the rows by vLLM's own clock (engine_rows)
 
 
 FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # the first replay's step time: any positive model
@@ -276,6 +295,38 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
                 continue
             rows.add(np.append(cum[hi + 1] - cum[lo], 0.0), rec.arrivals_s[k + 1] - rec.arrivals_s[k],
                      1.0 / running[hi], GAP)
+
+
+def engine_rows(measured: Measured, result: SimResult, rows: Rows) -> None:
+    """One load's rows by vLLM's own clock, for a load whose client times are the front end's: the mean over its
+    requests of the features of the steps from the one that took a request in to the one that gave its first token,
+    against vLLM's mean prefill time (request_prefill_time: first token less scheduled); and of the steps after its
+    first token's up to its last's, against its mean decode time (request_decode_time: last token less first). Both
+    are the engine core's timestamps, taken as the steps end, before the API server reads them, so a front end that
+    fell behind does not move them. Weight 1/steps², as a TTFT row: one step's mean. The replay is run with detail
+    (first_scheduled)."""
+    view = measured.server
+    cum = _cumulative(result.trace)
+    prefill, decode = [], []
+    for sim, steps, first in zip(result.records, _token_steps(result), first_scheduled(result), strict=True):
+        if not sim.ok or not steps or first is None:
+            continue
+        if first <= steps[0]:
+            prefill.append(cum[steps[0] + 1] - cum[first])
+        if len(steps) > 1:
+            decode.append(cum[steps[-1] + 1] - cum[steps[0] + 1])
+    for spans, seconds, kind in ((prefill, view.prefill_mean_s, PREFILL), (decode, view.decode_mean_s, DECODE)):
+        if spans and seconds is not None:
+            mean = np.mean(spans, axis=0)
+            rows.add(np.append(mean, 0.0), seconds, 1.0 / max(mean[0], 1.0) ** 2, kind)
+
+
+def engine_clocked(runs: list[Measured]) -> bool:
+    """Whether every closed load has vLLM's mean prefill and decode times and TTFT (engine_rows, front_end_s)."""
+    closed = [m for m in runs if m.point.closed]
+    return bool(closed) and all(m.server is not None and m.server.prefill_mean_s is not None
+                                and m.server.decode_mean_s is not None and m.server.ttft_mean_s is not None
+                                for m in closed)
 
 
 def nonnegative_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -369,19 +420,26 @@ class _Fit:
     error: float
 
 
-def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s: float) -> _Fit:
+def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s: float,
+            engine_clock: bool = False) -> _Fit:
     """The fit with the replays handing requests over handoff_s apart: replayed on FIRST_GUESS, fitted, replayed
-    on that fit, until a fit gives back the step time its replays ran on (or FIT_ROUNDS)."""
+    on that fit, until a fit gives back the step time its replays ran on (or FIT_ROUNDS). engine_clock: the rows are
+    engine_rows (vLLM's own clock; front then given), not the client's gaps and TTFTs."""
     model, found = FIRST_GUESS, None
+    unknowns = 4 if engine_clock else 5  # the overhead is no unknown of engine rows: they hold no front end
     for _ in range(FIT_ROUNDS if handoff_s else 1):  # without a handoff, the steps do not depend on their times
         rows, spans = Rows(), []
         for m in runs:
             if m.point.closed:
                 before = len(rows.y)
-                load_rows(m, replay(m.point, engine, model, handoff_s), list(range(len(m.records))), rows)
+                result = replay(m.point, engine, model, handoff_s, detail=engine_clock)
+                if engine_clock:
+                    engine_rows(m, result, rows)
+                else:
+                    load_rows(m, result, list(range(len(m.records))), rows)
                 spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
-        if len(y) < 5 or np.linalg.matrix_rank(x) < 5:
+        if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:
             raise InputError("sim.fit_rows", rows=len(y))
         w = np.array(rows.w)
         if front is None:
@@ -407,17 +465,24 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     leaves the least weighted squared error (the first of equals). A closed loop the front end paced (engine_paced) is
     left out of both, and named; unless the others alone cannot tell the coefficients apart (too few loads, or loads
     of one mix: the front end paced one of the three loads of `validate --quick` on a busy machine), when it is kept
-    in the fit (not in the overhead) and named as kept, rather than no calibration at all."""
+    in the fit (not in the overhead) and named as kept, rather than no calibration at all. If the front end paced
+    every closed loop (all three of `validate --quick` on a CI machine busier still), the fit is on vLLM's own clock
+    (engine_rows: each load's mean prefill and decode times, which the front end does not move), the overhead the
+    client's TTFT less vLLM's over them all, and the fit is named so (Fitted.clock); without vLLM's figures it
+    refuses."""
     paced, left_out = [], []  # the closed loops fitted, and those the front end paced (named in the residuals)
     for m in runs:
         if m.point.closed:
             (paced if engine_paced(m) else left_out).append(m)
-    if left_out and not paced:
-        raise InputError("sim.front_end_bound", loads=len(left_out))
+    engine_clock = bool(left_out) and not paced
+    if engine_clock:
+        if not (measured_front_end and engine_clocked(left_out)):
+            raise InputError("sim.front_end_bound", loads=len(left_out))
+        paced, left_out = left_out, []
     front = front_end_s(paced) if measured_front_end else None
     kept_anyway: list[Measured] = []
     try:
-        best = min((_fit_at(paced, engine, front, h) for h in handoffs), key=lambda f: f.error)
+        best = min((_fit_at(paced, engine, front, h, engine_clock) for h in handoffs), key=lambda f: f.error)
     except InputError as error:
         if error.key != "sim.fit_rows" or not left_out:
             raise
@@ -444,11 +509,18 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
+        if engine_clock:  # its rows are vLLM's mean prefill and decode times (engine_rows), one of each
+            by_load[m.point.label] = {"front_end_paced": True, "engine_clock": True, "joined_share": joined_share(m),
+                                      **{f"{kind}_{what}": float(v[kinds[lo:hi] == kind][0])
+                                         if (kinds[lo:hi] == kind).any() else None
+                                         for kind in (PREFILL, DECODE)
+                                         for what, v in (("s", y[lo:hi]), ("residual_s", r))}}
     for m in kept_anyway:
         by_load[m.point.label] |= {"front_end_paced": True, "kept": True}
     for m in left_out:
         by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
-    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s)
+    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s,
+                  ENGINE_CLOCK if engine_clock else CLIENT_CLOCK)
 
 
 def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
@@ -463,12 +535,15 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
             "engine": asdict(engine),
             "request_overhead_s": fitted.request_overhead_s,
             "handoff_s": fitted.handoff_s,
+            "clock": fitted.clock,
             "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "
                       "same loads; weighted non-negative least squares; the request overhead is the client's mean "
                       "TTFT less vLLM's own (vllm:time_to_first_token_seconds) over the closed loops where vLLM "
                       "reports it, else the TTFT rows' own constant; the handoff (requests sent together reach the "
                       f"engine this far apart) is the one of {list(HANDOFFS)} s whose fit, each replay run on the "
-                      "last fit until it repeats, leaves the least weighted squared error",
+                      "last fit until it repeats, leaves the least weighted squared error; clock 'engine': every "
+                      "closed loop was paced by vLLM's API server, so the rows are instead each load's mean prefill "
+                      "and decode times by vLLM's own clock (request_prefill_time, request_decode_time)",
             "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
                         "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
                         "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,

@@ -271,15 +271,29 @@ def calibrate_command(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(data | {"path": str(out)}, indent=2))
         return
-    s, f = fitted.step, fitted.fit
     print(t("sim_cli.calibrated", args.lang, model=data["model"], device=data["device"], loads=len(runs),
             vllm=data["device_info"]["vllm_version"], blocks=served.engine.num_blocks))
-    print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
-            max=f.residual_max_s))
-    if f.set_aside:
-        print(t("sim_cli.set_aside", args.lang, n=f.set_aside, ratio=calibrate.STALL_RATIO))
-    print(t("sim_cli.overhead", args.lang, ms=fitted.request_overhead_s * 1000, handoff_ms=fitted.handoff_s * 1000))
+    print("\n".join(fit_lines(fitted, args.lang)))
     print(t("sim_cli.saved", args.lang, path=out))
+
+
+def fit_lines(fitted, lang: str) -> list[str]:
+    """What a calibration's fit says: its coefficients and residuals, the rows set aside as stalls, the clock when it
+    was vLLM's own, the loads left out as paced by the front end, the request overhead and handoff."""
+    from kvviz.sim import calibrate
+
+    s, f = fitted.step, fitted.fit
+    lines = [t("sim_cli.fit", lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
+               max=f.residual_max_s)]
+    if f.set_aside:
+        lines.append(t("sim_cli.set_aside", lang, n=f.set_aside, ratio=calibrate.STALL_RATIO))
+    if fitted.clock == calibrate.ENGINE_CLOCK:
+        lines.append(t("sim_cli.engine_clock", lang))
+    if paced := [load for load, row in fitted.residuals_by_load.items()
+                 if row.get("front_end_paced") and not row.get("kept") and not row.get("engine_clock")]:
+        lines.append(t("sim_cli.paced_out", lang, n=len(paced), loads="; ".join(paced)))
+    lines.append(t("sim_cli.overhead", lang, ms=fitted.request_overhead_s * 1000, handoff_ms=fitted.handoff_s * 1000))
+    return lines
 
 
 def progress(lang: str):

@@ -25,6 +25,7 @@ from kvviz.serving.stats import RunStats
 from kvviz.serving.vllm import REPO
 from kvviz.sim.calibrate import (
     CALIBRATION,
+    ENGINE_CLOCK,
     QUICK_CALIBRATION,
     Engine,
     Fitted,
@@ -233,8 +234,9 @@ def validate_model(plan: ModelPlan, say: Callable[..., None] = _quiet, repeat: b
         warm_up(served)
         fitted, runs = calibrate(served, plan.calibration, say)
         s = fitted.step
-        say("sim_cli.v_fitted", model=plan.name, a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s,
-            handoff=fitted.handoff_s, rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)
+        say("sim_cli.v_fitted_engine" if fitted.clock == ENGINE_CLOCK else "sim_cli.v_fitted", model=plan.name,
+            a=s.a, b=s.b, c=s.c, d=s.d, overhead=fitted.request_overhead_s, handoff=fitted.handoff_s,
+            rms=fitted.fit.residual_rms_s, aside=fitted.fit.set_aside)
         result = ModelResult(plan.name, served.engine, fitted, runs)
         opened = tuple(LoadPoint(mix, n, rate=open_rate(mix, f, served.engine, fitted), seed=n)
                        for mix, f, n in plan.open_fractions)

@@ -277,3 +277,64 @@ def test_a_paced_load_is_kept_when_the_others_alone_cannot_be_fitted():
     assert fitted.residuals_by_load[LOADS[2].label]["kept"] is True
     assert "kept" not in fitted.residuals_by_load[LOADS[0].label]
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-9)
+
+
+def _engine_clock(point: LoadPoint, front_s: float) -> Measured:
+    """The load replayed on TRUE, with vLLM's own figures as its /metrics would give them: each request's prefill
+    time (its first token's time less the start of the first step it ran in: a prompt of 300 that the budget of
+    256 held back waits steps before it), its decode time (last token less first), its TTFT; and the client's
+    TTFTs front_s later."""
+    sim = replay(point, ENGINE, TRUE, detail=True)
+    starts = {}
+    for step, detail in enumerate(sim.details):
+        for seq in detail.running:
+            starts.setdefault(seq.index, sim.trace[step].start_s)
+    done = [(i, r) for i, r in enumerate(sim.records) if r.ok]
+    prefill = sum(r.sent_s + r.ttft_s - starts[i] for i, r in done) / len(done)
+    decode = sum(r.arrivals_s[-1] - r.arrivals_s[0] for _, r in done) / len(done)
+    m = _measured(point, TRUE, front_s)
+    return replace(m, server=ServerView(len(done), m.stats.ttft.mean - front_s, 0.0, prefill, decode,
+                                        None, None, None, None, None, None, None))
+
+
+def test_when_the_front_end_paced_every_load_the_fit_is_on_vllms_own_clock():
+    """Every load delivered in bursts (gaps 0, TTFTs late by 100 ms more), as the three loads of `validate --quick`
+    came on a busy CI machine: the client's times say nothing of the steps, but vLLM's mean prefill and decode
+    times (the engine's timestamps) still do, and the fit on them gives back the step time that made them (the
+    prompts of 300 in chunks of 256: prefills of two steps) and the overhead the client's TTFT less vLLM's, 12 +
+    100 ms; the calibration says its clock was the engine's. Without vLLM's prefill and decode figures, refused.
+    The loop of 3 prompts of 300 queues (the budget of 256 takes one at a time), which a prefill counted from the
+    request's sending would take for steps' time."""
+    runs = [_joined(_engine_clock(p, 0.012), 0.1) for p in LOADS]
+    fitted = fit_runs(runs, ENGINE)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.request_overhead_s == pytest.approx(0.112, rel=1e-9)
+    assert fitted.clock == calibrate.ENGINE_CLOCK
+    load = fitted.residuals_by_load[LOADS[2].label]
+    assert load["engine_clock"] is True and load["front_end_paced"] is True
+    assert load["decode_residual_s"] == pytest.approx(0.0, abs=1e-9)
+    assert fit_runs([_measured(p, TRUE, 0.012) for p in LOADS], ENGINE).clock == calibrate.CLIENT_CLOCK
+    with pytest.raises(calibrate.InputError) as caught:
+        fit_runs([replace(m, server=_view(m.server.ttft_mean_s)) for m in runs], ENGINE)
+    assert caught.value.key == "sim.front_end_bound"
+
+
+def test_the_calibration_says_which_loads_it_left_out_and_when_it_used_vllms_clock():
+    """`calibrate`'s lines: the loop of 4 paced by the front end is named as left out; when every load was, the
+    fit says it used vLLM's own clock and names none as left out (all were fitted); in English and in Chinese."""
+    from kvviz.sim.cli import fit_lines
+
+    runs = [_engine_clock(p, 0.012) for p in LOADS]
+    one_paced = fit_runs([runs[0], _joined(runs[1], 0.1), *runs[2:]], ENGINE)
+    lines = fit_lines(one_paced, "en")
+    assert [line for line in lines if "left out" in line] == [
+        f"1 closed loads left out of the fit: vLLM's API server fell behind the engine in them (their tokens came in "
+        f"bursts): {LOADS[1].label}"]
+    assert not any("own clock" in line for line in lines)
+    every = fit_runs([_joined(m, 0.1) for m in runs], ENGINE)
+    lines = fit_lines(every, "en")
+    assert any("fitted on vLLM's own clock instead" in line for line in lines)
+    assert not any("left out" in line for line in lines)
+    assert any("vLLM 自己的时钟" in line for line in fit_lines(every, "zh"))
+    assert fit_lines(every, "zh") != lines

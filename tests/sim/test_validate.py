@@ -40,10 +40,13 @@ def test_every_stage_says_its_progress_as_it_goes(result, progress):
     (plan,) = validate.QUICK
     keys = [key for key, _ in progress]
     n = len(plan.calibration)
-    assert keys[:n + 2] == ["sim_cli.v_ready", *["sim_cli.c_load"] * n, "sim_cli.v_fitted"]
+    assert keys[:n + 1] == ["sim_cli.v_ready", *["sim_cli.c_load"] * n]
+    # the fit's line, which says so when every load was paced by the front end and the fit used vLLM's own clock
+    assert keys[n + 1] == ("sim_cli.v_fitted_engine" if result.fitted.clock == "engine" else "sim_cli.v_fitted")
     loads = [fields for key, fields in progress if key == "sim_cli.c_load"]
     assert [(f["i"], f["n"], f["load"]) for f in loads] == [(i, n, p.label) for i, p in enumerate(plan.calibration, 1)]
-    assert all(f["tpot_ms"] > 0 for f in loads)
+    # 0 where the client read every chunk of a load joined (vLLM's API server behind the engine: CI's machine)
+    assert all(f["tpot_ms"] >= 0 for f in loads) and all(math.isfinite(f["tpot_ms"]) for f in loads)
     assert keys[n + 2:] == ["sim_cli.v_point"] * len(result.points) + ["sim_cli.v_drift"]
     for key, fields in progress:
         assert t(key, "en", **fields) != t(key, "zh", **fields)
@@ -144,7 +147,9 @@ def test_the_fitted_step_time_costs_time(result):
     """vLLM's every step costs fixed time (scheduling, the model's launch; milliseconds on a CPU), far above the
     1 µs floor the fit holds the intercept to; no coefficient is negative; the fit stands on at least 40 rows, eight
     per unknown (a request whose output chunks reached the client joined gives no rows: the quick plan's loads gave
-    72 to 512 rows on a 2-core EPYC as their streams were read joined or not).
+    72 to 512 rows on a 2-core EPYC as their streams were read joined or not). Where vLLM's API server fell behind
+    the engine in every load (as on CI's machine, and here with two busy loops beside it), the fit is on vLLM's own
+    clock instead, and stands on its two rows a load: every load's mean prefill and decode times.
 
     Not asserted: that a step holding more work (prefill tokens, decodes, context) costs more. On tiny that fit is
     unstable: on an idle machine 3 fits in 14 put everything in the intercept (b = c = d = 0, a = 4.2 ms), the
@@ -152,7 +157,13 @@ def test_the_fitted_step_time_costs_time(result):
     leaves open. The SmolLM2 calibration (results/simulator/) is where the coefficients are read."""
     s = result.fitted.step
     assert s.a >= 1e-4, f"a = {s.a}"
-    assert min(s.coefficients()) >= 0 and result.fitted.fit.rows >= 40
+    assert min(s.coefficients()) >= 0
+    (plan,) = validate.QUICK
+    if result.fitted.clock == "engine":
+        assert result.fitted.fit.rows == 2 * len(plan.calibration)
+        assert all(row["engine_clock"] for row in result.fitted.residuals_by_load.values())
+    else:
+        assert result.fitted.fit.rows >= 40
 
 
 @pytest.mark.parametrize("metric", ["tpot_p50_s", "e2e_p50_s"])
@@ -180,13 +191,16 @@ def test_the_first_calibration_load_runs_again_after_the_held_out_ones(result):
     summary = validate.summary([result])
     drift = summary["drift"]["tiny"]
     assert drift["load"] == before.point.label
+    moved = {}  # None where a run has no figure (a TPOT the client never saw: every chunk read joined) or it was 0
     for name, get in validate.METRICS.items():
-        assert drift[name] == [get(before.stats), get(after.stats)]
-        assert drift[f"moved_{name}"] == pytest.approx(get(after.stats) / get(before.stats) - 1)
+        b, a = get(before.stats), get(after.stats)
+        assert drift[name] == [b, a]
+        moved[name] = None if a is None or not b else a / b - 1
+        assert drift[f"moved_{name}"] == (None if moved[name] is None else pytest.approx(moved[name]))
     points = pd.DataFrame(summary.pop("points"))
     (line,) = [x for x in markdown_table(points, summary).splitlines() if x.startswith("| tiny: calibration load")]
     cells = [c.strip() for c in line.strip("|").split("|")][3:]
-    assert cells == [f"{get(after.stats) / get(before.stats) - 1:+.0%}" for get in validate.METRICS.values()]
+    assert cells == ["-" if m is None else f"{m:+.0%}" for m in moved.values()]
 
 
 def test_the_bench_puts_each_loads_second_run_beside_the_prediction(result):
@@ -205,7 +219,7 @@ def test_the_bench_puts_each_loads_second_run_beside_the_prediction(result):
     for cell, get in zip(cells, validate.METRICS.values(), strict=True):
         moves = [abs(get(p.measured_again) / get(p.measured) - 1) for p in result.points
                  if get(p.measured) and get(p.measured_again) is not None]
-        assert cell == f"{sum(moves) / len(moves):.0%}"
+        assert cell == (f"{sum(moves) / len(moves):.0%}" if moves else "-")  # "-": no load had the figure twice
     fig = simulator_figure(points, predicted_lines(result))
     again = [tr for tr in fig.data if tr.name and tr.name.endswith("measured again")]
     closed = [p for p in result.points if p.point.closed]
