@@ -6,6 +6,11 @@ pool as kvviz.serving.kv_groups.vllm_pool models it, in the type vLLM's CPU buil
 (kvviz.serving.capacity.vllm_cpu_dtype): num_blocks = space // (layers per group × block_size × bytes per token
 and layer), and the groups in vLLM's order, full attention or a sliding window each (the scheduler keeps a block
 table per group). Chunked-local attention groups and state layers are refused here, not simulated wrongly.
+
+On GPU presets (gpu_pool), a deployment's stages give it: vLLM makes the groups of the whole model, projects them
+onto each pipeline stage's layers, sizes a stage's block as its largest group's pages there (that group's layers
+on the stage × block_size × the bytes a token leaves in one layer on one of its GPUs, its KV heads split by tp),
+and keeps the fewest blocks any stage's budget holds (vllm/v1/core/kv_cache_utils.py, get_kv_cache_configs).
 """
 
 from __future__ import annotations
@@ -66,3 +71,46 @@ def kv_groups(model_dir: Path | None, lenient: bool = False) -> tuple[KvGroupSpe
             return FULL_ATTENTION
         raise
     return tuple(KvGroupSpec(g.kind, g.window) for g in pool.groups.groups)
+
+
+def group_layers(arch) -> tuple[tuple[KvGroupSpec, tuple[int, ...]], ...] | None:
+    """vLLM's KV-cache groups of `arch` with the layers of each (indices in the model): a bucket of one kind, its
+    layers in model order, dealt to its ⌈n / g⌉ groups as layers[i::⌈n / g⌉] (kvviz.serving.kv_groups). None for
+    a model whose groups the scheduler does not keep (state layers, chunked local attention, no KV)."""
+    from kvviz.calc.arch import NONE
+    from kvviz.serving.kv_groups import NotModelled
+    from kvviz.serving.kv_groups import kv_groups as vllm_groups
+
+    grouped = vllm_groups(arch, hybrid=True)
+    if isinstance(grouped, NotModelled) or {g.kind for g in grouped.groups} - {FULL, SLIDING}:
+        return None
+    out = []
+    for kind in dict.fromkeys(k for k in arch.layer_types if k != NONE):
+        layers = [i for i, k in enumerate(arch.layer_types) if k == kind]
+        n = -(-len(layers) // grouped.layers_per_group)
+        out += [(KvGroupSpec(kind, arch.window_of(kind)), tuple(layers[i::n])) for i in range(n)]
+    return tuple(out)
+
+
+def gpu_pool(arch, dtype, deployment, block_size: int) -> SimPool | None:
+    """The block pool vLLM makes of a deployment on GPU presets (kvviz.calc.parallel.deploy): per stage, its KV
+    budget on one GPU over one block of its largest group there (that group's layers on the stage × block_size ×
+    the bytes a token leaves in one layer on one GPU); the fewest of the stages'. None where group_layers is None
+    or no stage holds a block (the caller says why)."""
+    from kvviz.calc.memory import token_layer_bytes
+    from kvviz.calc.parallel import gpu_architecture
+
+    grouped = group_layers(arch)
+    if grouped is None:
+        return None
+    tp = deployment.parallel.tp
+    blocks = []
+    for stage in deployment.stages:
+        start, stop = stage.first_layer, stage.first_layer + stage.layers
+        largest = max(sum(start <= i < stop for i in layers) for _, layers in grouped)
+        if largest:
+            page = token_layer_bytes(gpu_architecture(arch, tp, start, stop), dtype)
+            blocks.append(max(stage.capacity.kv_budget_bytes, 0) // (largest * block_size * page))
+    if not blocks or min(blocks) < 1:
+        return None
+    return SimPool(min(blocks), tuple(spec for spec, _ in grouped))

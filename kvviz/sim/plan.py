@@ -45,9 +45,9 @@ from kvviz.serving.record import RequestRecord
 from kvviz.serving.stats import Slo
 from kvviz.sim import step_time
 from kvviz.sim.calibrate import handoff, request_overhead, with_overhead
-from kvviz.sim.capacity import kv_groups, kv_pool
+from kvviz.sim.capacity import gpu_pool, kv_groups, kv_pool
 from kvviz.sim.roofline import LABEL, roofline_step_time
-from kvviz.sim.scheduler import SchedulerConfig
+from kvviz.sim.scheduler import FULL_ATTENTION, SchedulerConfig
 from kvviz.sim.simulate import Limits, simulate
 from kvviz.sim.step_time import StepTimeModel
 from kvviz.sim.workload import RequestSpec, Workload, arrivals, closed_loop, from_csv, open_loop, read_csv
@@ -277,8 +277,10 @@ def smallest_tp(arch: Architecture, accel: Accelerator, pp: int, max_model_len: 
 
 def gpu_engine(arch: Architecture, accel: Accelerator, tp: int | None = None, pp: int = 1,
                max_model_len: int | None = None, config: dict | None = None) -> Engine:
-    """One replica on GPU presets: the smallest tp that fits unless given, the KV blocks the calculator leaves on
-    one GPU, vLLM's GPU defaults (overridden by `config`'s SchedulerConfig fields), the roofline step time."""
+    """One replica on GPU presets: the smallest tp that fits unless given, the KV blocks and groups vLLM makes of
+    the budget the calculator leaves on each GPU (kvviz.sim.capacity.gpu_pool: a sliding-window model's groups
+    each draw on the pool, and free the blocks behind their window), vLLM's GPU defaults (overridden by `config`'s
+    SchedulerConfig fields), the roofline step time."""
     context = arch.max_position_embeddings or 0
     length = whole_number(max_model_len or context, "max model length", 1, 10**9)
     if context and length > context:
@@ -289,11 +291,15 @@ def gpu_engine(arch: Architecture, accel: Accelerator, tp: int | None = None, pp
     deployment = deploy(arch, model.count, Parallelism(tp, pp), accel, model.kv, model.weights, 1, length,
                         block_size=GPU_BLOCK_SIZE)
     tokens, seqs = gpu_scheduler_defaults(accel)
-    blocks = deployment.per_gpu.token_slots // GPU_BLOCK_SIZE
+    pool = gpu_pool(arch, model.kv, deployment, GPU_BLOCK_SIZE)
+    # A model whose groups the scheduler does not keep (state layers, chunked local attention): every layer's KV
+    # counted for every token, one full-attention group (as sim.local_layers says for a calibrated engine)
+    blocks, groups = (pool.num_blocks, pool.groups) if pool else (deployment.per_gpu.token_slots // GPU_BLOCK_SIZE,
+                                                                 FULL_ATTENTION)
     if blocks < 1:
         raise InputError("sim.plan_no_fit", gpu=accel.name, most=tp, pp=pp, length=length)
     scheduler = SchedulerConfig(num_blocks=blocks, block_size=GPU_BLOCK_SIZE, max_num_seqs=seqs,
-                                max_num_batched_tokens=tokens, max_model_len=length)
+                                max_num_batched_tokens=tokens, max_model_len=length, groups=groups)
     return Engine(replace(scheduler, **(config or {})), model, ROOFLINE, accel.name, accel.name, tp, pp)
 
 

@@ -40,6 +40,7 @@ from kvviz.sim.plan import (
     gpu_engine,
     plan,
 )
+from kvviz.sim.scheduler import FULL_ATTENTION
 
 _OVERRIDES = ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_model_len")
 
@@ -149,8 +150,12 @@ def lines(p: Plan, model: str, lang: str = "en") -> list[str]:
                 t("sim_plan.workload", lang, arrivals=arrivals, prompt=p.shape.prompt_tokens,
                   output=p.shape.output_tokens, prefix=p.shape.prefix_tokens, requests=p.shape.requests))
     out += [t("sim_plan.engine", lang, blocks=c.num_blocks, block=c.block_size, seqs=c.max_num_seqs,
-              tokens=c.max_num_batched_tokens, length=c.max_model_len),
-            workload,
+              tokens=c.max_num_batched_tokens, length=c.max_model_len)]
+    if c.groups != FULL_ATTENTION:
+        from kvviz.sim.cli import groups_text
+
+        out.append(t("sim_cli.groups", lang, groups=groups_text(c.groups, lang)))
+    out += [workload,
             t("sim_plan.slo", lang, ttft_q=s.ttft_percentile, ttft=s.ttft_s, tpot_q=s.tpot_percentile,
               tpot=_ms(s.tpot_s)),
             t("sim_plan.knee", lang, rate=p.knee.requests_per_s, tokens=p.knee.output_tokens_per_s,

@@ -112,6 +112,43 @@ def test_a_gpu_replica_takes_vllms_gpu_defaults():
     assert (c.max_num_batched_tokens, c.max_num_seqs, c.block_size, engine.tp) == (8192, 1024, 16, 1)
 
 
+def test_a_gpu_replica_of_a_sliding_window_model_keeps_vllms_groups_and_their_blocks():
+    """Gemma 2 2B on an H100 (bf16; 26 layers alternating a 4,096-token window and full attention, layer 0
+    sliding; 4 KV heads of 256): vLLM's two groups of 13 layers, sliding first, each drawing on one pool whose block
+    is a page of 16 tokens for 13 layers, 4 × 256 × 2 (K, V) × 2 bytes = 4,096 bytes a token and layer: 851,968
+    bytes, twice the blocks of the model counted as one group of 26 full layers. Over two stages of 13 layers
+    (0-12: 7 sliding, 6 full; 13-25: 6 sliding, 7 full) each stage's block is its largest group's 7 layers, and
+    the pool the fewer blocks of the two. With tp 2, 2 KV heads a GPU: half the bytes a block. The budgets are the
+    calculator's (kvviz.calc.parallel.deploy)."""
+    from kvviz.calc.parallel import Parallelism, deploy
+    from kvviz.sim.plan import roofline_step_time
+    from kvviz.sim.scheduler import FULL, SLIDING, KvGroupSpec
+
+    arch, h100 = load_preset("gemma-2-2b"), ACCELERATORS["h100-sxm"]
+
+    def budget(tp: int, pp: int) -> int:  # the fewest bytes any stage's GPU leaves for KV
+        model = roofline_step_time(arch, h100, tp, pp)
+        return min(s.capacity.kv_budget_bytes for s in deploy(arch, model.count, Parallelism(tp, pp), h100, model.kv,
+                                                                model.weights, 1, 8192, block_size=16).stages)
+
+    for tp, pp, layers in ((1, 1, 13), (1, 2, 7), (2, 1, 13)):
+        engine = gpu_engine(arch, h100, tp=tp, pp=pp, max_model_len=8192)
+        assert engine.config.groups == (KvGroupSpec(SLIDING, 4096), KvGroupSpec(FULL))
+        assert engine.config.num_blocks == budget(tp, pp) // (layers * 16 * (4 // tp) * 256 * 2 * 2), (tp, pp)
+    as_one_group = budget(1, 1) // (26 * 16 * 4096)
+    blocks = gpu_engine(arch, h100, tp=1, max_model_len=8192).config.num_blocks
+    assert blocks in (2 * as_one_group, 2 * as_one_group + 1)  # the floors of the two divisions
+
+
+def test_a_gpu_replica_of_a_model_the_scheduler_does_not_group_counts_every_layer_as_full():
+    """Llama 4 Scout's chunked local layers are no group the scheduler keeps: one full-attention group, its blocks
+    the calculator's token slots over 16, as before groups were modelled."""
+    from kvviz.sim.scheduler import FULL_ATTENTION
+
+    engine = gpu_engine(load_preset("llama-4-scout"), ACCELERATORS["h100-sxm"], tp=8, max_model_len=8192)
+    assert engine.config.groups == FULL_ATTENTION and engine.config.num_blocks > 0
+
+
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
@@ -283,3 +320,21 @@ def test_plan_with_a_workload_file_names_it_and_refuses_a_bad_row(capsys, tmp_pa
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "line 3: output_tokens must be a whole number" in err, err
+
+
+def test_the_gpu_plan_of_a_sliding_window_model_names_its_groups(capsys):
+    """The text says a sliding-window model's groups (Gemma 2: one of each, window 4,096), in English and in
+    Chinese; the JSON's engine holds them; a full-attention model's plan (GPU above) has no such line."""
+    argv = ("plan", "--model", "gemma-2-2b", "--gpu", "l4", "--max-model-len", "8192", "--prompt-tokens", "512",
+            "--output-tokens", "16", "--requests", "20", "--max-points", "3")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "KV-cache groups: 1 sliding (window 4,096), 1 full attention;" in out
+    code, out, err = run_cli(capsys, *argv, "--lang", "zh")
+    assert "KV Cache 分组：1 个滑动窗口组（窗口 4,096），1 个全注意力组" in out
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert json.loads(out)["engine"]["groups"] == [{"kind": "sliding", "window": 4096},
+                                                   {"kind": "full", "window": None}]
+    code, out, err = run_cli(capsys, *GPU[:-2], "--max-points", "3")
+    assert code == 0, err
+    assert "KV-cache groups" not in out
