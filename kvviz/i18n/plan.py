@@ -95,6 +95,8 @@ EN = {
                              "({here}); calibrate here for this machine's answer (`python -m kvviz.sim calibrate`)",
     "plan.answer.overhead": "every predicted TTFT includes the calibration's request overhead ({ms} ms): the "
                             "client's view, as measured",
+    "plan.answer.replica": "one replica: {blocks} KV blocks of {block} tokens, at most {seqs} sequences and {tokens} "
+                           "tokens a step",
     "plan.answer.load_open": "{load} requests/s",
     "plan.answer.load_closed": "{load} requests in flight",
     "plan.answer.asked": "at {load}: **{tokens} output tokens/s**, TTFT p99 {ttft} ms, TPOT p99 {tpot} ms",
@@ -214,6 +216,8 @@ ZH = {
     "plan.answer.elsewhere": "**在另一台机器上测得**：这份校准属于 {there}，不是本机（{here}）；"
                              "要得到本机的答案，请在本机校准（`python -m kvviz.sim calibrate`）",
     "plan.answer.overhead": "每个预测的 TTFT 都包含校准文件中的请求开销（{ms} 毫秒）：与实测一样，是客户端的视角",
+    "plan.answer.replica": "一个副本：{blocks} 个 KV 块，每块 {block} 个 token；"
+                           "每步最多 {seqs} 个序列、{tokens} 个 token",
     "plan.answer.load_open": "{load} 请求/秒",
     "plan.answer.load_closed": "{load} 个在途请求",
     "plan.answer.asked": "在 {load} 下：**{tokens} 输出 token/秒**，TTFT p99 {ttft} 毫秒，TPOT p99 {tpot} 毫秒",

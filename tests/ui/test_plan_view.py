@@ -51,6 +51,19 @@ def test_throughput_draws_the_curve_the_knee_and_the_slo_rate():
     assert len(fig["data"]) == 1, "no measured series before a check"
 
 
+def test_the_saturated_label_keeps_clear_of_the_knees_label():
+    """The knee's rate label ends at its rule, at the top; the saturated tokens/s label sits on its rule near the
+    top too. Loads 1-4/s: a knee at 3/s (two thirds across) puts the tokens/s label at the left end; a knee at 1.5/s
+    (a sixth across) at the right end; a closed loop (no rate rule) at the right end."""
+    def note(marks):
+        fig = figures.throughput(CURVE, marks)
+        (n,) = [a for a in fig["layout"]["annotations"] if a["text"].startswith("saturated")]
+        return n["x"], n["xanchor"]
+    assert note(MARKS) == (0, "left")
+    assert note(figures.Marks(**{**MARKS.__dict__, "knee_rate": 1.5, "max_rate": 1.2})) == (1, "right")
+    assert note(figures.Marks(**{**MARKS.__dict__, "closed": True})) == (1, "right")
+
+
 def test_a_closed_loop_marks_no_rate_on_its_concurrency_axis():
     """Requests in flight are not a rate: no vertical rule; the axis says requests in flight."""
     closed = figures.Marks(**{**MARKS.__dict__, "closed": True})
@@ -115,6 +128,24 @@ def test_the_answer_states_the_knee_the_slo_rate_replicas_and_cost():
     assert "**3 replica(s)** × 2 GPU(s) = **6 GPU(s)**" in md
     assert "**0.2713 per million output tokens**" in md and "(2.5 per GPU-hour)" in md
     assert "TTFT p99 19.6 ms, TPOT p99 5.4 ms" in md
+
+
+def test_the_answer_states_the_replicas_blocks_and_a_sliding_models_groups():
+    """The replica's scheduler as given: 77,112 blocks of 16, 1,024 sequences and 8,192 tokens a step; Gemma 2's
+    groups (one sliding of window 4,096, one full) named, in English and Chinese; a full-attention model's not."""
+    from kvviz.sim.scheduler import FULL, SLIDING, KvGroupSpec, SchedulerConfig
+
+    config = SchedulerConfig(num_blocks=77112, block_size=16, max_num_seqs=1024, max_num_batched_tokens=8192,
+                             max_model_len=8192)
+    md = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "config": config}))
+    assert "one replica: 77,112 KV blocks of 16 tokens, at most 1,024 sequences and 8,192 tokens a step" in md
+    assert "KV-cache groups" not in md
+    gemma = text.Answer(**{**ANSWER.__dict__, "config": SchedulerConfig(
+        **{**config.__dict__, "groups": (KvGroupSpec(SLIDING, 4096), KvGroupSpec(FULL))})})
+    assert "KV-cache groups: 1 sliding (window 4,096), 1 full attention;" in text.answer_markdown(gemma)
+    zh = text.answer_markdown(gemma, "zh")
+    assert "一个副本：77,112 个 KV 块，每块 16 个 token；每步最多 1,024 个序列、8,192 个 token" in zh
+    assert "KV Cache 分组：1 个滑动窗口组（窗口 4,096），1 个全注意力组" in zh
 
 
 def test_an_answer_from_another_machines_calibration_says_whose_it_is():

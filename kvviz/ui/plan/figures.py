@@ -87,6 +87,18 @@ def _rate_rules(marks: Marks, lang: str) -> tuple[list, list]:
     return [s for s, _ in rules], [n for _, n in rules]
 
 
+def _away_from_knee(curve: pd.DataFrame, measured: pd.DataFrame | None, marks: Marks) -> dict:
+    """Where the saturated tokens/s label goes on its rule (near the plot's top, as the knee's rate label is, which
+    ends at the knee's rule): the left end when the knee is in the right half of the loads drawn, else the right
+    end. Always at the right end, it sat on the knee's label whenever the knee was near the right edge (Gemma 2 on an
+    L4: knee 1.48/s of loads up to 1.75/s)."""
+    loads = [*curve["load"].tolist(), *(measured["load"].tolist() if _has(measured) else [])]
+    lo, hi = min(loads), max(loads)
+    if not marks.closed and hi > lo and (marks.knee_rate - lo) / (hi - lo) > 0.5:
+        return {"x": 0, "xanchor": "left"}
+    return {"x": 1, "xanchor": "right"}
+
+
 def throughput(curve: pd.DataFrame, marks: Marks, measured: pd.DataFrame | None = None, lang: str = "en") -> Figure:
     """Output tokens/s against load, predicted (line) and measured (markers); the knee's tokens/s as a rule."""
     if not _has(curve):
@@ -101,7 +113,7 @@ def throughput(curve: pd.DataFrame, marks: Marks, measured: pd.DataFrame | None 
     shapes, notes = _rate_rules(marks, lang)
     knee_shape, knee_note = hline(marks.knee_tokens_per_s, t("plan.fig.knee_tokens", lang,
                                                             tokens=marks.knee_tokens_per_s))
-    knee_note |= {"x": 1, "xanchor": "right"}  # at the plateau's far end: the knee's rate label sits top left
+    knee_note |= _away_from_knee(curve, measured, marks)
     layout = base_layout(_title("plan.fig.tput.title", marks, lang), _x(marks, lang), t("plan.fig.tput.y", lang),
                          shapes=[*shapes, knee_shape], annotations=[*notes, knee_note])
     layout["yaxis"] |= {"rangemode": "tozero"}

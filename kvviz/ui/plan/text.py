@@ -1,5 +1,5 @@
-"""What the Plan tab says: how a prediction was obtained, the answer (the load asked, the knee, the highest rate
-under the SLO, replicas, GPUs and cost), and the measured check's table of errors.
+"""What the Plan tab says: how a prediction was obtained, the answer (the replica's KV blocks and groups, the load
+asked, the knee, the highest rate under the SLO, replicas, GPUs and cost), and the measured check's table of errors.
 
 Pure functions from plain values and DataFrames to markdown and tables; every number in a sentence comes from the
 values given, so each can be checked by hand. Every function takes lang ("en" or "zh", kvviz.i18n.plan). Nothing
@@ -16,6 +16,8 @@ import pandas as pd
 from kvviz.base.units import fmt_pair
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
+from kvviz.sim.cli import groups_text
+from kvviz.sim.scheduler import FULL_ATTENTION
 
 METRIC_KEYS = {"output_tokens_per_s": "plan.metric.tput", "ttft_p50_s": "plan.metric.ttft_p50",
                "ttft_p99_s": "plan.metric.ttft_p99", "tpot_p50_s": "plan.metric.tpot_p50",
@@ -54,6 +56,7 @@ class Answer:
     overhead_s: float
     stopped: object = None  # a Said: why the search stopped early
     here: str | None = None  # this machine, when the calibration names another (kvviz.sim.calibrate.made_elsewhere)
+    config: object = None  # the replica's scheduler (kvviz.sim.scheduler.SchedulerConfig): its blocks and groups
 
 
 def how_line(a: Answer, lang: str = "en") -> str:
@@ -84,6 +87,12 @@ def answer_markdown(a: Answer, lang: str = "en") -> str:
         lines.append(t("plan.answer.elsewhere", lang, there=a.device, here=a.here))
     if a.overhead_s:
         lines.append(t("plan.answer.overhead", lang, ms=_ms(a.overhead_s)))
+    if a.config is not None:
+        c = a.config
+        lines.append(t("plan.answer.replica", lang, blocks=f"{c.num_blocks:,}", block=c.block_size,
+                       seqs=f"{c.max_num_seqs:,}", tokens=f"{c.max_num_batched_tokens:,}"))
+        if c.groups != FULL_ATTENTION:
+            lines.append(t("sim_cli.groups", lang, groups=groups_text(c.groups, lang)))
     load = t("plan.answer.load_closed" if a.closed else "plan.answer.load_open", lang, load=f"{a.load:,.4g}")
     lines.append(t("plan.answer.asked", lang, load=load, tokens=f"{a.asked_tokens_per_s:,.0f}",
                    ttft=_ms(a.asked_ttft_p99_s), tpot=_ms(a.asked_tpot_p99_s)))
