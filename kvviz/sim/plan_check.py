@@ -118,7 +118,8 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         raise ValueError(f"fit: one of {FITS}, not {fit!r}")
     out.mkdir(parents=True, exist_ok=True)
     folder = model_folder(model).path
-    with serving(model, 1024) as served:
+    dummy = not any(folder.glob("*.safetensors"))  # a folder with a config alone (tiny-sliding): random weights
+    with serving(model, 1024, dummy_weights=dummy) as served:
         ep = served.server.endpoint()
         path = _fitted_from_steps(served, out, folder) if fit == "steps" else _calibrated(served, out)
         engine = planning.calibrated_engine(path, folder, config={"max_model_len": 1024})
@@ -146,8 +147,10 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     return result
 
 
-if __name__ == "__main__":  # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate]]]
+if __name__ == "__main__":
+    # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate [PROMPT OUTPUT]]]]
     limits = dict(zip(("ttft_steps", "tpot_steps"), map(float, sys.argv[2:4]), strict=False))
     named = dict(zip(("model", "fit"), sys.argv[4:6], strict=False))
-    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits, **named),
-                     indent=2))
+    lengths = dict(zip(("prompt_tokens", "output_tokens"), map(int, sys.argv[6:8]), strict=False))
+    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits, **named,
+                                   **lengths), indent=2))
