@@ -145,6 +145,9 @@ EN = {
                                "aside as stalls",
     "sim_cli.engine_clock": "vLLM's API server fell behind the engine in every closed load (their tokens came in "
                             "bursts): fitted on vLLM's own clock instead, each load's mean prefill and decode times",
+    "sim_cli.engine_clock_loads": "{n} closed loads fitted by vLLM's own clock (their mean prefill and decode "
+                                  "times): vLLM's API server fell behind the engine in them (their tokens came in "
+                                  "bursts): {loads}",
     "sim_cli.paced_out": "{n} closed loads left out of the fit: vLLM's API server fell behind the engine in them "
                          "(their tokens came in bursts): {loads}",
     "sim_cli.v_point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, "
@@ -280,6 +283,8 @@ ZH = {
                                "残差均方根 {rms:.4g} 秒；{aside} 行作为停顿被搁置",
     "sim_cli.engine_clock": "每个闭环负载中 vLLM 的 API 服务器都落后于引擎（token 成批到达）：改用 vLLM 自己的时钟"
                             "拟合，即各负载的平均预填充与解码时间",
+    "sim_cli.engine_clock_loads": "{n} 个闭环负载改用 vLLM 自己的时钟拟合（其平均预填充与解码时间）：其中 vLLM 的 "
+                                  "API 服务器落后于引擎（token 成批到达）：{loads}",
     "sim_cli.paced_out": "{n} 个闭环负载未参与拟合：其中 vLLM 的 API 服务器落后于引擎（token 成批到达）：{loads}",
     "sim_cli.v_point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                        "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}；"

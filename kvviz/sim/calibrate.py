@@ -173,10 +173,11 @@ class Fitted:
     request_overhead_s: float
     residuals_by_load: dict = field(default_factory=dict)
     handoff_s: float = 0.0  # the front end's seconds between two requests handed to the engine (simulate)
-    clock: str = "client"  # the rows' clock: the client's gaps and TTFTs, or vLLM's own (fit_runs, engine_rows)
+    clock: str = "client"  # the rows' clock: the client's gaps and TTFTs, vLLM's own, or mixed (fit_runs)
 
 
-CLIENT_CLOCK, ENGINE_CLOCK = "client", "engine"
+CLIENT_CLOCK, ENGINE_CLOCK, MIXED_CLOCK = "client", "engine", "mixed"  # mixed: the loads the front end paced by
+# vLLM's clock, the others by the client's (fit_runs)
 
 
 def config_sha256(model_dir: Path) -> str:
@@ -421,19 +422,20 @@ class _Fit:
 
 
 def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s: float,
-            engine_clock: bool = False) -> _Fit:
+            by_engine: tuple[Measured, ...] = ()) -> _Fit:
     """The fit with the replays handing requests over handoff_s apart: replayed on FIRST_GUESS, fitted, replayed
-    on that fit, until a fit gives back the step time its replays ran on (or FIT_ROUNDS). engine_clock: the rows are
-    engine_rows (vLLM's own clock; front then given), not the client's gaps and TTFTs."""
+    on that fit, until a fit gives back the step time its replays ran on (or FIT_ROUNDS). A load in by_engine gives
+    engine_rows (vLLM's own clock), the others the client's gaps and TTFTs (load_rows)."""
     model, found = FIRST_GUESS, None
-    unknowns = 4 if engine_clock else 5  # the overhead is no unknown of engine rows: they hold no front end
+    unknowns = 4 if front is not None else 5  # with the overhead given, the four coefficients
     for _ in range(FIT_ROUNDS if handoff_s else 1):  # without a handoff, the steps do not depend on their times
         rows, spans = Rows(), []
         for m in runs:
             if m.point.closed:
                 before = len(rows.y)
-                result = replay(m.point, engine, model, handoff_s, detail=engine_clock)
-                if engine_clock:
+                clocked = any(m is e for e in by_engine)
+                result = replay(m.point, engine, model, handoff_s, detail=clocked)
+                if clocked:
                     engine_rows(m, result, rows)
                 else:
                     load_rows(m, result, list(range(len(m.records))), rows)
@@ -461,33 +463,41 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
              handoffs: tuple[float, ...] = HANDOFFS) -> Fitted:
     """The four coefficients, the request overhead and the handoff from the closed loops among the measured loads,
     each replayed as a closed loop, with the residuals per load. With measured_front_end and vLLM's clock in every
-    closed loop, the overhead is front_end_s's, not a fifth unknown. The handoff is the one of `handoffs` whose fit
-    leaves the least weighted squared error (the first of equals). A closed loop the front end paced (engine_paced) is
-    left out of both, and named; unless the others alone cannot tell the coefficients apart (too few loads, or loads
-    of one mix: the front end paced one of the three loads of `validate --quick` on a busy machine), when it is kept
-    in the fit (not in the overhead) and named as kept, rather than no calibration at all. If the front end paced
-    every closed loop (all three of `validate --quick` on a CI machine busier still), the fit is on vLLM's own clock
-    (engine_rows: each load's mean prefill and decode times, which the front end does not move), the overhead the
-    client's TTFT less vLLM's over them all, and the fit is named so (Fitted.clock); without vLLM's figures it
-    refuses."""
-    paced, left_out = [], []  # the closed loops fitted, and those the front end paced (named in the residuals)
+    closed loop the engine paced, the overhead is front_end_s's over them, not a fifth unknown. The handoff is the
+    one of `handoffs` whose fit leaves the least weighted squared error (the first of equals).
+
+    A closed loop the front end paced (engine_paced) tells the steps' time by vLLM's own clock instead (engine_rows:
+    its mean prefill and decode times, which the front end does not move), named `engine_clock`, and stays out of the
+    overhead. Left out, such loads took with them what alone tells a step's fixed cost from a decode's: on a 2-core
+    EPYC the loops of 1 and 4 of tiny-sliding's calibration were paced (19% and 42% of chunks joined), the loops of
+    2-12 left put the whole step in the decode term (a = 0, c = 0.53 ms) and the plan predicted 0.55 ms for one
+    decode alone that took 4.4. Without vLLM's figures such a load is left out and named; unless the others alone
+    cannot tell the coefficients apart, when it is kept in the client's rows and named as kept. When every closed
+    loop was paced (all three of `validate --quick` on a busy CI machine) the overhead is the client's TTFT less
+    vLLM's over them all; without vLLM's figures then, refused. Fitted.clock says whose clock the rows were."""
+    paced, by_engine, left_out = [], [], []  # the client's rows, vLLM's rows, none (named in the residuals)
     for m in runs:
         if m.point.closed:
-            (paced if engine_paced(m) else left_out).append(m)
-    engine_clock = bool(left_out) and not paced
-    if engine_clock:
-        if not (measured_front_end and engine_clocked(left_out)):
-            raise InputError("sim.front_end_bound", loads=len(left_out))
-        paced, left_out = left_out, []
-    front = front_end_s(paced) if measured_front_end else None
+            if engine_paced(m):
+                paced.append(m)
+            elif engine_clocked([m]):
+                by_engine.append(m)
+            else:
+                left_out.append(m)
+    if not paced and (not by_engine or left_out or not measured_front_end):
+        raise InputError("sim.front_end_bound", loads=len(by_engine) + len(left_out))
+    front = front_end_s(paced or by_engine) if measured_front_end else None
+    fitted_loads = paced + by_engine
     kept_anyway: list[Measured] = []
     try:
-        best = min((_fit_at(paced, engine, front, h, engine_clock) for h in handoffs), key=lambda f: f.error)
+        best = min((_fit_at(fitted_loads, engine, front, h, tuple(by_engine)) for h in handoffs),
+                   key=lambda f: f.error)
     except InputError as error:
         if error.key != "sim.fit_rows" or not left_out:
             raise
-        paced, kept_anyway, left_out = paced + left_out, left_out, []
-        best = min((_fit_at(paced, engine, front, h) for h in handoffs), key=lambda f: f.error)
+        fitted_loads, kept_anyway, left_out = fitted_loads + left_out, left_out, []
+        best = min((_fit_at(fitted_loads, engine, front, h, tuple(by_engine)) for h in handoffs),
+                   key=lambda f: f.error)
     rows, spans, coef, keep = best.rows, best.spans, best.coef, best.keep
     x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
     residuals = y - x @ coef
@@ -509,7 +519,7 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
-        if engine_clock:  # its rows are vLLM's mean prefill and decode times (engine_rows), one of each
+        if any(m is e for e in by_engine):  # its rows are vLLM's mean prefill and decode times (engine_rows)
             by_load[m.point.label] = {"front_end_paced": True, "engine_clock": True, "joined_share": joined_share(m),
                                       **{f"{kind}_{what}": float(v[kinds[lo:hi] == kind][0])
                                          if (kinds[lo:hi] == kind).any() else None
@@ -519,8 +529,8 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
         by_load[m.point.label] |= {"front_end_paced": True, "kept": True}
     for m in left_out:
         by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
-    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s,
-                  ENGINE_CLOCK if engine_clock else CLIENT_CLOCK)
+    clock = (CLIENT_CLOCK if not by_engine else ENGINE_CLOCK if not paced and not kept_anyway else MIXED_CLOCK)
+    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s, clock)
 
 
 def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
@@ -541,9 +551,10 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
                       "TTFT less vLLM's own (vllm:time_to_first_token_seconds) over the closed loops where vLLM "
                       "reports it, else the TTFT rows' own constant; the handoff (requests sent together reach the "
                       f"engine this far apart) is the one of {list(HANDOFFS)} s whose fit, each replay run on the "
-                      "last fit until it repeats, leaves the least weighted squared error; clock 'engine': every "
-                      "closed loop was paced by vLLM's API server, so the rows are instead each load's mean prefill "
-                      "and decode times by vLLM's own clock (request_prefill_time, request_decode_time)",
+                      "last fit until it repeats, leaves the least weighted squared error; a closed loop that vLLM's "
+                      "API server paced (its chunks read joined) gives instead its mean prefill and decode times by "
+                      "vLLM's own clock (request_prefill_time, request_decode_time; engine_clock in "
+                      "residuals_by_load); clock: 'client', 'engine' (every loop so) or 'mixed'",
             "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
                         "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
                         "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,

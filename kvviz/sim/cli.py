@@ -289,6 +289,8 @@ def fit_lines(fitted, lang: str) -> list[str]:
         lines.append(t("sim_cli.set_aside", lang, n=f.set_aside, ratio=calibrate.STALL_RATIO))
     if fitted.clock == calibrate.ENGINE_CLOCK:
         lines.append(t("sim_cli.engine_clock", lang))
+    elif clocked := [load for load, row in fitted.residuals_by_load.items() if row.get("engine_clock")]:
+        lines.append(t("sim_cli.engine_clock_loads", lang, n=len(clocked), loads="; ".join(clocked)))
     if paced := [load for load, row in fitted.residuals_by_load.items()
                  if row.get("front_end_paced") and not row.get("kept") and not row.get("engine_clock")]:
         lines.append(t("sim_cli.paced_out", lang, n=len(paced), loads="; ".join(paced)))

@@ -110,15 +110,16 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     overhead where the calibration has one), TPOT p90 <= tpot_steps × the fitted step of one decode alone. Writes
     cal.json (and steps.csv for `steps`) and check.json (the prediction first, then the measurement) to `out`;
     returns what check.json holds."""
-    from kvviz.serving.models import model_folder
+    from kvviz.serving.models import has_weights, model_folder
     from kvviz.sim import plan as planning
     from kvviz.sim.calibrate import serving
 
     if fit not in FITS:
         raise ValueError(f"fit: one of {FITS}, not {fit!r}")
     out.mkdir(parents=True, exist_ok=True)
-    folder = model_folder(model).path
-    dummy = not any(folder.glob("*.safetensors"))  # a folder with a config alone (tiny-sliding): random weights
+    asked = Path(model).expanduser()
+    dummy = (asked / "config.json").is_file() and not has_weights(asked)  # a config alone: served with random weights
+    folder = asked.resolve() if dummy else model_folder(model).path  # its own config, not the served copy's
     with serving(model, 1024, dummy_weights=dummy) as served:
         ep = served.server.endpoint()
         path = _fitted_from_steps(served, out, folder) if fit == "steps" else _calibrated(served, out)

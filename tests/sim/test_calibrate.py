@@ -320,14 +320,37 @@ def test_when_the_front_end_paced_every_load_the_fit_is_on_vllms_own_clock():
     assert caught.value.key == "sim.front_end_bound"
 
 
+def test_a_paced_load_with_vllms_figures_is_fitted_by_vllms_clock_beside_the_others():
+    """The loop of one delivered in bursts (its gaps 0, its TTFTs 100 ms late by the client's clock), the others
+    not: the loop of one's rows are vLLM's mean prefill and decode times, the others' the client's gaps and TTFTs,
+    and the fit gives back the step time and the 12 ms overhead of the three the engine paced (the loop of one's
+    late client TTFTs stay out of it). The loop of one alone tells a step's fixed cost from a decode's (its steps
+    hold one decode); left out, as before, on tiny-sliding it put the whole step in the decode term."""
+    runs = [_engine_clock(p, 0.012) for p in LOADS]
+    runs[0] = _joined(runs[0], 0.1)
+    fitted = fit_runs(runs, ENGINE)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-9)
+    assert fitted.clock == calibrate.MIXED_CLOCK
+    assert fitted.residuals_by_load[LOADS[0].label]["engine_clock"] is True
+    assert "engine_clock" not in fitted.residuals_by_load[LOADS[1].label]
+
+
 def test_the_calibration_says_which_loads_it_left_out_and_when_it_used_vllms_clock():
-    """`calibrate`'s lines: the loop of 4 paced by the front end is named as left out; when every load was, the
-    fit says it used vLLM's own clock and names none as left out (all were fitted); in English and in Chinese."""
+    """`calibrate`'s lines: the loop of 4 paced by the front end, with vLLM's figures, is named as fitted by vLLM's
+    clock; without them, as left out; when every load was paced, the fit says it used vLLM's own clock and names
+    none as left out (all were fitted); in English and in Chinese."""
     from kvviz.sim.cli import fit_lines
 
     runs = [_engine_clock(p, 0.012) for p in LOADS]
-    one_paced = fit_runs([runs[0], _joined(runs[1], 0.1), *runs[2:]], ENGINE)
-    lines = fit_lines(one_paced, "en")
+    by_clock = fit_lines(fit_runs([runs[0], _joined(runs[1], 0.1), *runs[2:]], ENGINE), "en")
+    assert [line for line in by_clock if "own clock" in line] == [
+        f"1 closed loads fitted by vLLM's own clock (their mean prefill and decode times): vLLM's API server fell "
+        f"behind the engine in them (their tokens came in bursts): {LOADS[1].label}"]
+    assert not any("left out" in line for line in by_clock)
+    without = replace(runs[1], server=_view(runs[1].server.ttft_mean_s))
+    lines = fit_lines(fit_runs([runs[0], _joined(without, 0.1), *runs[2:]], ENGINE), "en")
     assert [line for line in lines if "left out" in line] == [
         f"1 closed loads left out of the fit: vLLM's API server fell behind the engine in them (their tokens came in "
         f"bursts): {LOADS[1].label}"]
