@@ -459,6 +459,30 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
     return found
 
 
+def _by_load(best: _Fit, residuals: np.ndarray, by_engine: list[Measured]) -> dict:
+    """Each fitted load's rows and residuals (those set aside counted apart): a load by the client's clock, its gap
+    and TTFT rows; one by vLLM's (engine_rows), its mean prefill and decode times and their residuals."""
+    by_load = {}
+    y, keep, kinds = np.array(best.rows.y), best.keep, np.array(best.rows.kind)
+    for m, lo, hi in best.spans:
+        kept = keep[lo:hi]  # the residuals of the rows the fit kept; those set aside counted apart
+        r, ttft, gap = residuals[lo:hi], (kinds[lo:hi] == TTFT) & kept, (kinds[lo:hi] == GAP) & kept
+        by_load[m.point.label] = {
+            "gap_rows": int(gap.sum()), "ttft_rows": int(ttft.sum()), "set_aside": int((~kept).sum()),
+            "mean_gap_s": float(np.mean(y[lo:hi][gap])) if gap.any() else None,
+            "gap_residual_mean_s": float(np.mean(r[gap])) if gap.any() else None,
+            "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
+            "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
+            "joined_share": joined_share(m)}
+        if any(m is e for e in by_engine):  # its rows are vLLM's mean prefill and decode times (engine_rows)
+            by_load[m.point.label] = {"front_end_paced": True, "engine_clock": True, "joined_share": joined_share(m),
+                                      **{f"{kind}_{what}": float(v[kinds[lo:hi] == kind][0])
+                                         if (kinds[lo:hi] == kind).any() else None
+                                         for kind in (PREFILL, DECODE)
+                                         for what, v in (("s", y[lo:hi]), ("residual_s", r))}}
+    return by_load
+
+
 def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = True,
              handoffs: tuple[float, ...] = HANDOFFS) -> Fitted:
     """The four coefficients, the request overhead and the handoff from the closed loops among the measured loads,
@@ -498,7 +522,7 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
         fitted_loads, kept_anyway, left_out = fitted_loads + left_out, left_out, []
         best = min((_fit_at(fitted_loads, engine, front, h, tuple(by_engine)) for h in handoffs),
                    key=lambda f: f.error)
-    rows, spans, coef, keep = best.rows, best.spans, best.coef, best.keep
+    rows, coef, keep = best.rows, best.coef, best.keep
     x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
     residuals = y - x @ coef
     kept_y, kept_r = y[keep], residuals[keep]
@@ -507,24 +531,7 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
                          residual_max_s=float(np.max(np.abs(kept_r))),
                          r_squared=1 - float(np.sum(kept_r ** 2)) / spread if spread > 0 else None,
                          set_aside=int((~keep).sum()))
-    by_load = {}
-    kinds = np.array(rows.kind)
-    for m, lo, hi in spans:
-        kept = keep[lo:hi]  # the residuals of the rows the fit kept; those set aside counted apart
-        r, ttft, gap = residuals[lo:hi], (kinds[lo:hi] == TTFT) & kept, (kinds[lo:hi] == GAP) & kept
-        by_load[m.point.label] = {
-            "gap_rows": int(gap.sum()), "ttft_rows": int(ttft.sum()), "set_aside": int((~kept).sum()),
-            "mean_gap_s": float(np.mean(y[lo:hi][gap])) if gap.any() else None,
-            "gap_residual_mean_s": float(np.mean(r[gap])) if gap.any() else None,
-            "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
-            "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
-            "joined_share": joined_share(m)}
-        if any(m is e for e in by_engine):  # its rows are vLLM's mean prefill and decode times (engine_rows)
-            by_load[m.point.label] = {"front_end_paced": True, "engine_clock": True, "joined_share": joined_share(m),
-                                      **{f"{kind}_{what}": float(v[kinds[lo:hi] == kind][0])
-                                         if (kinds[lo:hi] == kind).any() else None
-                                         for kind in (PREFILL, DECODE)
-                                         for what, v in (("s", y[lo:hi]), ("residual_s", r))}}
+    by_load = _by_load(best, residuals, by_engine)
     for m in kept_anyway:
         by_load[m.point.label] |= {"front_end_paced": True, "kept": True}
     for m in left_out:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kvviz.base.errors import InputError
 from kvviz.base.units import GIB
+from kvviz.i18n import t
 from kvviz.sim.scheduler import FULL, FULL_ATTENTION, SLIDING, KvGroupSpec
 
 
@@ -114,3 +115,11 @@ def gpu_pool(arch, dtype, deployment, block_size: int) -> SimPool | None:
     if not blocks or min(blocks) < 1:
         return None
     return SimPool(min(blocks), tuple(spec for spec, _ in grouped))
+
+
+def groups_text(groups: tuple[KvGroupSpec, ...], lang: str = "en") -> str:
+    """The groups as counts of each kind, in order of first appearance: "5 sliding (window 256), 1 full"."""
+    counts = {spec: sum(1 for g in groups if g == spec) for spec in dict.fromkeys(groups)}
+    return t("scheduler.sep", lang).join(
+        t("sim_cli.group_sliding" if spec.kind == SLIDING else "sim_cli.group_full", lang, n=n, window=spec.window)
+        for spec, n in counts.items())

@@ -33,14 +33,12 @@ from kvviz.i18n.errors import translate
 from kvviz.serving.stats import Distribution, Slo
 from kvviz.sim import plan_cli, step_time
 from kvviz.sim.calibrate import as_client, check_model_config, device_id, handoff, request_overhead
-from kvviz.sim.capacity import kv_pool
+from kvviz.sim.capacity import groups_text, kv_pool
 from kvviz.sim.scheduler import (
     CPU_BLOCK_SIZE,
     CPU_MAX_NUM_BATCHED_TOKENS,
     CPU_MAX_NUM_SEQS,
     FULL_ATTENTION,
-    SLIDING,
-    KvGroupSpec,
     SchedulerConfig,
 )
 from kvviz.sim.simulate import Limits, SimResult, simulate
@@ -222,14 +220,6 @@ def predict(args: argparse.Namespace) -> None:
         print(t("sim_cli.groups", args.lang, groups=groups_text(config.groups, args.lang)))
     if args.trace:
         print(t("sim_cli.trace", args.lang, path=args.trace))
-
-
-def groups_text(groups: tuple[KvGroupSpec, ...], lang: str = "en") -> str:
-    """The groups as counts of each kind, in order of first appearance: "5 sliding (window 256), 1 full"."""
-    counts = {spec: sum(1 for g in groups if g == spec) for spec in dict.fromkeys(groups)}
-    return t("scheduler.sep", lang).join(
-        t("sim_cli.group_sliding" if spec.kind == SLIDING else "sim_cli.group_full", lang, n=n, window=spec.window)
-        for spec, n in counts.items())
 
 
 def fit_rows(path: Path) -> list[tuple[StepContents, float]]:

@@ -25,6 +25,7 @@ from kvviz.calc.hardware import ACCELERATORS
 from kvviz.i18n import LANGS, t
 from kvviz.i18n.errors import translate
 from kvviz.sim.calibrate import made_elsewhere
+from kvviz.sim.capacity import groups_text
 from kvviz.sim.plan import (
     CALIBRATED,
     HOW,
@@ -152,8 +153,6 @@ def lines(p: Plan, model: str, lang: str = "en") -> list[str]:
     out += [t("sim_plan.engine", lang, blocks=c.num_blocks, block=c.block_size, seqs=c.max_num_seqs,
               tokens=c.max_num_batched_tokens, length=c.max_model_len)]
     if c.groups != FULL_ATTENTION:
-        from kvviz.sim.cli import groups_text
-
         out.append(t("sim_cli.groups", lang, groups=groups_text(c.groups, lang)))
     out += [workload,
             t("sim_plan.slo", lang, ttft_q=s.ttft_percentile, ttft=s.ttft_s, tpot_q=s.tpot_percentile,

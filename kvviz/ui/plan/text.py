@@ -16,7 +16,7 @@ import pandas as pd
 from kvviz.base.units import fmt_pair
 from kvviz.i18n import t
 from kvviz.i18n.errors import translate
-from kvviz.sim.cli import groups_text
+from kvviz.sim.capacity import groups_text
 from kvviz.sim.scheduler import FULL_ATTENTION
 
 METRIC_KEYS = {"output_tokens_per_s": "plan.metric.tput", "ttft_p50_s": "plan.metric.ttft_p50",
