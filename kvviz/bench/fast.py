@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 import pandas as pd
@@ -68,10 +69,15 @@ def _say(line: str) -> None:
 
 
 def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncached_repeats: int,
-              bandwidth: float) -> pd.DataFrame:
+              bandwidth: float, stream_read: Callable[[], float] | None = None) -> pd.DataFrame:
     """Every variant on `lm`, after a warm-up each (the static one compiles: its compile_s is the warm-up's row,
     repeat -1), then `repeats` timed rounds in a rotating order (uncached in the first uncached_repeats rounds
-    only: it is slow and no target is set on it). EOS is ignored so every run makes new_tokens tokens."""
+    only: it is slow and no target is set on it). EOS is ignored so every run makes new_tokens tokens.
+
+    With `stream_read` (bytes/s of a plain streaming read, measured when called), each timed run is preceded by
+    one, kept in its row (stream_read_before): a shared host's memory bandwidth moves by half from one minute to
+    the next (28 to 51 GB/s on a 2-core EPYC within one run), so a run is set against the read beside it, not one
+    made minutes earlier."""
     req = GenerationRequest(prompt, max_new_tokens=new_tokens, ignore_eos=True)
     base = {"model": lm.spec, "device": str(lm.device), "dtype": lm.dtype_name}
     _say(f"fast: {lm.spec}@{lm.dtype_name}: warm-ups, the static step's compile")
@@ -86,10 +92,11 @@ def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncac
              "kernel_choice": json.dumps(choice)}]
     for rep in range(repeats):
         _say(f"fast: {lm.spec}@{lm.dtype_name}: round {rep + 1} of {repeats}")
-        done, ids = {}, {}
+        done, ids, before = {}, {}, {}
         for variant in VARIANTS[rep % len(VARIANTS):] + VARIANTS[: rep % len(VARIANTS)]:
             if variant == "uncached" and rep >= uncached_repeats:
                 continue
+            before[variant] = stream_read() if stream_read else None
             if variant == "generate":
                 done[variant] = _generate_row(lm, prompt, new_tokens)
             else:
@@ -98,14 +105,16 @@ def fast_runs(lm: LoadedModel, prompt: str, new_tokens: int, repeats: int, uncac
         # model.generate's step reads what the cached loop's reads: the same weights and the same growing cache
         done["generate"] = with_bytes(done["generate"], done["cached"]["bytes_per_decode_step"], bandwidth)
         rows += [{**base, "variant": variant, "repeat": rep,
-                  "tokens_identical": ids[variant] == ids["cached"] if variant in ids else None, **row}
+                  "tokens_identical": ids[variant] == ids["cached"] if variant in ids else None, **row,
+                  "stream_read_before": before[variant]}
                  for variant, row in done.items()]
     return pd.DataFrame(rows)
 
 
 def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, uncached_repeats: int,
                bandwidth: float, device: str | None = None,
-               profiles: list[tuple[pd.DataFrame, pd.DataFrame]] | None = None) -> pd.DataFrame:
+               profiles: list[tuple[pd.DataFrame, pd.DataFrame]] | None = None,
+               stream_read: Callable[[], float] | None = None) -> pd.DataFrame:
     """fast_runs for each MODEL@DTYPE in `specs`, each model and its compiled steps freed before the next. With
     `profiles` (a list), each model's decode steps are also profiled after its timed rounds, on the static cache
     length the runs used (kvviz.bench.step_profile), and appended to it."""
@@ -113,7 +122,7 @@ def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, unc
     for spec in specs:
         model, _, dtype = spec.partition("@")
         lm = load_model(model, device=device, dtype=dtype or None)
-        frames.append(fast_runs(lm, prompt, new_tokens, repeats, uncached_repeats, bandwidth))
+        frames.append(fast_runs(lm, prompt, new_tokens, repeats, uncached_repeats, bandwidth, stream_read))
         if profiles is not None:
             from kvviz.bench.step_profile import profile_model
 
@@ -128,8 +137,10 @@ def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, unc
 
 
 def with_stream_share(frame: pd.DataFrame, stream_bandwidth: float) -> pd.DataFrame:
-    """Each run's achieved bandwidth as a share of a plain streaming read's (the physical ceiling)."""
-    return frame.assign(share_of_stream_read=frame["bandwidth_achieved"] / stream_bandwidth)
+    """Each run's achieved bandwidth as a share of a plain streaming read's (the physical ceiling): the read made
+    just before the run where there is one (stream_read_before), else `stream_bandwidth`."""
+    reads = frame["stream_read_before"] if "stream_read_before" in frame else pd.Series(float("nan"), frame.index)
+    return frame.assign(share_of_stream_read=frame["bandwidth_achieved"] / reads.fillna(stream_bandwidth))
 
 
 def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str, stream_bandwidth: float | None = None) -> dict:
@@ -159,8 +170,20 @@ def summarize_fast(frame: pd.DataFrame, bandwidth: float, how: str, stream_bandw
             "static_over_cached_decode": _ratio(static["decode_tokens_per_s"], cached["decode_tokens_per_s"]),
             "decode_tokens_per_s_ceiling": bandwidth / static["bytes_per_decode_step"],
             "new_tokens": int(group["new_tokens"].max()), "repeats": int(group["repeat"].nunique()),
+            **_spreads(group),
         }
     return out
+
+
+def _spreads(group: pd.DataFrame) -> dict:
+    """The static runs' shares of the streaming read beside them, and those reads (GB/s), as [min, max] over the
+    rounds, where the rounds measured them."""
+    static = group[group["variant"] == "static"]
+    if "stream_read_before" not in static or static["stream_read_before"].isna().all():
+        return {}
+    reads, shares = static["stream_read_before"] / 1e9, static["share_of_stream_read"]
+    return {"static_share_of_stream_read_range": [float(shares.min()), float(shares.max())],
+            "stream_read_gb_s_range": [float(reads.min()), float(reads.max())]}
 
 
 def _num(value) -> float | None:

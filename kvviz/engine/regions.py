@@ -49,14 +49,17 @@ from torch import Tensor
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 from kvviz.base.cpu import mem_available
+from kvviz.engine import stream
 
 # How a product runs, chosen on each machine per shape by timing the model's own step (choose_kernels):
 #   "onednn": oneDNN's linear on a copy prepacked into its blocked layout (what inductor's freezing does);
 #   "mkl": MKL's sgemm on a copy packed for one row (fp32 only; freezing's choice for fp32 linears);
-#   "mv": torch's matrix-vector product on the weight as it is (no copy).
+#   "mv": torch's matrix-vector product on the weight as it is (no copy);
+#   "stream": kvviz's own matrix-vector kernel on the weight as it is (kvviz.engine.stream; AVX-512 CPUs).
 # Which streams fastest depends on the CPU: on a 2-core EPYC oneDNN's packed fp32 product beat MKL's; on a 2-core
 # Xeon with AMX oneDNN ran its fp32 products with an AVX2 kernel at 10-15 GB/s where MKL read 16-24 GB/s.
-KERNELS = ("onednn", "mkl", "mv")
+KERNELS = ("onednn", "mkl", "mv", "stream")
+_NO_COPY = ("mv", "stream")  # kernels that read the weight as it is
 CHOICE_ROUNDS = 5  # timed passes per kernel, after one that warms
 Shape = tuple[torch.dtype, int, int]  # a product's weight: dtype, rows (out features), columns (in features)
 # the kernel chosen on this machine for a shape (the last model measured says); oneDNN's for a shape never measured
@@ -84,8 +87,8 @@ PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
 
 def kernels(dtype: torch.dtype) -> tuple[str, ...]:
     """The kernels this torch and CPU can run a `dtype` weight's product with, oneDNN first."""
-    mkl = dtype == torch.float32 and torch.backends.mkl.is_available()
-    return tuple(k for k in KERNELS if k != "mkl" or mkl)
+    offered = {"mkl": dtype == torch.float32 and torch.backends.mkl.is_available(), "stream": stream.available(dtype)}
+    return tuple(k for k in KERNELS if offered.get(k, True))
 
 
 def _copy(kernel: str, weight: Tensor) -> Tensor:
@@ -95,7 +98,7 @@ def _copy(kernel: str, weight: Tensor) -> Tensor:
         return torch.ops.mkldnn._reorder_linear_weight(weight, 1)
     if kernel == "mkl":
         return torch.ops.mkl._mkl_reorder_linear_weight(weight, 1)
-    return weight.contiguous()
+    return weight.contiguous()  # mv and stream
 
 
 def _product(kernel: str, x: Tensor, copy: Tensor, bias: Tensor | None, rows: int) -> Tensor | None:
@@ -105,6 +108,8 @@ def _product(kernel: str, x: Tensor, copy: Tensor, bias: Tensor | None, rows: in
         return torch.ops.mkldnn._linear_pointwise(x, copy, bias, "none", [], "")
     if x.numel() != x.shape[-1]:
         return None
+    if kernel == "stream":
+        return stream.gemv(x, copy, bias)
     if kernel == "mkl":
         # MKL's packed buffer does not carry the weight's shape: the call reads it from its "origin" argument,
         # which it otherwise uses only for other batch sizes (not reached here), so a zero-stride view serves.
@@ -291,7 +296,7 @@ def choose_kernels(model: torch.nn.Module) -> dict[Shape, str]:
             held = held if held is not None and held[0] in offered else None
             made = [k for k in offered if held is None or k != held[0]]
             cost = sum(w.numel() * w.element_size() for w in weights) * sum(
-                1 for k in made if k != "mv" or len(weights) > 1)
+                1 for k in made if k not in _NO_COPY or len(weights) > 1)
             if cost > budget and any(shapes[t] == shape for t in timed):
                 continue
             budget -= cost
