@@ -13,11 +13,13 @@ custom operator that calls a kernel on a copy of the weight made once, here, and
 external kernel.
 
 Which kernel is measured, not assumed (choose_kernels): for each shape of product in the step, oneDNN's prepacked
-linear, MKL's packed sgemm (fp32) or torch's matrix-vector product, whichever runs that shape's products fastest
-in timed passes over the model's own step. No one of them wins
-everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest; on a 2-core Xeon with AMX, oneDNN
-ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL and 35 for
-torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin).
+linear, MKL's packed sgemm (fp32), torch's matrix-vector product or kvviz's own (kvviz.engine.stream, on AVX-512
+CPUs), whichever runs that shape's products fastest in timed passes over the model's own step. No one of them wins
+everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest of the first three; on a 2-core Xeon
+with AMX, oneDNN ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL
+and 35 for torch.mv) and lost to torch.mv in bf16 (97 against 140 ms on the Qwen2.5-0.5B twin). kvviz's own kernel,
+one sequential stream of the weight a core, took every shape on the EPYC (the Qwen twin's gate-up products 9.2 ms a
+pass against oneDNN's 19.7, its lm_head 7.7 against 9.6).
 
 How the layers become one trace. dynamo reuses a traced region only when every input is a tensor, a number, a
 string or a module, and it guards the trace on what the body read. Handed a layer's bound forward and transformers'
