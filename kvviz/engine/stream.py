@@ -102,9 +102,9 @@ def library() -> ctypes.CDLL | None:
     try:
         return load(build(library_dir()))
     except (OSError, subprocess.SubprocessError) as e:
-        detail = getattr(e, "stderr", None) or e
+        lines = str(getattr(e, "stderr", None) or e).strip().splitlines()  # a compiler's last line says why
         log.warning("kvviz's streaming matrix-vector kernel could not be built, so it is not on offer: %s",
-                    str(detail).strip().splitlines()[-1:] or detail)
+                    lines[-1] if lines else type(e).__name__)
         return None
 
 
