@@ -60,7 +60,7 @@ def build(out_dir: Path, extra_flags: tuple[str, ...] = ()) -> Path:
     them) and return the library's path. Raises OSError or CalledProcessError where it cannot."""
     cc = compiler()
     if cc is None:
-        raise OSError("no C compiler (CC, gcc or cc) on PATH")
+        raise OSError("no C compiler (CC, gcc or cc) on PATH")  # internal: library() logs it, the kernel stays off
     flags = (*FLAGS, *extra_flags)
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30,  # noqa: S603
                              check=True).stdout
