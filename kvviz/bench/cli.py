@@ -125,10 +125,12 @@ def _fast(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     # physical ceiling beside it, by a plain streaming read.
     mib = 32 if args.quick else 2048 if device.type == "cuda" else 256
     accel = measure_device(str(device), mib, 256, 2 if args.quick else 5)
-    stream = stream_read_bandwidth(str(device), 64 if args.quick else 512, 2 if args.quick else 5)
+    read_mib = 64 if args.quick else 512
+    stream = stream_read_bandwidth(str(device), read_mib, 2 if args.quick else 5)
     profiles: list | None = [] if args.profile else None
+
     def read_beside() -> float:  # before each timed run: the ceiling as the run meets it
-        return stream_read_bandwidth(str(device), 64 if args.quick else 512, 3)
+        return stream_read_bandwidth(str(device), read_mib, 3)
 
     frame = fast_bench(args.models, args.prompt, args.new_tokens, args.repeats, args.uncached_repeats,
                        accel.bandwidth, str(device), profiles, read_beside)

@@ -139,7 +139,7 @@ def fast_bench(specs: list[str], prompt: str, new_tokens: int, repeats: int, unc
 def with_stream_share(frame: pd.DataFrame, stream_bandwidth: float) -> pd.DataFrame:
     """Each run's achieved bandwidth as a share of a plain streaming read's (the physical ceiling): the read made
     just before the run where there is one (stream_read_before), else `stream_bandwidth`."""
-    reads = frame["stream_read_before"] if "stream_read_before" in frame else pd.Series(float("nan"), frame.index)
+    reads = frame.get("stream_read_before", pd.Series(float("nan"), frame.index))
     return frame.assign(share_of_stream_read=frame["bandwidth_achieved"] / reads.fillna(stream_bandwidth))
 
 

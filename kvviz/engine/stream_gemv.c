@@ -29,6 +29,11 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
     return (uint16_t)(bits >> 16);
 }
 
+/* the lanes of a 16-lane vector that hold the n values left (none past the row's end) */
+static inline __mmask16 lanes16(long n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
 /* the widening of 16 bf16 values (32 bytes) to fp32 */
 static inline __m512 widen(const uint16_t *p, __mmask16 m) {
     __m256i h = _mm256_maskz_loadu_epi16(m, p);
@@ -54,9 +59,7 @@ static void bf16_band(const uint16_t *w, const uint16_t *x, const uint16_t *b, u
         }
 #else
         for (; k < cols; k += 32) {
-            __mmask16 m0 = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
-            __mmask16 m1 = cols - k >= 32 ? (__mmask16)0xffff
-                           : cols - k > 16 ? (__mmask16)((1u << (cols - k - 16)) - 1) : (__mmask16)0;
+            __mmask16 m0 = lanes16(cols - k), m1 = lanes16(cols - k - 16);
             a0 = _mm512_fmadd_ps(widen(row + k, m0), widen(x + k, m0), a0);
             a1 = _mm512_fmadd_ps(widen(row + k + 16, m1), widen(x + k + 16, m1), a1);
         }
@@ -72,9 +75,7 @@ static void f32_band(const float *w, const float *x, const float *b, float *y, l
         const float *row = w + r * cols;
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         for (long k = 0; k < cols; k += 32) {
-            __mmask16 m0 = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
-            __mmask16 m1 = cols - k >= 32 ? (__mmask16)0xffff
-                           : cols - k > 16 ? (__mmask16)((1u << (cols - k - 16)) - 1) : (__mmask16)0;
+            __mmask16 m0 = lanes16(cols - k), m1 = lanes16(cols - k - 16);
             a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, row + k), _mm512_maskz_loadu_ps(m0, x + k), a0);
             a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, row + k + 16), _mm512_maskz_loadu_ps(m1, x + k + 16), a1);
         }

@@ -13,17 +13,13 @@ from kvviz.engine import stream
 pytestmark = pytest.mark.skipif(not stream.supported_cpu(), reason="the kernel needs an x86-64 CPU with AVX-512")
 
 
-def _libraries(tmp_path_factory) -> dict[str, object]:
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory) -> dict[str, object]:
     """This machine's build, and one with AVX512-BF16's instructions turned off (the widening path)."""
     libs = {"native": stream.library()}
     assert libs["native"] is not None, "an AVX-512 CPU with a C compiler builds the kernel"
     libs["widened"] = stream.load(stream.build(tmp_path_factory.mktemp("stream"), ("-mno-avx512bf16",)))
     return libs
-
-
-@pytest.fixture(scope="module")
-def libraries(tmp_path_factory):
-    return _libraries(tmp_path_factory)
 
 
 # rows past and short of a thread's band of 16, columns past and short of a vector (16 fp32, 32 bf16) and of the
