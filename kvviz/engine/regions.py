@@ -13,7 +13,7 @@ custom operator that calls a kernel on a copy of the weight made once, here, and
 external kernel.
 
 Which kernel is measured, not assumed (choose_kernels): for each shape of product in the step, oneDNN's prepacked
-linear, MKL's packed sgemm (fp32), torch's matrix-vector product or kvviz's own (kvviz.engine.stream, on AVX-512
+linear, MKL's packed sgemm (fp32), torch's matrix-vector product or kvviz's own (kvviz.engine.stream, on x86-64
 CPUs), whichever runs that shape's products fastest in timed passes over the model's own step. No one of them wins
 everywhere: on a 2-core EPYC oneDNN's prepacked fp32 product streamed fastest of the first three; on a 2-core Xeon
 with AMX, oneDNN ran the same products with an AVX2 kernel (57 ms a pass over SmolLM2's weights, against 32 for MKL
@@ -57,7 +57,7 @@ from kvviz.engine import stream
 #   "onednn": oneDNN's linear on a copy prepacked into its blocked layout (what inductor's freezing does);
 #   "mkl": MKL's sgemm on a copy packed for one row (fp32 only; freezing's choice for fp32 linears);
 #   "mv": torch's matrix-vector product on the weight as it is (no copy);
-#   "stream": kvviz's own matrix-vector kernel on the weight as it is (kvviz.engine.stream; AVX-512 CPUs).
+#   "stream": kvviz's own matrix-vector kernel on the weight as it is (kvviz.engine.stream; x86-64 CPUs).
 # Which streams fastest depends on the CPU: on a 2-core EPYC oneDNN's packed fp32 product beat MKL's; on a 2-core
 # Xeon with AMX oneDNN ran its fp32 products with an AVX2 kernel at 10-15 GB/s where MKL read 16-24 GB/s.
 KERNELS = ("onednn", "mkl", "mv", "stream")

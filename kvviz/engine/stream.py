@@ -10,12 +10,14 @@ one sequential stream per core, which the hardware prefetcher follows, with x he
 side (four streams a core, each a row of 1.8 KB long: the common way to share x's loads) read at 0.58 in bf16; a
 software prefetch on top of the one-stream walk did not help (0.75-0.81).
 
-The kernel is C with AVX-512 intrinsics (stream_gemv.c), built here once per machine by the C compiler that
-inductor uses anyway (-march=native: AVX512-BF16's dot product where the CPU has it, bf16 widened to fp32 where it
-does not) into kvviz's cache folder, and called through ctypes, which lets go of the GIL for the call. Its threads
-are torch's own: the library asks for OpenMP, and the runtime it finds is the one torch loaded (libgomp.so.1), so
-a step's products and torch's operators share one pool of threads. Where there is no AVX-512, no compiler or the
-build fails, it is not on offer, and kvviz.engine.regions times the others only.
+The kernel is C with x86 intrinsics (stream_gemv.c), built here once per machine by the C compiler that inductor
+uses anyway into kvviz's cache folder, and called through ctypes, which lets go of the GIL for the call.
+-march=native picks its path (path() says which a build took): AVX-512 where the CPU has it, with AVX512-BF16's
+dot product where it has that too and bf16 widened to fp32 where it does not; else AVX2 with FMA, in 256-bit
+vectors, bf16 widened (the one-stream walk is the same on both). Its threads are torch's own: the library asks for
+OpenMP, and the runtime it finds is the one torch loaded (libgomp.so.1), so a step's products and torch's
+operators share one pool of threads. Where the CPU has neither AVX-512 nor AVX2 with FMA, there is no compiler or
+the build fails, it is not on offer, and kvviz.engine.regions times the others only.
 """
 
 from __future__ import annotations
@@ -83,13 +85,16 @@ def load(path: Path) -> ctypes.CDLL:
         fn = getattr(lib, name)
         fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long, ctypes.c_long, ctypes.c_int]
         fn.restype = None
+    lib.kvviz_gemv_path.argtypes = []
+    lib.kvviz_gemv_path.restype = ctypes.c_char_p
     return lib
 
 
 def supported_cpu() -> bool:
-    """Whether this CPU runs the kernel: an x86-64 with AVX-512 (Foundation and BW: the masked bf16 loads)."""
+    """Whether this CPU runs the kernel: an x86-64 with AVX-512 (Foundation and BW: the masked bf16 loads) or
+    with AVX2 and FMA."""
     isa = set(this_cpu()["isa"])
-    return platform.machine() in ("x86_64", "AMD64") and {"avx512f", "avx512bw"} <= isa
+    return platform.machine() in ("x86_64", "AMD64") and ({"avx512f", "avx512bw"} <= isa or {"avx2", "fma"} <= isa)
 
 
 @lru_cache(maxsize=1)
@@ -97,7 +102,8 @@ def library() -> ctypes.CDLL | None:
     """The kernel built for this machine and loaded, once per process; None where it cannot run here (the reason
     logged once)."""
     if not supported_cpu():
-        log.info("kvviz's streaming matrix-vector kernel needs an x86-64 CPU with AVX-512; not on offer")
+        log.info("kvviz's streaming matrix-vector kernel needs an x86-64 CPU with AVX-512 or AVX2 and FMA; "
+                 "not on offer")
         return None
     try:
         return load(build(library_dir()))
@@ -106,6 +112,14 @@ def library() -> ctypes.CDLL | None:
         log.warning("kvviz's streaming matrix-vector kernel could not be built, so it is not on offer: %s",
                     lines[-1] if lines else type(e).__name__)
         return None
+
+
+def path(lib: ctypes.CDLL | None = None) -> str | None:
+    """Which of the kernel's paths a build (`lib`, else this machine's) compiled, as the build itself says:
+    "avx512-bf16" (AVX512-BF16's dot product for bf16), "avx512" (bf16 widened to fp32), "avx2" (AVX2 and FMA,
+    bf16 widened); None where there is no build here."""
+    lib = lib or library()
+    return None if lib is None else lib.kvviz_gemv_path().decode()
 
 
 def available(dtype: torch.dtype) -> bool:

@@ -3,12 +3,16 @@
  * kvviz.engine.stream builds this file with the machine's C compiler (-O3 -march=native -fopenmp) and calls it
  * through ctypes; see that module for why it exists and what it measured. Each thread takes a contiguous band of
  * rows and walks it one row after the next, so its part of the weight is one sequential stream, read once, which
- * the hardware prefetcher follows; x (a few KB) stays in L1. Two accumulators a row hide the latency of the
+ * the hardware prefetcher follows; x (a few KB) stays in L1. Several accumulators a row hide the latency of the
  * multiply-adds. Sums are fp32 (as torch's bf16 products accumulate), the bias added in fp32, the output rounded
- * to the weight's dtype once, at the end.
+ * to the weight's dtype once, at the end. No load reads past a row's end: the last row ends the tensor's memory.
  *
- * bf16 weights: with AVX512-BF16 (vdpbf16ps) x is read as bf16, two products a lane per instruction; without it
- * weight and x are widened to fp32 (a bf16 is an fp32's upper half) and multiplied in fp32.
+ * Two paths, chosen by what the compiler may use (-march=native: what the CPU has):
+ * - AVX-512 (Foundation and BW, for the masked 16-bit loads of a row's tail): 512-bit vectors, two accumulators.
+ *   bf16 weights: with AVX512-BF16 (vdpbf16ps) x is read as bf16, two products a lane per instruction; without it
+ *   weight and x are widened to fp32 (a bf16 is an fp32's upper half) and multiplied in fp32.
+ * - AVX2 with FMA: 256-bit vectors, four accumulators, bf16 always widened to fp32. AVX2 has no masked 16-bit
+ *   load, so a bf16 row's last cols % 8 values are summed one by one; an fp32 row's by a masked load.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -28,6 +32,13 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, as torch
     bits += 0x7fffu + ((bits >> 16) & 1u);
     return (uint16_t)(bits >> 16);
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#ifdef __AVX512BF16__
+#define PATH "avx512-bf16"
+#else
+#define PATH "avx512"
+#endif
 
 /* the lanes of a 16-lane vector that hold the n values left (none past the row's end) */
 static inline __mmask16 lanes16(long n) {
@@ -83,6 +94,73 @@ static void f32_band(const float *w, const float *x, const float *b, float *y, l
     }
 }
 
+#elif defined(__AVX2__) && defined(__FMA__)
+#define PATH "avx2"
+
+/* the lanes of an 8-lane vector that hold the n values left (none past the row's end): a lane is on where its top
+ * bit is set */
+static inline __m256i lanes8(long n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 8 ? (int)n : 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* the widening of 8 bf16 values (16 bytes) to fp32 */
+static inline __m256 widen8(const uint16_t *p) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* the sum of a vector's 8 lanes */
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static void bf16_band(const uint16_t *w, const uint16_t *x, const uint16_t *b, uint16_t *y, long r0, long r1,
+                      long cols) {
+    for (long r = r0; r < r1; r++) {
+        const uint16_t *row = w + r * cols;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+               a3 = _mm256_setzero_ps();
+        long k = 0;
+        for (; k + 32 <= cols; k += 32) {
+            a0 = _mm256_fmadd_ps(widen8(row + k), widen8(x + k), a0);
+            a1 = _mm256_fmadd_ps(widen8(row + k + 8), widen8(x + k + 8), a1);
+            a2 = _mm256_fmadd_ps(widen8(row + k + 16), widen8(x + k + 16), a2);
+            a3 = _mm256_fmadd_ps(widen8(row + k + 24), widen8(x + k + 24), a3);
+        }
+        for (; k + 8 <= cols; k += 8) a0 = _mm256_fmadd_ps(widen8(row + k), widen8(x + k), a0);
+        float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        for (; k < cols; k++) s += bf16_to_f32(row[k]) * bf16_to_f32(x[k]);
+        if (b) s += bf16_to_f32(b[r]);
+        y[r] = f32_to_bf16(s);
+    }
+}
+
+static void f32_band(const float *w, const float *x, const float *b, float *y, long r0, long r1, long cols) {
+    for (long r = r0; r < r1; r++) {
+        const float *row = w + r * cols;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+               a3 = _mm256_setzero_ps();
+        long k = 0;
+        for (; k + 32 <= cols; k += 32) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(row + k), _mm256_loadu_ps(x + k), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(row + k + 8), _mm256_loadu_ps(x + k + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(row + k + 16), _mm256_loadu_ps(x + k + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(row + k + 24), _mm256_loadu_ps(x + k + 24), a3);
+        }
+        for (; k < cols; k += 8) {  /* the last 1-31 values, 8 at a time, the last load masked */
+            __m256i m = lanes8(cols - k);
+            a0 = _mm256_fmadd_ps(_mm256_maskload_ps(row + k, m), _mm256_maskload_ps(x + k, m), a0);
+        }
+        y[r] = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + (b ? b[r] : 0.0f);
+    }
+}
+
+#else
+#error "kvviz's streaming kernel needs AVX-512 (F and BW) or AVX2 with FMA"
+#endif
+
 /* Each of `threads` threads takes an equal band of rows, a multiple of 16 long (a cache line of fp32 outputs, so
  * that no two threads write one line), the last what is left. */
 #define BANDS(call)                                                                  \
@@ -104,3 +182,6 @@ void kvviz_gemv_bf16(const uint16_t *w, const uint16_t *x, const uint16_t *b, ui
 void kvviz_gemv_f32(const float *w, const float *x, const float *b, float *y, long rows, long cols, int threads) {
     BANDS(f32_band(w, x, b, y, r0, r1, cols))
 }
+
+/* which path this build compiled (kvviz.engine.stream.path) */
+const char *kvviz_gemv_path(void) { return PATH; }
