@@ -220,7 +220,10 @@ def _gpu(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 
     if not args.quick and not torch.cuda.is_available():
         raise SystemExit("python -m kvviz.bench gpu: no CUDA GPU here; --quick runs the same script on the CPU")
-    run_gpu(args.out / ("gpu-quick" if args.quick else "gpu"), args.quick, argv)
+    failed = run_gpu(args.out / ("gpu-quick" if args.quick else "gpu"), args.quick, argv)
+    if failed:
+        raise SystemExit(f"python -m kvviz.bench gpu: part(s) failed, the others' results are written: "
+                         f"{', '.join(failed)} (their errors are in gpu-run.json)")
 
 
 def _serving(args: argparse.Namespace, argv: Sequence[str] | None) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +30,8 @@ from kvviz.bench.memory_truth import FULL, QUICK, memory_truth, summarize_memory
 from kvviz.bench.overhead import overhead, summarize_overhead
 from kvviz.bench.payoff import fit_payoff, payoff
 from kvviz.calc.hardware import measure_device
-from kvviz.engine.loading import load_model, unload_all
+from kvviz.engine.loading import LoadError, load_model, unload_all
+from kvviz.engine.packaged import FetchError
 
 GPU_MODELS = ("random:qwen2.5-0.5b@bf16", "random:llama-3-8b@bf16")
 QUICK_MODELS = ("random:smollm2-135m@fp32",)
@@ -91,50 +94,61 @@ def _fast(out: Path, plan: Plan, accel, quick: bool, argv: Sequence[str] | None)
     write_results(out, "fast", frame, summarize_fast(frame, accel.bandwidth, accel.note), argv)
 
 
-def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, float]:
-    """Run parts 1-4 and fast under the plan; returns the seconds each part took (also saved in out/gpu-run.json)."""
-    plan = QUICK_PLAN if quick else FULL_PLAN
-    seconds: dict[str, float] = {}
-
-    start = time.perf_counter()
-    _overhead(out, plan, argv)
-    seconds["overhead"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    _payoff(out, plan, argv)
-    seconds["payoff"] = time.perf_counter() - start
-    _free(plan.device)
-
-    start = time.perf_counter()
+def _memory(out: Path, plan: Plan, quick: bool, argv: Sequence[str] | None) -> None:
+    """Every family's cache measured against the prediction; a family whose real model cannot be had here (the
+    GPU machine reaches no package registry, so SmolLM2's packaged weights may be missing) is listed as not
+    measured, with why, and the others still are."""
     # The GPU holds every family's model whole; the CPU run keeps the quick twins' few layers.
     families = QUICK if quick else tuple(dataclasses.replace(f, layers=None) for f in FULL)
-    frame = memory_truth(families, plan.device, "bf16" if plan.device == "cuda" else None)
-    write_results(out, "memory", frame, summarize_memory(frame), argv)
-    seconds["memory"] = time.perf_counter() - start
-    _free(plan.device)
+    frames, missing = [], {}
+    for family in families:
+        try:
+            frames.append(memory_truth((family,), plan.device, "bf16" if plan.device == "cuda" else None))
+        except (LoadError, FetchError) as exc:
+            missing[f"{family.preset}: {family.family}"] = str(exc)
+        _free(plan.device)
+    frame = pd.concat(frames, ignore_index=True)
+    write_results(out, "memory", frame, {**summarize_memory(frame), "not_measured": missing}, argv)
 
-    start = time.perf_counter()
+
+def _hardware_and_fast(out: Path, plan: Plan, quick: bool, argv: Sequence[str] | None) -> None:
     accel = measure_device(plan.device, plan.matvec_mib, plan.matmul_n, 5 if not quick else 2)
     frame = hardware_limit(list(plan.models), accel, plan.overhead_tokens, 3 if not quick else 1, plan.device,
                            plan.long_prompt)
     write_results(out, "hardware", frame, summarize_hardware(frame, accel), argv)
-    seconds["hardware"] = time.perf_counter() - start
     _free(plan.device)
-
-    start = time.perf_counter()
     _fast(out, plan, accel, quick, argv)
-    seconds["fast"] = time.perf_counter() - start
-    _free(plan.device)
 
-    start = time.perf_counter()
+
+def _leaks(out: Path, plan: Plan, argv: Sequence[str] | None) -> None:
     frame = cuda_generations(plan.models[0], plan.leak_runs, 8, plan.device)
     write_results(out, "leaks", frame, summarize_leaks(frame, min(20, plan.leak_runs)), argv)
-    seconds["leaks"] = time.perf_counter() - start
-    _free(plan.device)
+
+
+def run_gpu(out: Path, quick: bool, argv: Sequence[str] | None) -> dict[str, str]:
+    """Run parts 1-4, fast and leaks under the plan, each part on its own: one that fails is recorded (its error's
+    last lines) and the next still runs, since a GPU is lent for minutes at a time. The seconds each part took and
+    the failures are saved in out/gpu-run.json; returns the failures, by part (empty when all ran)."""
+    plan = QUICK_PLAN if quick else FULL_PLAN
+    parts = {"overhead": lambda: _overhead(out, plan, argv), "payoff": lambda: _payoff(out, plan, argv),
+             "memory": lambda: _memory(out, plan, quick, argv),
+             "hardware and fast": lambda: _hardware_and_fast(out, plan, quick, argv),
+             "leaks": lambda: _leaks(out, plan, argv)}
+    seconds: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    for name, part in parts.items():
+        start = time.perf_counter()
+        try:
+            part()
+        except Exception as exc:  # recorded whole; the other parts still run
+            failed[name] = "".join(traceback.format_exception(exc)[-4:]).strip()
+            print(f"part {name} failed:\n{failed[name]}", file=sys.stderr)
+        seconds[name] = time.perf_counter() - start
+        _free(plan.device)
 
     seconds["total"] = sum(seconds.values())
-    write_results(out, "gpu-run", pd.DataFrame([seconds]), {"seconds": seconds, "plan": {
+    write_results(out, "gpu-run", pd.DataFrame([seconds]), {"seconds": seconds, "failed": failed, "plan": {
         **{k: v for k, v in dataclasses.asdict(plan).items() if k != "long_prompt"},
         "long_prompt_chars": len(plan.long_prompt)}},
                   argv)
-    return seconds
+    return failed

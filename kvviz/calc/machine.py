@@ -48,5 +48,7 @@ def machine() -> dict:
             "load_average": [round(x, 2) for x in os.getloadavg()], **_since.share(), **_bandwidths()}
     _since = CpuUse()
     if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                    gpu_multiprocessors=props.multi_processor_count, cuda=torch.version.cuda)
     return info

@@ -21,6 +21,7 @@ time runs, build events or decide when to stop (kvviz.engine.loop and kvviz.engi
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -321,8 +322,10 @@ class StaticDecoder:
         compile the step (on a CPU with the decoder layers traced once for all where reuse is asked and they
         allow it: kvviz.engine.regions) and run it WARM_CALLS times, then empty the cache again. The linears it
         calls on prepacked weights."""
-        self._step = torch.compile(next_token_logits, dynamic=False, isolate_recompiles=True,
-                                   **self.settings.kwargs)
+        # isolate_recompiles is torch 2.13's; older releases (the GPU machine's 2.11) compile without it
+        isolate = {"isolate_recompiles": True} if "isolate_recompiles" in inspect.signature(
+            torch.compile).parameters else {}
+        self._step = torch.compile(next_token_logits, dynamic=False, **isolate, **self.settings.kwargs)
         self.reset()
         token = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # [1, 1]
         prefill(model, token, self.cache)

@@ -465,7 +465,17 @@ def _region_key(layer, *args, **kwargs) -> int:
 _STATIC_UPDATE: list = []  # transformers' StaticLayer.update, looked up when a layer is first patched
 
 
-@torch.compiler.nested_compile_region(reuse_hash_fn=_region_key)
+def _as_region(fn):
+    """`fn` as a nested compile region traced once per region key. torch before 2.13 has no reuse_hash_fn (the GPU
+    machine's torch is 2.11): there `fn` stays a plain function, which dynamo inlines layer by layer, so that the
+    core still imports; the CUDA path does not use regions."""
+    try:
+        return torch.compiler.nested_compile_region(reuse_hash_fn=_region_key)(fn)
+    except TypeError:
+        return fn
+
+
+@_as_region
 def _one_static_layer(layer, cache_name, keys, values, length, *args, **kwargs):
     """A decoder layer's forward on its own static cache tensors: traced once, and that trace reused for every
     layer of the same key (region_keys). Its inputs are the layer module, tensors and constants, which is what

@@ -214,3 +214,21 @@ def test_layers_that_differ_are_not_one_region_and_an_own_forward_comes_back():
         assert model.layers[1].forward is not own and "forward" in vars(model.layers[0])
     assert model.layers[1].forward is own and "forward" not in vars(model.layers[0])
     assert all("forward" not in vars(m) for m in model.modules() if m is not model.layers[1])
+
+
+def test_a_torch_without_reuse_hash_fn_leaves_the_layer_function_plain(monkeypatch):
+    """torch before 2.13 (the GPU machine's 2.11) takes no reuse_hash_fn: the layer function stays a plain function
+    there, so kvviz's core still imports; with it, the function is wrapped as a region."""
+    def region_2_11(fn=None):  # 2.11's signature: the function alone
+        return ("region", fn)
+
+    def region_2_13(fn=None, *, reuse_hash_fn=None):
+        return lambda f: ("region", f, reuse_hash_fn)
+
+    def layer(*args):
+        return args
+
+    monkeypatch.setattr(torch.compiler, "nested_compile_region", region_2_11)
+    assert regions._as_region(layer) is layer
+    monkeypatch.setattr(torch.compiler, "nested_compile_region", region_2_13)
+    assert regions._as_region(layer) == ("region", layer, regions._region_key)

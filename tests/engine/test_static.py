@@ -369,3 +369,20 @@ def test_the_header_built_beside_the_trace_is_the_one_the_step_uses(tiny_models,
             "assert not reused and decoder.packed > 0\n")
     subprocess.run([sys.executable, "-c", step, str(tiny_models["qwen2"])], env=env, check=True, timeout=600)
     assert {p.name: p.stat().st_mtime_ns for p in headers.glob("*.gch")} == built
+
+
+def test_a_torch_without_isolate_recompiles_still_compiles_the_step(lm, cached, monkeypatch):
+    """torch before 2.13 (the GPU machine's 2.11) has no isolate_recompiles argument: there the step is compiled
+    without it, and decodes the cached loop's tokens. The stand-in takes 2.11's arguments only, as 2.11 does."""
+    real, seen = torch.compile, []
+
+    def compile_2_11(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+                     disable=False):
+        seen.append(dynamic)
+        return real(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+                    disable=disable)
+
+    monkeypatch.setattr(torch, "compile", compile_2_11)
+    run = Run(list(generate(lm, REQ.with_mode("static", 3 * SMALLEST_BUCKET))))  # a length no other test compiled
+    assert run.finished.error is None and seen == [False], (run.finished.error, seen)
+    assert run.ids == cached.ids
