@@ -72,7 +72,8 @@ _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _kernel_for(dtype: torch.dtype, rows: int, columns: int) -> str:
-    return _BY_SHAPE.get((dtype, rows, columns), "onednn")
+    """The kernel chosen for the shape, else (before the choice) the first on offer for the dtype."""
+    return _BY_SHAPE.get((dtype, rows, columns)) or kernels(dtype)[0]
 
 
 def _whole(weights: list[Tensor]) -> Tensor:
@@ -87,9 +88,16 @@ _PACKED_LOCK = threading.Lock()
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
 
 
+def onednn_has_bf16() -> bool:
+    """Whether oneDNN has bf16 kernels for this CPU (AVX-512 BF16 or AMX); without them it runs a bf16 product by
+    converting to fp32 as it goes, below torch.mv's speed."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def kernels(dtype: torch.dtype) -> tuple[str, ...]:
     """The kernels this torch and CPU can run a `dtype` weight's product with, oneDNN first."""
-    offered = {"mkl": dtype == torch.float32 and torch.backends.mkl.is_available(), "stream": stream.available(dtype)}
+    offered = {"onednn": torch.backends.mkldnn.is_available() and (dtype != torch.bfloat16 or onednn_has_bf16()),
+               "mkl": dtype == torch.float32 and torch.backends.mkl.is_available(), "stream": stream.available(dtype)}
     return tuple(k for k in KERNELS if offered.get(k, True))
 
 
@@ -230,11 +238,12 @@ GROUP_LINEARS = GroupLinears()
 
 
 def can_pack(weight: Tensor) -> bool:
-    """Whether oneDNN can run a linear on `weight` prepacked: a CPU tensor of fp32, or of bf16 where oneDNN has
-    bf16 kernels for this CPU (AVX-512 BF16 or AMX)."""
-    if weight.device.type != "cpu" or weight.dtype not in PACKABLE_DTYPES or not torch.backends.mkldnn.is_available():
+    """Whether a step's products on `weight` go to the per-shape choice: a CPU tensor of fp32, or of bf16 where
+    oneDNN has bf16 kernels or kvviz's own kernel runs (on a CPU with AVX2 alone, kvviz's is the one that reads
+    bf16 at speed; without it the product stays inductor's)."""
+    if weight.device.type != "cpu" or weight.dtype not in PACKABLE_DTYPES:
         return False
-    return weight.dtype != torch.bfloat16 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return weight.dtype != torch.bfloat16 or bool({"onednn", "stream"} & set(kernels(weight.dtype)))
 
 
 def _drop(key: int, ref: weakref.ref) -> None:

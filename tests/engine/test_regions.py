@@ -66,7 +66,7 @@ def test_every_kernel_gives_torchs_linear_alone_grouped_and_for_many_rows(dtype,
     chosen for its shape, 56 x 64): F.linear's numbers for one row (the kernel's own product) and for five rows
     (where mkl and mv hand over to torch)."""
     if dtype == torch.bfloat16 and not regions.can_pack(torch.zeros(1, dtype=dtype)):
-        pytest.skip("this CPU has no oneDNN bf16 kernels")  # not CI's: its CPUs have AVX-512 BF16
+        pytest.skip("no bf16 kernel here: oneDNN has none for this CPU and kvviz's own cannot be built")
     tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
     for kernel in regions.kernels(dtype):
         w, q, k, v = _weights(48, 32, 16, 8, dtype=dtype)
@@ -232,3 +232,25 @@ def test_a_torch_without_reuse_hash_fn_leaves_the_layer_function_plain(monkeypat
     assert regions._as_region(layer) is layer
     monkeypatch.setattr(torch.compiler, "nested_compile_region", region_2_13)
     assert regions._as_region(layer) == ("region", layer, regions._region_key)
+
+
+def test_without_onednn_bf16_kernels_a_bf16_weight_goes_to_kvvizs_own(monkeypatch):
+    """A CPU whose oneDNN has no bf16 kernels (AVX2 alone): oneDNN is not offered for bf16 (it would convert as it
+    goes), fp32 keeps it; a bf16 weight is still chosen for where kvviz's kernel runs, and left to torch where it
+    does not (no compiler); on a CPU whose oneDNN has them, bf16 is offered oneDNN."""
+    monkeypatch.setattr(regions, "onednn_has_bf16", lambda: False)
+    monkeypatch.setattr(regions.stream, "available", lambda dtype: True)
+    assert "onednn" not in regions.kernels(torch.bfloat16) and "stream" in regions.kernels(torch.bfloat16)
+    assert "onednn" in regions.kernels(torch.float32)
+    assert regions.can_pack(torch.zeros(2, 2, dtype=torch.bfloat16))
+    monkeypatch.setattr(regions.stream, "available", lambda dtype: False)
+    assert regions.kernels(torch.bfloat16) == ("mv",)
+    assert not regions.can_pack(torch.zeros(2, 2, dtype=torch.bfloat16))
+    assert regions.can_pack(torch.zeros(2, 2)) and not regions.can_pack(torch.zeros(2, 2, dtype=torch.float16))
+    monkeypatch.setattr(regions.stream, "available", lambda dtype: dtype in (torch.float32, torch.bfloat16))
+    w = torch.randn(24, 40, dtype=torch.bfloat16)  # a shape no choice has seen: held for the first kernel on offer
+    regions.pack(w)
+    assert regions._PACKED[w.data_ptr()][2] == "mv"
+    monkeypatch.setattr(regions, "onednn_has_bf16", lambda: True)
+    assert regions.kernels(torch.bfloat16) == ("onednn", "mv", "stream")
+    assert regions.can_pack(torch.zeros(2, dtype=torch.bfloat16))
