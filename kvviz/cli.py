@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 
 from kvviz.base.errors import first_line
@@ -186,14 +187,28 @@ def _request(args: argparse.Namespace, use_cache: bool = True, static: bool = Fa
         top_k=args.top_k, top_p=args.top_p, seed=args.seed, chat_template=not args.no_chat_template)
 
 
+COMPARE_PROGRESS_S = 2.0  # a comparison's token counts, at most this often (its phases at once)
+
+
+def _progress(args: argparse.Namespace, every_s: float = 0.0):
+    """A progress(fraction, message) that prints "[ 40%] message" to stderr in the asked language (nothing with
+    --json): each new kind of message at once (a compile's note before it starts), the same kind again at most
+    every `every_s` seconds."""
+    last = {"at": float("-inf"), "key": None}
+
+    def progress(fraction: float, message: str) -> None:
+        key, now = getattr(message, "key", message), time.monotonic()
+        if args.json or (key == last["key"] and now - last["at"] < every_s):
+            return
+        last.update(at=now, key=key)
+        print(f"[{fraction:4.0%}] {translate(message, args.lang)}", file=sys.stderr, flush=True)
+    return progress
+
+
 def _load(args: argparse.Namespace):
     from kvviz.engine.loading import load_model
 
-    def progress(fraction: float, message: str) -> None:
-        if not args.json:
-            print(f"[{fraction:4.0%}] {translate(message, args.lang)}", file=sys.stderr, flush=True)
-
-    lm = load_model(args.model or default_model(), device=args.device, dtype=args.dtype, progress=progress)
+    lm = load_model(args.model or default_model(), device=args.device, dtype=args.dtype, progress=_progress(args))
     if lm.random_weights and not args.json:
         print(t("cli.note", args.lang, note=translate(lm.tokenizer_note, args.lang)), file=sys.stderr, flush=True)
     return lm
@@ -243,7 +258,7 @@ def _compare(args: argparse.Namespace) -> str:
     req = _request(args)
     lm = _load(args)
     try:
-        result = compare(lm, req, static=args.static)
+        result = compare(lm, req, static=args.static, report=_progress(args, COMPARE_PROGRESS_S))
     except CompareError as exc:
         raise RunFailed(str(exc)) from exc
     if args.json:

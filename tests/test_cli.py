@@ -249,3 +249,35 @@ def test_batch_bad_input_one_line_exit_2(args, message, capsys):
     assert main(["batch", "--model", "tiny", *args]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[-1].startswith("kvviz: error: ") and message in err[-1], err
+
+
+def test_compare_shows_its_progress_on_stderr_and_none_with_json(capsys):
+    """compare tells how far it is (after the loading's lines, where it loads): the warm-up as it starts, in
+    English here; with --json, stdout holds the JSON alone and stderr no progress."""
+    argv = ["compare", "--model", "tiny", "--prompt", "hello", "--max-new-tokens", "2", "--device", "cpu"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[  0%] warming up both modes (a few tokens each, not measured)" in err.splitlines(), err
+    assert main([*argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "[" not in err and json.loads(out)["tokens_identical"] in (True, False)
+
+
+def test_progress_tells_each_kind_at_once_and_the_same_kind_at_most_every_interval(monkeypatch, capsys):
+    """A new kind of message prints at once; the same kind again only once `every_s` has passed since it last
+    printed (a clock stepped by hand: 0, 0.5, 1.0, 2.5, 2.6 s)."""
+    import argparse
+
+    from kvviz import cli
+    from kvviz.i18n import said
+
+    clock = iter([0.0, 0.5, 1.0, 2.5, 2.6])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    progress = cli._progress(argparse.Namespace(json=False, lang="en"), every_s=2.0)
+    progress(0.0, said("progress.warmup"))
+    for k in (1, 2, 3):
+        progress(k / 10, said("progress.compare_tokens", mode="cached", k=k, n=9))
+    progress(0.4, said("progress.warmup"))
+    assert capsys.readouterr().err.splitlines() == [
+        "[  0%] warming up both modes (a few tokens each, not measured)", "[ 10%] cached: token 1 of 9",
+        "[ 30%] cached: token 3 of 9", "[ 40%] warming up both modes (a few tokens each, not measured)"]

@@ -113,6 +113,11 @@ def test_compare_on_tiny_in_chinese():
                    "--lang", "zh")
     assert proc.returncode == 0, proc.stderr
     assert "[ 10%] 正在加载 tiny 的分词器（tokenizer）" in proc.stderr and "tiny 已就绪：cpu，fp32" in proc.stderr
+    # the comparison's own progress: its phase at once, its token counts (one kind) at most every 2 s, and the
+    # whole run of 3 + 3 tokens takes far less: one count, the first measured token's (7 of 12 tokens planned)
+    assert "\n[  0%] 两种模式先各预热几个 token（不计入测量）\n" in proc.stderr
+    counts = re.findall(r"^\[ *(\d+)%\] .+：第 (\d+) 个 token，共 3 个$", proc.stderr, re.M)
+    assert counts == [("58", "1")], proc.stderr
     out = proc.stdout
     for line in ("有缓存（cached）：", "无缓存（uncached）：", "有缓存运行：", "无缓存运行："):
         assert f"\n{line}\n" in f"\n{out}", f"no line {line!r}"
