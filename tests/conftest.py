@@ -20,6 +20,22 @@ atexit.register(shutil.rmtree, _EMPTY_CACHE, ignore_errors=True)
 os.environ["KVVIZ_CACHE"] = _EMPTY_CACHE
 
 
+# README's test command runs the tests on two pytest-xdist workers, whole files each, in the order collected
+# (--dist loadfile --no-loadscope-reorder), then the tests marked `alone` one at a time. The order below puts the
+# heavy files first, so that the run does not end on one worker with one long file left.
+HEAVY_FIRST = ("vllm", "slow", "browser")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files that start vLLM first, then the slow ones, then those that drive a browser, then the rest; each file's
+    own order is kept (a browser file's tests may walk one page in turn)."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        mine = next((i for i, mark in enumerate(HEAVY_FIRST) if item.get_closest_marker(mark)), len(HEAVY_FIRST))
+        rank[item.path] = min(rank.get(item.path, mine), mine)
+    items.sort(key=lambda item: rank[item.path])
+
+
 @pytest.fixture
 def write_config(tmp_path: Path):
     """Write a config dict as <tmp>/<name>/config.json and return the folder."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,10 +60,16 @@ def write_twin(folder: Path, raw: dict) -> Path:
     from kvviz.engine.loading import twin_tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(raw, indent=2), encoding="utf-8")
-    if not (folder / "tokenizer.json").is_file():
-        # the vocabulary as transformers' config class reads it (Gemma 3's text_config leaves it to the default)
-        twin_tokenizer(int(architecture_from_source(folder).vocab_size)).save_pretrained(str(folder))
+    # Each file arrives whole (written beside, then renamed): another kvviz, or a vLLM reading the folder, may be at
+    # the same twin at once; tokenizer.json, whose presence says the tokenizer is there, arrives last.
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{folder.name}-") as scratch:
+        (Path(scratch) / "config.json").write_text(json.dumps(raw, indent=2), encoding="utf-8")
+        os.replace(Path(scratch) / "config.json", folder / "config.json")
+        if not (folder / "tokenizer.json").is_file():
+            # the vocabulary as transformers' config class reads it (Gemma 3's text_config leaves it to the default)
+            twin_tokenizer(int(architecture_from_source(folder).vocab_size)).save_pretrained(scratch)
+            for made in sorted(Path(scratch).iterdir(), key=lambda f: f.name == "tokenizer.json"):
+                os.replace(made, folder / made.name)
     return folder
 
 

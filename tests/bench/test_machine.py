@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kvviz.base.cpu import cpu_record
 from kvviz.bench.common import write_results
 from kvviz.calc.machine import machine
+
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -6,7 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from kvviz.engine.queueing import DeviceLock
+
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
 
 
 def test_waiters_get_the_lock_in_the_order_they_asked():

@@ -114,6 +114,7 @@ def _stack_with_one_fast_kernel_a_shape(monkeypatch) -> tuple[_Stack, dict, list
     return model, fast, calls
 
 
+@pytest.mark.alone  # the slowed kernels are 2 ms slower a call: a busy core could blur that
 def test_the_choice_takes_the_fastest_kernel_per_shape_once_per_model(monkeypatch):
     """choose_kernels keeps, for each shape of product, the kernel whose calls are quickest, groups included, holds
     every product for it, and measures a model once."""
@@ -131,6 +132,7 @@ def test_the_choice_takes_the_fastest_kernel_per_shape_once_per_model(monkeypatc
     assert len(calls) == before, "measured once per model"
 
 
+@pytest.mark.alone  # the slowed kernels are 2 ms slower a call: a busy core could blur that
 def test_past_its_memory_budget_the_choice_times_one_product_a_shape_and_still_holds_all(monkeypatch):
     """With no bytes to spend on copies for timing, the pass times one product of each shape (4 shapes, each
     kernel on offer, every round) and every product, timed or not, ends held for its shape's kernel."""

@@ -17,6 +17,8 @@ from kvviz.serving.engine_load import CANCELLED, ENGINE_API, RequestStop, engine
 from kvviz.serving.load import POISSON, Load
 from kvviz.serving.prompts import Prompt, synthetic
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 PROMPTS = synthetic(8, 16, seed=3)
 EPS = 1e-3  # a request's t0 starts a few microseconds after its sent_s is read
 

@@ -19,6 +19,8 @@ from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import synthetic
 from kvviz.serving.timed_server import timed_server
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 
 class Recorder(Reply):
     """Keeps what a reply said and the time of each piece; has had enough once `enough_after` came."""

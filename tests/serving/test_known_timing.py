@@ -20,6 +20,8 @@ from kvviz.serving.overhead import BUSY, LATE_READS
 from kvviz.serving.prompts import synthetic
 from kvviz.serving.timed_server import timed_server
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 TTFT_S, ITL_S, TOKENS = 0.3, 0.025, 32
 WAVES = 3
 TTFT_BOUND, THROUGHPUT_BOUND, TPOT_BOUND = 0.05, 0.03, 0.05

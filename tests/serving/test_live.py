@@ -14,6 +14,8 @@ from kvviz.serving.live import ONE, PREFIX, SWEEP, LiveJob, Plan
 from kvviz.serving.load import Load
 from tests.serving.fake_server import MODEL, fake_server
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 SLACK = 0.06
 
 

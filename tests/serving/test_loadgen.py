@@ -17,6 +17,8 @@ from kvviz.serving.prompts import synthetic
 from kvviz.serving.stats import Slo
 from tests.serving.fake_server import MODEL, fake_server
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 SLACK = 0.06  # seconds a loaded 2-core machine may add to a sleep and a loopback hop
 PROMPTS = synthetic(4, 8)
 

@@ -11,6 +11,8 @@ from kvviz.serving.prompts import synthetic
 from kvviz.serving.sweep import CLIENT, LAST, levels, prompts_needed, stop_reason, sweep, sweep_frame
 from tests.serving.fake_server import MODEL, fake_server
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 
 @pytest.mark.parametrize(("top", "expected"), [(1, [1]), (6, [1, 2, 4, 6]), (16, [1, 2, 4, 8, 16])])
 def test_levels_double_up_to_the_last(top, expected):

@@ -12,6 +12,8 @@ import pytest
 
 from kvviz.serving.timed_server import throughput, timed_server
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 
 @pytest.fixture(scope="module")
 def server():

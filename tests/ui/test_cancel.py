@@ -22,7 +22,7 @@ from kvviz.engine.request import GenerationRequest
 from kvviz.ui.worker import Generate, events
 from tests.helpers import running_app
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 LONG_MODEL = "random:smollm2-135m"  # tens of ms per token here: a 1,000-token run lasts about a minute
 TOKENS = 3  # a stop is seen before the next token: one token in flight, one more to see the flag, one of noise
 # Besides those tokens and the waiting request's own run (next_alone_s, measured alone), what may

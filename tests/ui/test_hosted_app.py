@@ -16,7 +16,7 @@ from kvviz.calc.presets import preset_names
 from tests.helpers import REPO, running_app
 from tests.ui.test_fuzz import CALC_CHECK, CALC_CHECK_BYTES, SPECIAL, bad_models, drive
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 TIME_LIMIT_S = 8  # room for a twin's first load (a few seconds), far below a 1,000-token uncached run
 LIMITS = ["--hosted", "--max-new-tokens", "1000", "--max-prompt-tokens", "32", "--max-twin-params", "200M",

@@ -25,7 +25,7 @@ from gradio_client.exceptions import AppError
 
 from tests.helpers import REPO, running_app
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 TIME_LIMIT_S = 8  # room for the checks of a Stop test on a busy machine; far below any of the long runs here
 MARGIN_S = 4.0  # the handler's poll (0.25 s), a forward pass heard after the stop, round trips on a busy machine

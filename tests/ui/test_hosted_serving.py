@@ -27,7 +27,7 @@ from gradio_client.exceptions import AppError
 from kvviz.serving.timed_server import timed_server
 from tests.helpers import running_app
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 TIME_LIMIT_S = 6  # room for the sweep's first level on a busy machine
 MARGIN_S = 2.5  # the page's redraw period (1 s), the client's round trips; far below what an unbounded run takes

@@ -77,7 +77,7 @@ def test_q3_answer_is_whole(browser, app_url, locale, tab, ending):  # noqa: F81
     """Question 3's answer, with no model of known shape, ends with its last sentence in either language (a
     `<preset>` in it was once taken for an HTML tag, and the answer ended "…(tiny, random:")."""
     page = open_page(browser, app_url, locale)
-    page.get_by_role("tab", name=tab).click()
+    page.get_by_role("tab", name=tab).click(timeout=60_000)  # the Chinese page names its tabs once it has loaded
     page.locator("#lesson-model input").fill("Qwen/Qwen2.5-0.5B-Instruct")  # a hub id: no shape known offline
     page.locator("#lesson-model input").press("Enter")
     page.locator("#lesson-refresh").click()

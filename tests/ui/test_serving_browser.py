@@ -11,22 +11,25 @@ keeps one of tiny's two KV heads (4 layers × 2 × 1 × 32 × 2 bytes = 512 byte
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.helpers import running_app
+from tests.serving.procs import TAG_VAR, new_tag, tagged
 from tests.ui.test_browser import ARGS, CHROMIUM
 
 pytestmark = [pytest.mark.browser, pytest.mark.vllm, pytest.mark.slow]
 START_S = 300_000  # ms: vLLM starts in about 35-65 s on 2 cores; more on a busy machine
 
 
-def vllm_servers() -> list[str]:
-    found = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
-    return found.stdout.split()
+TAG = new_tag()  # in the app's environment, so in every vLLM it starts: another test's vLLM beside it is not its
+
+
+def vllm_servers() -> list[int]:
+    """The vLLM API servers this module's app started, still alive."""
+    return [p.pid for p in tagged(TAG) if "vllm.entrypoints.openai.api_server" in p.cmdline]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,8 @@ def shots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    before = vllm_servers()
-    with running_app("--model", "tiny", log=tmp_path_factory.mktemp("serving") / "app.log") as app, \
+    with running_app("--model", "tiny", log=tmp_path_factory.mktemp("serving") / "app.log",
+                     env={TAG_VAR: TAG}) as app, \
             sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         pg = browser.new_page(viewport={"width": 1500, "height": 1100})
@@ -47,7 +50,7 @@ def page(tmp_path_factory):
         pg.get_by_role("tab", name="Serving").click()
         yield pg
         browser.close()
-    assert vllm_servers() == before, "vLLM is still running after the app stopped"
+    assert vllm_servers() == [], "vLLM is still running after the app stopped"
 
 
 def _set(page: Page, slider: str, value: str) -> None:

@@ -41,6 +41,8 @@ from kvviz.ui.worker import (
     events,
 )
 
+pytestmark = pytest.mark.alone  # times what the machine does: run with nothing beside it (README)
+
 TWIN = "random:smollm2-135m"  # tens of ms per token here, and no end of sequence: a long run stays long
 
 
