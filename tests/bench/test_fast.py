@@ -14,6 +14,7 @@ from kvviz.bench.fast import VARIANTS
 from kvviz.engine import regions
 
 
+@pytest.mark.alone  # generate's decode rate is two timed runs apart: beside another test the shorter once took longer
 def test_fast_quick_writes_every_variant_and_the_static_compile(tmp_path, capsys):
     """The quick run writes rows for model.generate and the three modes, the static warm-up's compile apart, and a
     summary whose speedups and utilisations follow from the medians."""
