@@ -44,6 +44,7 @@ import time
 
 KILL_WAIT_S = 5.0  # after SIGKILL a process is gone at once; this only bounds a stuck kernel
 POLL_S = 0.1
+LIFELINE_SETTLE_S = 2.0  # how long the lifeline may trail a parent change (kvviz's last thread still closing it)
 PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GUARDIAN_NOTE = "[kvviz guardian"  # how the guardian's notes in vLLM's log begin
@@ -150,12 +151,23 @@ class Watch:
         if got == b"":
             return "kvviz closed the lifeline (stopped, or ended)"
         if os.getppid() != self.parent:
-            return "kvviz is gone (the guardian has a new parent)"
+            return self.why_parent_changed()
         if self.children is not None:
             self.children.reap()
             if self.children.server_status is not None:
                 return f"vLLM's server exited ({self.children.server_status})"
         return None
+
+
+    def why_parent_changed(self) -> str:
+        """kvviz is gone. A kvviz of several threads can hand its children to a new parent before its last
+        thread closes the lifeline's write end, so the lifeline gets a moment to say so; only a write end held
+        elsewhere (a child forked without exec) leaves the new parent as the reason."""
+        got = read_lifeline(self.lifeline_fd, LIFELINE_SETTLE_S)
+        self.ready = self.ready or got == READY_BYTE
+        if got == b"":
+            return "kvviz closed the lifeline (stopped, or ended)"
+        return "kvviz is gone (the guardian has a new parent)"
 
 
 def note(text: str) -> None:

@@ -10,11 +10,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
-from kvviz.serving.guardian import GUARDIAN_NOTE, READY_BYTE
+from kvviz.serving.guardian import GUARDIAN_NOTE, READY_BYTE, Watch
 from kvviz.serving.vllm import GUARDIAN
 from tests.helpers import REPO
 from tests.serving.procs import TAG_VAR, kill_tagged, left_after, new_tag, tagged, wait_for
@@ -174,3 +175,22 @@ def test_left_after_sees_a_process_that_is_left(guarded):
     """The check itself can fail: a stand-in nobody stops is still there after the wait."""
     g = guarded()
     assert len(left_after(g.tag, 0.5)) == 3
+
+
+@pytest.mark.parametrize("closes", [True, False], ids=["the lifeline closes just after", "the write end stays open"])
+def test_a_new_parent_waits_a_moment_for_the_lifeline(closes):
+    """A kvviz of several threads can hand the guardian to a new parent before its last thread closes the
+    lifeline (the CI run of 2026-12-04 logged the parent change for a kvviz killed alone): the write end closed
+    0.3 s after is still named as the reason; one that stays open (a forked child's) leaves the new parent."""
+    read_end, write_end = os.pipe()
+    try:
+        watch = Watch(read_end)
+        if closes:
+            threading.Timer(0.3, os.close, (write_end,)).start()
+        reason = watch.why_parent_changed()
+        assert reason == ("kvviz closed the lifeline (stopped, or ended)" if closes
+                          else "kvviz is gone (the guardian has a new parent)")
+    finally:
+        os.close(read_end)
+        if not closes:
+            os.close(write_end)
