@@ -15,7 +15,7 @@ uses anyway into kvviz's cache folder, and called through ctypes, which lets go 
 -march=native picks its path (path() says which a build took): AVX-512 where the CPU has it, with AVX512-BF16's
 dot product where it has that too and bf16 widened to fp32 where it does not; else AVX2 with FMA, in 256-bit
 vectors, bf16 widened by a mask and a shift against x split once per product, with a software prefetch 1 KB ahead
-(on a Zen 3 EPYC: 0.81-0.84 of the read, against 0.74-0.76 widened value by value; the one-stream walk is the same
+(on a Zen 3 EPYC: 0.81-0.84 of the read, against 0.71-0.76 widened value by value; the one-stream walk is the same
 on both). Its threads are torch's own: the library asks for
 OpenMP, and the runtime it finds is the one torch loaded (libgomp.so.1), so a step's products and torch's
 operators share one pool of threads. Where the CPU has neither AVX-512 nor AVX2 with FMA, there is no compiler or

@@ -120,7 +120,7 @@ static inline float hsum8(__m256 v) {
  * for every row took twice the instructions. A software prefetch 1 KB ahead (a line per 32 values) keeps more of
  * the stream in flight than the out-of-order window does at these instructions a byte. On the 2-core Zen 3 EPYC,
  * the Qwen2.5-0.5B twin's bf16 products (a step's worth, one thread or two) interleaved with a streaming read in 9
- * rounds: 0.74-0.76 of the read before, 0.77-0.81 with the split, 0.83-0.84 with the prefetch too (256 to 2048
+ * rounds: 0.71-0.76 of the read before, 0.76-0.81 with the split, 0.81-0.84 with the prefetch too (256 to 2048
  * bytes ahead tried: 0.76-0.84); fp32 rows, at 0.90 of the read, gained nothing from a prefetch. */
 #define PREFETCH_AHEAD 512 /* bf16 values: 1 KB */
 static void bf16_band(const uint16_t *w, const uint16_t *x, const float *xe, const float *xo, const uint16_t *b,
