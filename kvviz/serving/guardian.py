@@ -49,6 +49,7 @@ PR_SET_CHILD_SUBREAPER = 36
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GUARDIAN_NOTE = "[kvviz guardian"  # how the guardian's notes in vLLM's log begin
 READY_BYTE = b"r"  # the one message kvviz writes on the lifeline: vLLM answers, give it the ready grace
+LIFELINE_CLOSED = "kvviz closed the lifeline (stopped, or ended)"
 
 
 def group_alive(pgid: int) -> bool:
@@ -149,7 +150,7 @@ class Watch:
         if self.signalled is not None:
             return f"the guardian got {signal.Signals(self.signalled).name}"
         if got == b"":
-            return "kvviz closed the lifeline (stopped, or ended)"
+            return LIFELINE_CLOSED
         if os.getppid() != self.parent:
             return self.why_parent_changed()
         if self.children is not None:
@@ -158,7 +159,6 @@ class Watch:
                 return f"vLLM's server exited ({self.children.server_status})"
         return None
 
-
     def why_parent_changed(self) -> str:
         """kvviz is gone. A kvviz of several threads can hand its children to a new parent before its last
         thread closes the lifeline's write end, so the lifeline gets a moment to say so; only a write end held
@@ -166,7 +166,7 @@ class Watch:
         got = read_lifeline(self.lifeline_fd, LIFELINE_SETTLE_S)
         self.ready = self.ready or got == READY_BYTE
         if got == b"":
-            return "kvviz closed the lifeline (stopped, or ended)"
+            return LIFELINE_CLOSED
         return "kvviz is gone (the guardian has a new parent)"
 
 
