@@ -51,7 +51,7 @@ from torch import Tensor
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 from kvviz.base.cpu import mem_available
-from kvviz.engine import stream
+from kvviz.engine import hugepages, stream
 
 # How a product runs, chosen on each machine per shape by timing the model's own step (choose_kernels):
 #   "onednn": oneDNN's linear on a copy prepacked into its blocked layout (what inductor's freezing does);
@@ -102,13 +102,17 @@ def kernels(dtype: torch.dtype) -> tuple[str, ...]:
 
 
 def _copy(kernel: str, weight: Tensor) -> Tensor:
-    """`weight` ([out, in]) as `kernel` reads it: prepacked for one row, or itself."""
+    """`weight` ([out, in]) as `kernel` reads it: prepacked for one row, or itself; in 2 MB pages where Linux
+    allows (kvviz.engine.hugepages: a weight used as it is collapses in place, its values unchanged)."""
     weight = weight.detach()
     if kernel == "onednn":
-        return torch.ops.mkldnn._reorder_linear_weight(weight, 1)
-    if kernel == "mkl":
-        return torch.ops.mkl._mkl_reorder_linear_weight(weight, 1)
-    return weight.contiguous()  # mv and stream
+        copy = torch.ops.mkldnn._reorder_linear_weight(weight, 1)
+    elif kernel == "mkl":
+        copy = torch.ops.mkl._mkl_reorder_linear_weight(weight, 1)
+    else:
+        copy = weight.contiguous()  # mv and stream
+    hugepages.collapse(copy)
+    return copy
 
 
 def _product(kernel: str, x: Tensor, copy: Tensor, bias: Tensor | None, rows: int) -> Tensor | None:

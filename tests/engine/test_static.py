@@ -92,6 +92,13 @@ def test_static_tokens_identical_to_the_cached_loop_in_fp32(cached, first, secon
     assert first.finished.text == cached.finished.text
 
 
+def test_the_model_keeps_sdpa_outside_the_compiled_step(lm, first):
+    """The compiled step traced the new token's attention as kvviz's decode attention; the model itself asks for
+    transformers' sdpa again afterwards, so the eager modes run transformers' attention."""
+    assert "attention in fp32 over grouped heads" in first.compiled.how
+    assert lm.model.config._attn_implementation == "sdpa"
+
+
 def test_static_kv_bytes_allocated_up_front_and_predicted_exactly(lm, cached, first):
     """The static cache holds its whole length from the first token on: measured == static_cache_bytes, at every
     step, more than the growing cache held at the first token and no less at the last."""
