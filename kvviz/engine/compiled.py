@@ -217,7 +217,9 @@ def compile_settings(device: torch.device) -> CompileSettings:
     read one input concatenated): on a 2-core EPYC the Qwen2.5-0.5B twin's bf16 step compiled in 34-46 s that way
     and in 15-19 s this way, its step about 2 ms slower (30.5 against 28.5 ms: the Python around the operators),
     SmolLM2's fp32 step 6 ms faster (docs/benchmarks.md). Without any prepacking a bf16 step ran 12x slower.
-    inductor's C++ wrapper (cpp_wrapper), which would remove that Python, cannot yet generate a nested region.
+    inductor's C++ wrapper (cpp_wrapper), which would remove that Python, cannot yet generate a nested region;
+    what is left of it is trimmed: no size and alignment checks after each operator (UNCHECKED), and the new
+    token's attention in fp32 over the cached key-value heads (kvviz.engine.decode_attention, while traced).
     Where the C++ compiler is known to build for every ISA the CPU reports, inductor takes them on trust
     (compiler_trusts_isa) instead of test-compiling each."""
     skip = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
