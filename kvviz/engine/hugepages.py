@@ -1,5 +1,5 @@
 """A CPU step's weights in 2 MB pages: Linux asked to back a tensor's memory with transparent huge pages now, in
-place, where it allows that. Knows Linux's madvise and /proc; nothing of models or kernels.
+place, where it allows that. Knows Linux's madvise; nothing of models or kernels.
 
 Why. A decode step streams every weight once, front to back, and with 4 KB pages that walk misses the TLB every
 4 KB (Zen 3's second-level TLB holds 2,048 entries, 8 MB of 4 KB pages, against a 988 MB step). On a 2-core Zen 3
@@ -23,7 +23,7 @@ import ctypes
 import ctypes.util
 import logging
 import platform
-from functools import cache, lru_cache
+from functools import cache
 
 import torch
 from torch import Tensor
@@ -35,7 +35,7 @@ MADV_HUGEPAGE = 14  # <linux/mman.h>: eligible for huge pages, kept so
 MADV_COLLAPSE = 25  # <linux/mman.h>: made of huge pages now, synchronously (Linux 6.1)
 
 
-@lru_cache(maxsize=1)
+@cache
 def _madvise():
     """libc's madvise with its argument types, or None off Linux."""
     if platform.system() != "Linux":
