@@ -253,7 +253,7 @@ recomputed from the same formula, shown with your numbers.
     "calc.accel.a10g": "about 70 TFLOP/s; the AWS g5 part",
     "calc.accel.t4": "no bf16: fp16 tensor cores, 65 TFLOP/s",
     "calc.accel.measured_cpu":
-        "measured now with {threads} torch threads: {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
+        "measured now with {threads} torch thread(s): {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
     "calc.accel.measured": "measured now with {dtype} matvec over {mib} MiB and a {n}x{n} matmul, best of {k}",
     # the seq_len pair (kvviz.ui.calculator.tab): a slider dragged on a log2 scale beside the exact length's box
     "calc.seq_len.drag": "seq_len, dragged on a log₂ scale (10 = 1,024; 13 = 8,192; 18 = 262,144)",
