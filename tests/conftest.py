@@ -37,6 +37,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def vllm_auto_dtype(monkeypatch):
+    """vLLM's CPU build as it chooses its dtype itself (bf16 for an fp32, fp16 or bf16 checkpoint), whatever
+    this machine's CPU: for figures worked out by hand in bf16. Unset, kvviz asks for fp32 on a CPU without bf16
+    instructions (kvviz.serving.vllm.cpu_fp32); the variable reaches the commands a test runs too."""
+    from kvviz.serving.vllm import DTYPE_ENV
+
+    monkeypatch.setenv(DTYPE_ENV, "auto")
+
+
+@pytest.fixture
+def vllm_fp32(monkeypatch):
+    """vLLM's CPU build asked for fp32, as kvviz asks it on a CPU without bf16 instructions."""
+    from kvviz.serving.vllm import DTYPE_ENV
+
+    monkeypatch.setenv(DTYPE_ENV, "fp32")
+
+
+@pytest.fixture
 def write_config(tmp_path: Path):
     """Write a config dict as <tmp>/<name>/config.json and return the folder."""
 

@@ -29,6 +29,24 @@ def this_cpu() -> dict:
         return {"cpu_model": platform.processor() or None, "isa": []}
 
 
+X86 = ("x86_64", "amd64")
+BF16_ISA = ("avx512_bf16", "amx_bf16")  # x86 instructions that compute on bf16 values themselves
+
+
+def lacks_bf16(cpuinfo: str | None = None, arch: str | None = None) -> bool:
+    """Whether this is an x86 CPU without bf16 instructions (neither AVX512-BF16 nor AMX-BF16): torch and vLLM's
+    CPU build then compute bf16 in software, every operand converted to fp32 and back. cpuinfo, arch: another
+    machine's /proc/cpuinfo text and platform.machine(), for a test. False off x86 (ARM's bf16 is not read here)
+    and where /proc/cpuinfo cannot be read: what is not known to be missing is not worked around."""
+    if (arch or platform.machine()).lower() not in X86:
+        return False
+    try:
+        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    except OSError:
+        return False
+    return not set(cpu_record(text)["isa"]) & set(BF16_ISA)
+
+
 def cpu_name() -> str:
     """This CPU's model in words, the machine's architecture where none is known."""
     return this_cpu()["cpu_model"] or platform.machine()

@@ -6,7 +6,8 @@ app), leaks (memory over many runs), cancel (how soon Stop, a cancelled call or 
 serving (vLLM under load, beside vLLM's own benchmark and kvviz's engine; not in `all`, as it needs vLLM's
 environment), loadgen (kvviz's load generator against a server of known timings, up to 256 in flight), fast
 (the static mode: a preallocated cache and a compiled decode step, beside the plain loops and
-model.generate), figures (plotly HTML and PNG from the results), and all
+model.generate), vllm-dtype (vLLM's CPU build in bf16 against fp32), figures (plotly HTML and PNG from the
+results), and all
 (every part in turn; with --quick, seconds each, as CI runs it).
 """
 
@@ -233,6 +234,16 @@ def _serving(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     write_results(args.out, "serving-quick" if args.quick else "serving", frame, summary, argv)
 
 
+def _vllm_dtype(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from dataclasses import replace
+
+    from kvviz.bench.vllm_dtype import FULL, QUICK, dtype_bench
+
+    plan = QUICK if args.quick else replace(FULL, model=args.model, rounds=args.rounds)
+    frame, summary = dtype_bench(plan)
+    write_results(args.out, "vllm-dtype-quick" if args.quick else "vllm-dtype", frame, summary, argv)
+
+
 def _loadgen(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from dataclasses import replace
 
@@ -294,7 +305,7 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
          "batch": _batch, "fast": _fast, "calculator": _calculator, "app": _app, "concurrency": _concurrency,
          "leaks": _leaks, "cancel": _cancel, "gpu": _gpu, "serving": _serving, "loadgen": _loadgen,
-         "simulator": _simulator,
+         "simulator": _simulator, "vllm-dtype": _vllm_dtype,
          "figures": _figures, "all": _all}
 
 
@@ -388,6 +399,10 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
                   [("--models", {"nargs": "+", "default": None,
                                  "help": "of tiny and smollm2-135m-instruct, these only (default both)"}),
                    NO_PNG, ("--no-figures", {"action": "store_true", "help": "no figure"})]),
+    "vllm-dtype": ("vLLM's CPU build in bf16 against fp32 on this machine: TTFT, TPOT and tokens/s of three loads, "
+                   "a start per dtype per round, rounds interleaved (needs `python -m kvviz.serving setup`)",
+                   "tiny, two small loads, one round",
+                   [_text("--model", "smollm2-135m-instruct"), _int("--rounds", 2)]),
     "figures": ("plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
                 "draw the quick runs' results (PART-quick.csv)", [NO_PNG]),
     "all": ("every part in turn, then the figures", "every part in its quick mode (CI)", [NO_PNG]),

@@ -219,8 +219,10 @@ EN: dict[str, str] = {
     "vllm.exited": "vLLM exited ({code}): {why}",
     "vllm.exited_starting": "vLLM exited ({code}) while starting: {why} (log: {log})",
     "vllm.not_ready": "vLLM did not become ready within {s:g} s (log: {log})",
+    "vllm.cpu_dtype_env": "{name}={value} is not a dtype kvviz asks of vLLM's CPU build: fp32, or auto (vLLM's "
+                          "own choice, bf16); unset, fp32 on a CPU without bf16 instructions",
     "vllm.no_memory": "{model} cannot start on this machine: it needs {need} of memory ({weights} of weights in "
-                      "16 bits for {engines} engine(s), {kv} of KV space for {workers} worker(s)) and {free} is "
+                      "{bits} bits for {engines} engine(s), {kv} of KV space for {workers} worker(s)) and {free} is "
                       "available",
     "vllm.no_venv": "no vLLM environment at {venv}: build it with `python -m kvviz.serving setup`",
     "vllm.setup_failed": "setting up vLLM failed while {step} (exit {code}): {why} (the whole log: {log})",
@@ -244,9 +246,10 @@ EN: dict[str, str] = {
     "vllm.setup.stopped": "The set-up was stopped and what it had made in {venv} removed",
     "vllm.setup.ended": "the set-up ended after {s} s",
     "vllm.not_model_folder": "no config.json in {folder}: not a model folder",
-    "vllm.status.ready": "vLLM serves {model} at {url} (ready in {s:.0f} s; KV cache {tokens:,} tokens in {gib} GiB)",
-    "vllm.status.ready_ranks": "vLLM serves {model} at {url} (ready in {s:.0f} s) on {n} ranks ({layout}), {gib} GiB "
-                               "of KV cache each; KV cache tokens per rank as vLLM logged them: {ranks}",
+    "vllm.status.ready": "vLLM serves {model} at {url} (ready in {s:.0f} s; KV cache {tokens:,} tokens in {gib} GiB; "
+                         "in {dtype})",
+    "vllm.status.ready_ranks": "vLLM serves {model} at {url} (ready in {s:.0f} s; in {dtype}) on {n} ranks ({layout}), "
+                               "{gib} GiB of KV cache each; KV cache tokens per rank as vLLM logged them: {ranks}",
     "vllm.no_completion": "{url} did not answer a completion (HTTP {code})",
     "parallel_capacity.layout": "layout {text!r}: write the sizes as tp2, pp2, dp2 or together as tp2pp2 (whole "
                                 "numbers of at least 1)",
@@ -535,7 +538,9 @@ ZH: dict[str, str] = {
     "vllm.exited": "vLLM 已退出（{code}）：{why}",
     "vllm.exited_starting": "vLLM 启动时退出（{code}）：{why}（日志：{log}）",
     "vllm.not_ready": "vLLM 未在 {s:g} 秒内就绪（日志：{log}）",
-    "vllm.no_memory": "{model} 无法在本机启动：它需要 {need} 内存（{engines} 个引擎的 16 位权重 {weights}，"
+    "vllm.cpu_dtype_env": "{name}={value} 不是 kvviz 可以交给 vLLM CPU 版的数据类型：fp32，或 auto（由 vLLM 自己选，"
+                          "即 bf16）；不设时，在没有 bf16 指令的 CPU 上用 fp32",
+    "vllm.no_memory": "{model} 无法在本机启动：它需要 {need} 内存（{engines} 个引擎的 {bits} 位权重 {weights}，"
                       "{workers} 个 worker 的 KV 空间 {kv}），而本机可用 {free}",
     "vllm.no_venv": "{venv} 没有 vLLM 环境：请用 `python -m kvviz.serving setup` 构建",
     "vllm.setup_failed": "安装 vLLM 失败，当时正在{step}（退出码 {code}）：{why}（完整日志：{log}）",
@@ -559,8 +564,10 @@ ZH: dict[str, str] = {
     "vllm.setup.stopped": "安装已停止，已移除它在 {venv} 中创建的内容",
     "vllm.setup.ended": "安装在 {s} 秒后结束",
     "vllm.not_model_folder": "{folder} 中没有 config.json：不是模型文件夹",
-    "vllm.status.ready": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪；KV Cache {tokens:,} 个 token，共 {gib} GiB）",
-    "vllm.status.ready_ranks": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪），共 {n} 个 rank（{layout}），每个 "
+    "vllm.status.ready": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪；KV Cache {tokens:,} 个 token，共 {gib} GiB；"
+                         "数据类型 {dtype}）",
+    "vllm.status.ready_ranks": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪；数据类型 {dtype}），共 {n} 个 rank"
+                               "（{layout}），每个 "
                                "{gib} GiB KV Cache；vLLM 日志中每个 rank 的 KV Cache token 数：{ranks}",
     "vllm.no_completion": "{url} 没有返回补全结果（HTTP {code}）",
     "parallel_capacity.layout": "布局 {text!r}：请把并行规模写成 tp2、pp2、dp2，或合写为 tp2pp2（至少为 1 的整数）",

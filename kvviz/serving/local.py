@@ -56,15 +56,16 @@ class EngineStatus:
     layout: str | None = None  # "tp2 pp1 dp1" for a server on several ranks, None on one
     ranks: str | None = None  # vllm.ranks_text: each rank and the capacity vLLM logged for it
     workers: int = 1
+    dtype: str | None = None  # the type vLLM's log states it runs the model in (torch's name: bfloat16, float32)
 
     def line(self) -> Said:
         """One line a person reads (its English; kvviz.i18n.errors.translate renders it in their language)."""
         if self.state == READY and self.workers > 1:
             return said("vllm.status.ready_ranks", model=self.model, url=self.url, s=self.ready_s, n=self.workers,
-                        layout=self.layout, gib=self.kv_space_gib, ranks=self.ranks)
+                        layout=self.layout, gib=self.kv_space_gib, ranks=self.ranks, dtype=self.dtype or "?")
         if self.state == READY:
             return said("vllm.status.ready", model=self.model, url=self.url, s=self.ready_s,
-                        tokens=self.kv_capacity_tokens or 0, gib=self.kv_space_gib)
+                        tokens=self.kv_capacity_tokens or 0, gib=self.kv_space_gib, dtype=self.dtype or "?")
         if self.state == STARTING:
             return said("vllm.status.starting", model=self.model)
         if self.state == FAILED:
@@ -145,7 +146,7 @@ class LocalEngine:
                 self._status = EngineStatus(READY, server.spec.name, server.spec.model_dir, server.spec.base_url,
                                             server.ready_s, server.facts.kv_capacity_tokens, server.spec.kv_space_gib,
                                             layout=_layout(server.spec), ranks=ranks_text(server.facts),
-                                            workers=server.spec.workers)
+                                            workers=server.spec.workers, dtype=server.facts.dtype)
 
     def wait(self, timeout_s: float) -> EngineStatus:
         """The status once the server is no longer starting, or after timeout_s."""

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvviz.base.cpu import usable_cpus
+from kvviz.base.cpu import lacks_bf16, usable_cpus
 from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import clip, whole_number
 from kvviz.serving.endpoint import Endpoint, endpoint
@@ -57,6 +57,7 @@ MARKER = ".kvviz-setup-incomplete"  # in a venv kvviz.serving.setup is building,
 CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 DTYPE_LINE = re.compile(r"\bdtype=torch\.(\w+)")
 CPU_WEIGHT_BYTES = 2  # vLLM's CPU build holds fp32, fp16 and bf16 checkpoints in 16 bits (an fp32 one in bf16)
+CPU_FP32 = ("--dtype", "float32")
 
 
 class VllmError(KvvizError, RuntimeError):
@@ -79,6 +80,39 @@ def has_cuda_gpu() -> bool:
         return False
     done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)  # noqa: S603
     return done.returncode == 0 and "GPU" in done.stdout
+
+
+DTYPE_ENV = "KVVIZ_VLLM_CPU_DTYPE"  # fp32, or auto (vLLM's own choice); unset: fp32 on a CPU without bf16
+
+
+def cpu_fp32() -> bool:
+    """Whether kvviz asks vLLM's CPU build for fp32: on an x86 CPU without bf16 instructions
+    (kvviz.base.cpu.lacks_bf16), or where KVVIZ_VLLM_CPU_DTYPE says fp32; KVVIZ_VLLM_CPU_DTYPE=auto leaves
+    vLLM's own choice, bf16 for an fp32, fp16 or bf16 checkpoint (to compare the two on one machine). Without
+    those instructions bf16 is computed in software: on a 2-core AVX2 EPYC, SmolLM2-135M-Instruct in bf16 took
+    1.4 s to the first token of a 64-token prompt and 13 s for a 384-token one, and gave 13 tokens/s at 4 in
+    flight; in fp32 0.25 s, 2.2 s and 32-44 tokens/s (docs/serving.md, "bf16 without bf16 instructions")."""
+    chosen = os.environ.get(DTYPE_ENV, "").strip().lower()
+    if chosen not in ("", "fp32", "auto"):
+        raise InputError("vllm.cpu_dtype_env", name=DTYPE_ENV, value=clip(chosen, 40))
+    return chosen == "fp32" or (not chosen and lacks_bf16())
+
+
+def cpu_dtype_args(extra_args: Sequence[str] = ()) -> tuple[str, ...]:
+    """vLLM's options for the dtype kvviz asks of its CPU build (cpu_fp32): --dtype float32, or none. None
+    where the options given already name a dtype, or on a CUDA GPU (vLLM's CUDA build)."""
+    if any(a == "--dtype" or a.startswith("--dtype=") for a in extra_args) or not cpu_fp32() or has_cuda_gpu():
+        return ()
+    return CPU_FP32
+
+
+def cpu_weight_bytes(extra_args: Sequence[str] = ()) -> int:
+    """The bytes a parameter takes in vLLM's CPU build: 4 where it runs in fp32 (kvviz asked, or the options
+    given did), else CPU_WEIGHT_BYTES."""
+    args = [*cpu_dtype_args(extra_args), *extra_args]
+    named = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--dtype"]
+    named += [a.split("=", 1)[1] for a in args if a.startswith("--dtype=")]
+    return 4 if named and named[-1] in ("float32", "float") else CPU_WEIGHT_BYTES
 
 
 def probe_args(pipeline_parallel: int = 1) -> tuple[str, ...]:
@@ -163,7 +197,7 @@ def check_layout(spec: ServerSpec) -> None:
 
 def memory_need(spec: ServerSpec) -> tuple[int, int] | None:
     """(weight bytes, KV bytes) that the CPU build's workers for `spec` take at the least, all on this machine:
-    the parameters counted from config.json at CPU_WEIGHT_BYTES each, once per data-parallel engine (tensor and
+    the parameters counted from config.json at cpu_weight_bytes each, once per data-parallel engine (tensor and
     pipeline ranks split them), and VLLM_CPU_KVCACHE_SPACE for every worker. None where the weights cannot be
     counted that way: a config kvviz cannot read, or a quantised checkpoint (packed smaller than 16 bits)."""
     from kvviz.calc.arch import architecture_from_source
@@ -176,7 +210,8 @@ def memory_need(spec: ServerSpec) -> tuple[int, int] | None:
         params = count_params(architecture_from_source(spec.model_dir)).total
     except (ConfigError, OSError):
         return None
-    return params * CPU_WEIGHT_BYTES * spec.data_parallel, spec.kv_space_gib * (1 << 30) * spec.workers
+    weights = params * cpu_weight_bytes(spec.extra_args) * spec.data_parallel
+    return weights, spec.kv_space_gib * (1 << 30) * spec.workers
 
 
 def check_memory(spec: ServerSpec, available: int | None = None) -> None:
@@ -197,7 +232,8 @@ def check_memory(spec: ServerSpec, available: int | None = None) -> None:
     if free is not None and weights + kv > free:
         said = {key: f"{fmt_scaled(to_gb(n))} GB" for key, n in (("need", weights + kv), ("weights", weights),
                                                                    ("kv", kv), ("free", free))}
-        raise VllmError("vllm.no_memory", model=spec.name, engines=spec.data_parallel, workers=spec.workers, **said)
+        raise VllmError("vllm.no_memory", model=spec.name, engines=spec.data_parallel, workers=spec.workers,
+                        bits=8 * cpu_weight_bytes(spec.extra_args), **said)
 
 
 def command(spec: ServerSpec, python: Path) -> list[str]:
@@ -217,7 +253,7 @@ def command(spec: ServerSpec, python: Path) -> list[str]:
         # one node's workers as local processes (vLLM's default there too; Ray is for several nodes): the CPU
         # build runs no other way, and the CUDA build then needs no Ray
         cmd += ["--distributed-executor-backend", "mp"]
-    return cmd + list(spec.extra_args)
+    return cmd + list(cpu_dtype_args(spec.extra_args)) + list(spec.extra_args)
 
 
 def worker_threads(workers: int = 1, cpus: int | None = None) -> int:

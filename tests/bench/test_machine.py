@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kvviz.base.cpu import cpu_record
+from kvviz.base.cpu import cpu_record, lacks_bf16
 from kvviz.bench.common import write_results
 from kvviz.calc.machine import machine
 
@@ -31,6 +31,17 @@ def test_the_cpu_record_reads_the_model_and_the_flags_that_matter():
                                    "isa": ["avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile",
                                            "amx_bf16"]}
     assert cpu_record("") == {"cpu_model": None, "isa": []}
+
+
+def test_a_cpu_lacks_bf16_without_avx512_bf16_or_amx_bf16():
+    """The Xeon above has both; an AVX2 EPYC's flags (Zen 3, as /proc/cpuinfo lists them) have neither; one of
+    the two is enough; off x86 the flags are not read (False: nothing worked around)."""
+    epyc = "model name\t: AMD EPYC\nflags\t\t: fpu sse sse2 avx avx2 fma bmi2 vaes vpclmulqdq\n"
+    assert lacks_bf16(CPUINFO, "x86_64") is False
+    assert lacks_bf16(epyc, "x86_64") is True
+    assert lacks_bf16(epyc.replace("avx2", "avx2 avx512f avx512_bf16"), "x86_64") is False
+    assert lacks_bf16(epyc.replace("avx2", "avx2 amx_bf16"), "AMD64") is False
+    assert lacks_bf16(epyc, "aarch64") is False
 
 
 def test_a_result_carries_the_machine(tmp_path):

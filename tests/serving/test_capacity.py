@@ -25,6 +25,8 @@ from kvviz.serving.models import model_folder
 from kvviz.serving.vllm import TINY
 from tests.helpers import REPO
 
+pytestmark = pytest.mark.usefixtures("vllm_auto_dtype")  # the figures by hand are in bf16, vLLM's own choice
+
 
 def row_for(spec: str, tmp_path, max_model_len: int, blocks: int, logged: int | None):
     return capacity_row(spec, model_folder(spec, root=tmp_path).path, 1, "bfloat16", 128, max_model_len,

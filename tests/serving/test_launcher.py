@@ -131,7 +131,7 @@ def cpu_build(monkeypatch):
     monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: False)
 
 
-def test_the_memory_a_start_needs_is_counted_from_the_weights_and_the_kv_space(cpu_build):
+def test_the_memory_a_start_needs_is_counted_from_the_weights_and_the_kv_space(cpu_build, vllm_auto_dtype):
     """tiny's weights at 2 bytes each, as many elements as its safetensors file holds (its lm_head is tied to the
     embedding, stored once), once per data-parallel engine; KV: 4 GiB for each of 2 × 2 × 2 = 8 workers."""
     from kvviz.serving.vllm import check_memory, memory_need
@@ -148,7 +148,7 @@ def test_the_memory_a_start_needs_is_counted_from_the_weights_and_the_kv_space(c
         check_memory(spec, available=need - 1)
 
 
-def test_a_twin_too_big_for_the_machine_is_refused_before_vllm_starts(cpu_build, tmp_path):
+def test_a_twin_too_big_for_the_machine_is_refused_before_vllm_starts(cpu_build, vllm_auto_dtype, tmp_path):
     """DeepSeek-V3 has 671 B parameters (its technical report): 1.34 TB in 16 bits, refused in one line by the
     app's engine before any process starts; the engine stays stopped."""
     from kvviz.serving.local import STOPPED, LocalEngine
@@ -163,6 +163,45 @@ def test_a_twin_too_big_for_the_machine_is_refused_before_vllm_starts(cpu_build,
     with pytest.raises(VllmError, match=r"^random-deepseek-v3 cannot start on this machine: it needs 1,343.\d+ GB"):
         engine.start("random:deepseek-v3")
     assert engine.status().state == STOPPED
+
+
+def test_in_fp32_the_weights_take_4_bytes_and_the_refusal_says_32_bits(cpu_build, vllm_fp32):
+    """tiny at 4 bytes a parameter, one engine: 5.1 M elements x 4 B = 0.0205 GB; KV 1 GiB = 1.074 GB."""
+    from kvviz.serving.vllm import check_memory, memory_need
+
+    elements = _tensor_elements(TINY / "model.safetensors")
+    spec = ServerSpec(TINY, "tiny")
+    assert memory_need(spec) == (elements * 4, 2**30)
+    with pytest.raises(VllmError, match=r"\(0.0205 GB of weights in 32 bits for 1 engine\(s\), 1.074 GB of KV space"):
+        check_memory(spec, available=elements * 4 + 2**30 - 1)
+    assert memory_need(ServerSpec(TINY, "tiny", extra_args=("--dtype", "bfloat16")))[0] == elements * 2
+
+
+def test_kvviz_asks_for_fp32_where_the_cpu_has_no_bf16_instructions(cpu_build, monkeypatch):
+    """Unset, the CPU decides (its flags: kvviz.base.cpu.lacks_bf16); KVVIZ_VLLM_CPU_DTYPE=auto leaves vLLM's
+    choice and =fp32 asks for fp32 anywhere; a dtype in the options given is theirs; a bad value is one line."""
+    import kvviz.serving.vllm as vllm
+    from kvviz.base.errors import InputError
+
+    monkeypatch.delenv(vllm.DTYPE_ENV, raising=False)
+
+    def dtype_of(*extra: str) -> list[str]:
+        cmd = command(ServerSpec(TINY, "tiny", extra_args=extra), Path("python"))
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "--dtype"]
+
+    for lacks, expected in ((True, ["float32"]), (False, [])):
+        monkeypatch.setattr(vllm, "lacks_bf16", lambda lacks=lacks: lacks)
+        assert dtype_of() == expected
+    assert dtype_of("--dtype", "bfloat16") == ["bfloat16"]  # the caller's own choice, not a second --dtype
+    monkeypatch.setenv(vllm.DTYPE_ENV, "fp32")
+    assert dtype_of() == ["float32"]
+    monkeypatch.setattr(vllm, "lacks_bf16", lambda: True)
+    monkeypatch.setenv(vllm.DTYPE_ENV, "auto")
+    assert dtype_of() == []
+    monkeypatch.setenv(vllm.DTYPE_ENV, "bf17")
+    with pytest.raises(InputError, match=r"^KVVIZ_VLLM_CPU_DTYPE=bf17 is not a dtype kvviz asks of vLLM's CPU build: "
+                                         r"fp32, or auto"):
+        command(ServerSpec(TINY, "tiny"), Path("python"))
 
 
 def test_a_quantised_checkpoint_is_not_counted_at_16_bits(tmp_path):

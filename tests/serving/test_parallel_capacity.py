@@ -101,15 +101,16 @@ def test_a_cuda_workers_kv_memory_is_read_too():
 def test_the_status_line_shows_the_ranks_in_both_languages():
     facts = startup_facts(TP2_LOG)
     status = EngineStatus(READY, "tiny", TINY, "http://127.0.0.1:8011", 86.0, facts.kv_capacity_tokens, 1,
-                          layout="tp2 pp1 dp1", ranks=ranks_text(facts), workers=2)
-    assert status.line() == ("vLLM serves tiny at http://127.0.0.1:8011 (ready in 86 s) on 2 ranks (tp2 pp1 dp1), "
-                             "1 GiB of KV cache each; KV cache tokens per rank as vLLM logged them: "
+                          layout="tp2 pp1 dp1", ranks=ranks_text(facts), workers=2, dtype="bfloat16")
+    assert status.line() == ("vLLM serves tiny at http://127.0.0.1:8011 (ready in 86 s; in bfloat16) on 2 ranks "
+                             "(tp2 pp1 dp1), 1 GiB of KV cache each; KV cache tokens per rank as vLLM logged them: "
                              "TP0 2,097,152 · TP1 2,097,152")
     assert translate(status.line(), "zh") == (
-        "vLLM 正在 http://127.0.0.1:8011 提供 tiny（86 秒就绪），共 2 个 rank（tp2 pp1 dp1），每个 1 GiB KV Cache；"
-        "vLLM 日志中每个 rank 的 KV Cache token 数：TP0 2,097,152 · TP1 2,097,152")
-    single = EngineStatus(READY, "tiny", TINY, "http://127.0.0.1:8011", 35.0, 1_048_576, 1)
-    assert "ranks" not in single.line() and "1,048,576 tokens" in single.line()
+        "vLLM 正在 http://127.0.0.1:8011 提供 tiny（86 秒就绪；数据类型 bfloat16），共 2 个 rank（tp2 pp1 dp1），每个 "
+        "1 GiB KV Cache；vLLM 日志中每个 rank 的 KV Cache token 数：TP0 2,097,152 · TP1 2,097,152")
+    single = EngineStatus(READY, "tiny", TINY, "http://127.0.0.1:8011", 35.0, 524_288, 1, dtype="float32")
+    assert single.line().endswith("(ready in 35 s; KV cache 524,288 tokens in 1 GiB; in float32)")
+    assert "ranks" not in single.line()
 
 
 def test_a_layout_the_model_cannot_take_is_refused_before_any_start():
@@ -181,7 +182,7 @@ def test_the_per_rank_prediction_by_hand(folder, layout, expected):
     assert figures(folder, layout) == expected
 
 
-def test_the_cli_prints_the_prediction_without_starting_vllm():
+def test_the_cli_prints_the_prediction_without_starting_vllm(vllm_auto_dtype):
     proc = subprocess.run([sys.executable, "-m", "kvviz.serving", "parallel-capacity", "--predict-only", "--layouts",
                            "tp2", "pp2", "--json"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)

@@ -16,19 +16,32 @@ import pytest
 from kvviz.calc.arch import architecture_from_source
 from kvviz.calc.dtypes import kv_dtype
 from kvviz.serving.parallel_capacity import Layout, complete, predict
-from kvviz.serving.vllm import TINY, ServerSpec, free_port, probe_args, ranks_text, start, stop, wait_ready
+from kvviz.serving.vllm import (
+    TINY,
+    ServerSpec,
+    cpu_fp32,
+    free_port,
+    probe_args,
+    ranks_text,
+    start,
+    stop,
+    wait_ready,
+)
 from tests.serving.procs import TAG_VAR, left_after, new_tag
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-# tiny's config: 4 layers, 2 KV heads of head_dim 32; vLLM's CPU build runs its fp32 checkpoint in bf16 (2 bytes);
+# tiny's config: 4 layers, 2 KV heads of head_dim 32; vLLM's CPU build runs its fp32 checkpoint in bf16 (2 bytes),
+# or in fp32 (4 bytes) where kvviz asks for it (a CPU without bf16 instructions: kvviz.serving.vllm.cpu_fp32);
 # 1 GiB of KV space a worker (VLLM_CPU_KVCACHE_SPACE=1), blocks of 128 tokens.
-LAYERS, KV_HEADS, HEAD_DIM, BF16, GIB, BLOCK = 4, 2, 32, 2, 1 << 30, 128
+LAYERS, KV_HEADS, HEAD_DIM, GIB, BLOCK = 4, 2, 32, 1 << 30, 128
+ELEMENT, DTYPE = (4, "fp32") if cpu_fp32() else (2, "bf16")
 # tp 2: each rank keeps KV_HEADS / 2 = 1 head of every layer; pp 2: each stage keeps LAYERS / 2 = 2 layers of
-# both heads. Either way a token leaves 2 (K, V) × 2 × 1 × 32 × 2 = 512 bytes (for tp 2: 4 layers × 1 head) on
-# a rank, so 1 GiB holds 1 GiB / (128 × 512) = 16,384 blocks, 2,097,152 tokens on each rank.
-PER_RANK = {"tp2": 2 * LAYERS * (KV_HEADS // 2) * HEAD_DIM * BF16,
-            "pp2": 2 * (LAYERS // 2) * KV_HEADS * HEAD_DIM * BF16}
+# both heads. Either way a token leaves 2 (K, V) × 2 × 1 × 32 × 2 = 512 bytes in bf16 (for tp 2: 4 layers × 1 head)
+# on a rank, so 1 GiB holds 1 GiB / (128 × 512) = 16,384 blocks, 2,097,152 tokens on each rank; in fp32 1,024
+# bytes, 8,192 blocks, 1,048,576 tokens.
+PER_RANK = {"tp2": 2 * LAYERS * (KV_HEADS // 2) * HEAD_DIM * ELEMENT,
+            "pp2": 2 * (LAYERS // 2) * KV_HEADS * HEAD_DIM * ELEMENT}
 LAYOUTS = {"tp2": Layout(tp=2), "pp2": Layout(pp=2)}
 RANKS = {"tp2": ["TP0", "TP1"], "pp2": ["PP0", "PP1"]}
 
@@ -71,7 +84,7 @@ def test_each_rank_logs_the_capacity_worked_out_by_hand(parallel):
     /metrics the blocks: both as worked out above, and as kvviz predicts."""
     name, layout, server, _ = parallel
     blocks, tokens = by_hand(name)
-    assert (blocks, tokens) == (16_384, 2_097_152)
+    assert (blocks, tokens) == ((8_192, 1_048_576) if ELEMENT == 4 else (16_384, 2_097_152))
     ranks = server.facts.ranks()
     assert [(r.rank, r.kv_space_gib, r.kv_capacity_tokens) for r in ranks] == [
         (rank, 1.0, tokens) for rank in RANKS[name]], server.log()[-3000:]
@@ -79,7 +92,7 @@ def test_each_rank_logs_the_capacity_worked_out_by_hand(parallel):
     info = next(line for line in httpx.get(server.spec.base_url + "/metrics").text.splitlines()
                 if line.startswith("vllm:cache_config_info"))
     assert f'num_gpu_blocks="{blocks}"' in info and f'block_size="{BLOCK}"' in info
-    predicted = predict(architecture_from_source(TINY), kv_dtype("bf16"), layout, 1, BLOCK, 1024)
+    predicted = predict(architecture_from_source(TINY), kv_dtype(DTYPE), layout, 1, BLOCK, 1024)
     assert (predicted.modelled_blocks, predicted.modelled_logged_tokens, predicted.calc_token_slots) == (
         blocks, tokens, tokens)
 

@@ -23,7 +23,7 @@ from kvviz.serving.loadgen import run
 from kvviz.serving.metrics_reader import Watcher, parse, server_view
 from kvviz.serving.models import model_folder
 from kvviz.serving.prompts import load_tokenizer, synthetic
-from kvviz.serving.vllm import ServerSpec, free_port, running_vllm, stop
+from kvviz.serving.vllm import ServerSpec, cpu_fp32, free_port, running_vllm, stop
 from tests.helpers import REPO
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -48,12 +48,14 @@ def counters(url: str) -> dict:
 
 def test_vllm_states_the_capacity_worked_out_by_hand(server):
     """tiny: 4 layers × 2 (K, V) × 2 KV heads × 32 dims × 2 bytes (bf16: vLLM's CPU build runs the fp32
-    checkpoint in bf16) = 1,024 bytes a token; 1 GiB / 1,024 = 1,048,576 tokens, 8,192 blocks of 128."""
-    assert server.facts.kv_capacity_tokens == 1_048_576
-    assert server.facts.dtype == "bfloat16"
+    checkpoint in bf16) = 1,024 bytes a token; 1 GiB / 1,024 = 1,048,576 tokens, 8,192 blocks of 128. On a CPU
+    without bf16 instructions kvviz asks for fp32: 4 bytes, 2,048 a token, 524,288 tokens, 4,096 blocks."""
+    tokens, dtype, blocks = (524_288, "float32", 4096) if cpu_fp32() else (1_048_576, "bfloat16", 8192)
+    assert server.facts.kv_capacity_tokens == tokens
+    assert server.facts.dtype == dtype
     info = next(s for s in parse(httpx.get(server.spec.base_url + "/metrics").text)
                 if s.name == "vllm:cache_config_info")
-    assert (int(info.labels["num_gpu_blocks"]), int(info.labels["block_size"])) == (8192, 128)
+    assert (int(info.labels["num_gpu_blocks"]), int(info.labels["block_size"])) == (blocks, 128)
 
 
 def test_a_closed_loop_on_vllm_counts_what_vllm_counts(server):
@@ -104,7 +106,7 @@ def test_chat_on_vllm_skips_the_role_chunk(server):
 def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
     """12 requests of 16 + 240 tokens, 4 at a time: each holds one 128-token block, then two once past 128
     tokens. Whenever the server runs what the client has in flight, vLLM's kv_cache_usage_perc and kvviz's
-    prediction read the same blocks of the 8,191 (vLLM may take a request's next block a token before the
+    prediction read the same blocks of the 8,191 (4,095 in fp32; vLLM may take a request's next block a token before the
     client has seen it: one block each at most). Only samples the server answered within 0.1 s are compared:
     a busy vLLM sometimes answers /metrics only after most of a second, when the requests have moved on."""
     from kvviz.calc.arch import architecture_from_source
@@ -117,15 +119,17 @@ def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
     for _ in range(3):  # on a busy machine a whole run's scrapes can all be slow: run it again, up to 3 times
         watcher = Watcher(ep, interval_s=0.02, arch=architecture_from_source(REPO / "assets" / "tiny"))
         result = run(ep, Load(concurrency=4, requests=12, output_tokens=240), prompts[:12], watcher=watcher)
-        assert result.metrics_error is None and watcher.cache.capacity_tokens == 1_048_576
+        assert result.metrics_error is None  # 1 GiB of tiny: 1,024 B a token in bf16, 2,048 in fp32
+        assert watcher.cache.capacity_tokens == (524_288 if cpu_fp32() else 1_048_576)
         steady = [s for s in result.samples if s.running == s.in_flight == 4 and s.scrape_s < 0.1]
         seen += [(s.running, s.in_flight, round(s.scrape_s, 3)) for s in result.samples]
         if steady:
             break
     assert steady, f"no quick sample caught 4 requests running in 3 runs: {seen}"
+    pool = (4096 if cpu_fp32() else 8192) - 1  # the blocks of 1 GiB by hand, less vLLM's null block
     for s in steady:
-        assert 4 <= round(s.predicted_kv_usage * 8191) <= 8
-        assert abs(s.kv_usage - s.predicted_kv_usage) * 8191 <= 4.01, "more than a block a request apart"
+        assert 4 <= round(s.predicted_kv_usage * pool) <= 8
+        assert abs(s.kv_usage - s.predicted_kv_usage) * pool <= 4.01, "more than a block a request apart"
 
 
 def test_a_shared_prefix_is_served_from_vllms_prefix_cache(server):

@@ -12,6 +12,8 @@ from kvviz.sim.capacity import kv_groups, kv_pool
 from kvviz.sim.scheduler import FULL_ATTENTION, SLIDING, KvGroupSpec
 from tests.helpers import REPO
 
+pytestmark = pytest.mark.usefixtures("vllm_auto_dtype")  # the figures by hand are in bf16, vLLM's own choice
+
 
 def test_tiny_in_one_gib_is_the_pool_vllm_logged():
     """vLLM 0.32's CPU build logged "CPU KV cache size: 1,048,576 tokens" for tiny in 1 GiB
@@ -20,6 +22,12 @@ def test_tiny_in_one_gib_is_the_pool_vllm_logged():
     assert kv_pool(REPO / "assets" / "tiny", 1, 128, 1024).num_blocks == 8192
     assert kv_pool(REPO / "assets" / "tiny", 0.5, 128, 1024).num_blocks == 4096
     assert kv_pool(REPO / "assets" / "tiny", 1, 128, 1024).groups == FULL_ATTENTION
+
+
+def test_tiny_in_fp32_is_half_the_pool(vllm_fp32):
+    """Where kvviz asks vLLM's CPU build for fp32 (a CPU without bf16 instructions): 4 layers × 2 × 2 KV heads ×
+    32 × 4 bytes = 2,048 bytes a token, 1 GiB / 2,048 = 524,288 tokens, 4,096 blocks of 128."""
+    assert kv_pool(REPO / "assets" / "tiny", 1, 128, 1024).num_blocks == 4096
 
 
 def test_gemma_2_is_a_full_and_a_sliding_group(tmp_path):

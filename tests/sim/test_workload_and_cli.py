@@ -195,7 +195,7 @@ def test_the_cli_needs_one_loop_and_no_rate_beside_a_file(capsys, tmp_path):
     assert json.loads(capsys.readouterr().out)["stats"]["duration_s"] == 13.0  # the second arrives at 10, ends at 13
 
 
-def test_the_cli_takes_the_capacity_from_a_model_folder(capsys):
+def test_the_cli_takes_the_capacity_from_a_model_folder(capsys, vllm_auto_dtype):
     """tiny in 1/64 GiB: 8,192 / 64 = 128 blocks."""
     args = ["predict", "--model", str(REPO / "assets" / "tiny"), "--kv-space-gib", str(1 / 64), "--concurrency", "2",
             "--requests", "2", "--coefficients", "0.01,0,0,0", "--json"]
@@ -220,7 +220,7 @@ def test_a_calibration_of_another_model_is_refused_and_zh_results_read_in_chines
     assert out[2].startswith("TTFT 均值 1000.0 ms")
 
 
-def test_the_cli_simulates_a_sliding_window_models_groups(capsys):
+def test_the_cli_simulates_a_sliding_window_models_groups(capsys, vllm_auto_dtype):
     """assets/tiny-sliding: five sliding layers (window 256) before a full one, six groups of one layer. One
     request of 600 + 2 tokens in blocks of 128, steps of 1 s: the prefill holds cdiv(600, 128) = 5 blocks in each
     group, 30; before the decode at 600 each sliding group frees floor((600 - 255) / 128) = 2 blocks and every group

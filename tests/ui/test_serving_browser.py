@@ -6,6 +6,8 @@ What is checked comes from outside the code under test: tiny's KV capacity in 1 
 (4 layers × 2 × 2 KV heads × 32 dims × 2 bytes of bf16 = 1,024 bytes a token: 1,048,576 tokens), the load's
 request and token counts as sent, and vLLM's own processes (none left after Stop). Then tp 2 from the page: each rank
 keeps one of tiny's two KV heads (4 layers × 2 × 1 × 32 × 2 bytes = 512 bytes a token: 2,097,152 tokens in its GiB).
+On a CPU without bf16 instructions kvviz asks vLLM for fp32 (kvviz.serving.vllm.cpu_fp32): 4 bytes an element, so
+half those tokens (524,288; 1,048,576 a rank at tp 2), and the weights counted at 4 bytes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
+from kvviz.serving.vllm import cpu_fp32
 from tests.helpers import running_app
 from tests.serving.procs import TAG_VAR, new_tag, tagged
 from tests.ui.test_browser import ARGS, CHROMIUM
@@ -73,8 +76,9 @@ def test_a_model_too_big_for_the_machine_is_refused_on_the_page_at_once(page: Pa
     model.fill("random:deepseek-v3")
     model.press("Enter")
     page.locator("#serve-start-vllm").click()
-    refusal = page.get_by_text("random-deepseek-v3 cannot start on this machine: it needs 1,344.200 GB of memory "
-                               "(1,342.053 GB of weights in 16 bits for 1 engine(s), 2.147 GB of KV space for 2 "
+    need, weights, bits = ("2,686.253", "2,684.106", 32) if cpu_fp32() else ("1,344.200", "1,342.053", 16)
+    refusal = page.get_by_text(f"random-deepseek-v3 cannot start on this machine: it needs {need} GB of memory "
+                               f"({weights} GB of weights in {bits} bits for 1 engine(s), 2.147 GB of KV space for 2 "
                                "worker(s))")
     expect(refusal.first).to_be_visible(timeout=30_000)
     page.screenshot(path=str(shots / "serving-too-big.png"), full_page=False)
@@ -90,7 +94,7 @@ def test_start_vllm_from_the_page_and_see_its_capacity(page: Page):
     page.locator("#serve-start-vllm").click()
     status = page.locator("#serve-engine-status")
     expect(status).to_contain_text("vLLM serves tiny", timeout=START_S)
-    expect(status).to_contain_text("KV cache 1,048,576 tokens in 1 GiB")
+    expect(status).to_contain_text(f"KV cache {'524,288' if cpu_fp32() else '1,048,576'} tokens in 1 GiB")
 
 
 def test_one_load_draws_live_and_ends_with_its_figures(page: Page, shots: Path):
@@ -188,7 +192,8 @@ def test_start_vllm_on_two_tensor_parallel_ranks_from_the_page(page: Page, shots
     page.locator("#serve-start-vllm").click()
     status = page.locator("#serve-engine-status")
     expect(status).to_contain_text("on 2 ranks (tp2 pp1 dp1)", timeout=START_S)
-    expect(status).to_contain_text("TP0 2,097,152 · TP1 2,097,152")
+    per_rank = "1,048,576" if cpu_fp32() else "2,097,152"  # 4 bytes of fp32: 1,024 bytes a token
+    expect(status).to_contain_text(f"TP0 {per_rank} · TP1 {per_rank}")
     page.screenshot(path=str(shots / "serving-tp2.png"), full_page=False)
     page.get_by_role("button", name="Stop vLLM").click()
     expect(status).to_contain_text("vLLM is not running", timeout=60_000)
