@@ -90,8 +90,9 @@ def cpu_fp32() -> bool:
     (kvviz.base.cpu.lacks_bf16), or where KVVIZ_VLLM_CPU_DTYPE says fp32; KVVIZ_VLLM_CPU_DTYPE=auto leaves
     vLLM's own choice, bf16 for an fp32, fp16 or bf16 checkpoint (to compare the two on one machine). Without
     those instructions bf16 is computed in software: on a 2-core AVX2 EPYC, SmolLM2-135M-Instruct in bf16 took
-    1.4 s to the first token of a 64-token prompt and 13 s for a 384-token one, and gave 13 tokens/s at 4 in
-    flight; in fp32 0.25 s, 2.2 s and 32-44 tokens/s (docs/serving.md, "bf16 without bf16 instructions")."""
+    1.5 s to the first token of a 64-token prompt and 13.4 s for a 384-token one, and gave 11.8 tokens/s at 4 in
+    flight; in fp32 0.26 s, 2.1 s and 39.0 tokens/s (medians of 3 interleaved rounds: `python -m kvviz.bench
+    vllm-dtype`, docs/serving.md "bf16 without bf16 instructions")."""
     chosen = os.environ.get(DTYPE_ENV, "").strip().lower()
     if chosen not in ("", "fp32", "auto"):
         raise InputError("vllm.cpu_dtype_env", name=DTYPE_ENV, value=clip(chosen, 40))
