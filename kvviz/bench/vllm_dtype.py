@@ -37,21 +37,14 @@ QUICK = Plan("tiny", (LoadPoint(Mix(32, 16), 2, concurrency=1), LoadPoint(Mix(12
 def one_start(model: str, dtype: str, loads: tuple[LoadPoint, ...]) -> list[dict]:
     """One vLLM start of `model` asked for `dtype` (--dtype), a warm-up, then each load: a row per load with the
     dtype vLLM's log states it ran."""
-    from kvviz.serving.models import model_folder
-    from kvviz.serving.prompts import load_tokenizer
-    from kvviz.serving.vllm import VENV, ServerSpec, free_port, running_vllm
-    from kvviz.sim.calibrate import Served, measure, warm_up
+    from kvviz.sim.calibrate import measure, serving, warm_up
 
-    folder = model_folder(model)
-    spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=1024, dummy=folder.dummy,
-                      extra_args=("--dtype", dtype))
     rows = []
-    with running_vllm(spec, VENV) as server:
-        served = Served(server, None, load_tokenizer(folder.path))
+    with serving(model, 1024, extra_args=("--dtype", dtype)) as served:
         warm_up(served)
         for point in loads:
             m = measure(served, point)
-            rows.append({"dtype": dtype, "vllm_dtype": server.facts.dtype, "load": point.label,
+            rows.append({"dtype": dtype, "vllm_dtype": served.server.facts.dtype, "load": point.label,
                          "ttft_p50_s": m.stats.ttft.p50, "tpot_p50_s": m.stats.tpot.p50,
                          "output_tokens_per_s": m.stats.output_tokens_per_s, "completed": m.stats.completed,
                          "load_average_1m": m.load_average})

@@ -38,13 +38,13 @@ def attention_shape(arch: Architecture) -> str:
     return shape
 
 
-def vllm_cpu_dtype(model_dir: str | Path, fp32: bool | None = None) -> str:
+def vllm_cpu_dtype(model_dir: str | Path) -> str:
     """The type vLLM's CPU build runs a model folder in as kvviz starts it: fp32 where kvviz asks for it
-    (kvviz.serving.vllm.cpu_fp32: a CPU without bf16 instructions; `fp32` given: as told), else vLLM's "auto":
-    the config's 16-bit type, else bf16 (an fp32 checkpoint, or a config that names none, as gpt2's)."""
+    (kvviz.serving.vllm.cpu_fp32: a CPU without bf16 instructions), else vLLM's "auto": the config's 16-bit
+    type, else bf16 (an fp32 checkpoint, or a config that names none, as gpt2's)."""
     from kvviz.serving.vllm import cpu_fp32
 
-    if cpu_fp32() if fp32 is None else fp32:
+    if cpu_fp32():
         return "fp32"
     raw = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
     named = str(raw.get("dtype") or raw.get("torch_dtype") or "float32")

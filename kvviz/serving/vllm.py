@@ -111,8 +111,8 @@ def cpu_weight_bytes(extra_args: Sequence[str] = ()) -> int:
     """The bytes a parameter takes in vLLM's CPU build: 4 where it runs in fp32 (kvviz asked, or the options
     given did), else CPU_WEIGHT_BYTES."""
     args = [*cpu_dtype_args(extra_args), *extra_args]
-    named = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--dtype"]
-    named += [a.split("=", 1)[1] for a in args if a.startswith("--dtype=")]
+    named = [args[i + 1] if a == "--dtype" else a.split("=", 1)[1]
+             for i, a in enumerate(args) if (a == "--dtype" and i + 1 < len(args)) or a.startswith("--dtype=")]
     return 4 if named and named[-1] in ("float32", "float") else CPU_WEIGHT_BYTES
 
 

@@ -655,13 +655,15 @@ def server_sample(server):
 
 @contextmanager
 def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: int | None = None,
-            venv: Path | None = None, engine_steps: bool = False, dummy_weights: bool = False) -> Iterator[Served]:
+            venv: Path | None = None, engine_steps: bool = False, dummy_weights: bool = False,
+            extra_args: tuple[str, ...] = ()) -> Iterator[Served]:
     """vLLM serving `model` (a spec kvviz.serving.models reads: tiny, smollm2-135m-instruct, a folder) on a free
     port, its KV pool as large as kv_space_gib GiB or num_blocks blocks (--num-gpu-blocks-override); the engine
     as its /metrics reports it (cache_config_info), stopped at the block's end. engine_steps: vLLM logs every step
     (kvviz.serving.iterations), which `measure` cuts per load. Off by default: the logging slows the engine it
     measures (tiny's TPOT at 2 in flight, 7.9 ms without and 9.7 ms with, twice each). dummy_weights: serve it with
-    random weights (a folder with a config alone); the calibration names the folder's own config.json."""
+    random weights (a folder with a config alone); the calibration names the folder's own config.json.
+    extra_args: more of vLLM's options (kvviz.bench.vllm_dtype's --dtype)."""
     from kvviz.serving.metrics_reader import cache_config
     from kvviz.serving.models import model_folder
     from kvviz.serving.prompts import load_tokenizer
@@ -669,7 +671,7 @@ def serving(model: str, max_model_len: int, kv_space_gib: int = 1, num_blocks: i
 
     folder = model_folder(model, dummy_weights=dummy_weights)
     extra = ((ITERATION_FLAG,) if engine_steps else ()) + (
-        ("--num-gpu-blocks-override", str(num_blocks)) if num_blocks else ())
+        ("--num-gpu-blocks-override", str(num_blocks)) if num_blocks else ()) + tuple(extra_args)
     spec = ServerSpec(folder.path, folder.name, port=free_port(), max_model_len=max_model_len,
                       kv_space_gib=kv_space_gib, dummy=folder.dummy, extra_args=extra)
     with running_vllm(spec, venv or VENV) as server:
