@@ -10,6 +10,7 @@ each dtype's medians over the rounds with their range, and fp32 ÷ bf16 per roun
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pandas as pd
@@ -34,6 +35,12 @@ FULL = Plan("smollm2-135m-instruct", (LoadPoint(Mix(64, 32), 4, concurrency=1),
 QUICK = Plan("tiny", (LoadPoint(Mix(32, 16), 2, concurrency=1), LoadPoint(Mix(128, 4), 2, concurrency=2)), 1)
 
 
+def _progress(**fields) -> None:
+    """A JSON line as each start and load ends (as kvviz.bench.parallel_serving prints them): a start is about a
+    minute, a bf16 load on a CPU without bf16 instructions up to a minute more."""
+    print(json.dumps(fields), flush=True)
+
+
 def one_start(model: str, dtype: str, loads: tuple[LoadPoint, ...]) -> list[dict]:
     """One vLLM start of `model` asked for `dtype` (--dtype), a warm-up, then each load: a row per load with the
     dtype vLLM's log states it ran."""
@@ -41,6 +48,7 @@ def one_start(model: str, dtype: str, loads: tuple[LoadPoint, ...]) -> list[dict
 
     rows = []
     with serving(model, 1024, extra_args=("--dtype", dtype)) as served:
+        _progress(dtype=dtype, ready_s=round(served.server.ready_s or 0, 1), vllm_dtype=served.server.facts.dtype)
         warm_up(served)
         for point in loads:
             m = measure(served, point)
@@ -48,6 +56,7 @@ def one_start(model: str, dtype: str, loads: tuple[LoadPoint, ...]) -> list[dict
                          "ttft_p50_s": m.stats.ttft.p50, "tpot_p50_s": m.stats.tpot.p50,
                          "output_tokens_per_s": m.stats.output_tokens_per_s, "completed": m.stats.completed,
                          "load_average_1m": m.load_average})
+            _progress(**{k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()})
     return rows
 
 
@@ -73,6 +82,7 @@ def dtype_bench(plan: Plan) -> tuple[pd.DataFrame, dict]:
     rows = []
     for r in range(plan.rounds):
         for dtype in DTYPES:
+            _progress(round=r + 1, of=plan.rounds, starting=dtype)
             rows += [{"round": r, **row} for row in one_start(plan.model, dtype, plan.loads)]
     frame = pd.DataFrame(rows)
     return frame, {"model": plan.model, "rounds": plan.rounds, "cpu_lacks_bf16": lacks_bf16(),
