@@ -250,6 +250,10 @@ EN: dict[str, str] = {
                          "in {dtype})",
     "vllm.status.ready_ranks": "vLLM serves {model} at {url} (ready in {s:.0f} s; in {dtype}) on {n} ranks ({layout}), "
                                "{gib} GiB of KV cache each; KV cache tokens per rank as vLLM logged them: {ranks}",
+    "vllm.status.dtype_why": "{dtype}, which kvviz asked for: {why}",
+    "vllm.status.fp32_no_bf16": "this CPU has no bf16 instructions, and vLLM's default bf16 would run in software, "
+                                "several times slower",
+    "vllm.status.fp32_env": "{name}=fp32 says so",
     "vllm.no_completion": "{url} did not answer a completion (HTTP {code})",
     "parallel_capacity.layout": "layout {text!r}: write the sizes as tp2, pp2, dp2 or together as tp2pp2 (whole "
                                 "numbers of at least 1)",
@@ -569,6 +573,9 @@ ZH: dict[str, str] = {
     "vllm.status.ready_ranks": "vLLM 正在 {url} 提供 {model}（{s:.0f} 秒就绪；数据类型 {dtype}），共 {n} 个 rank"
                                "（{layout}），每个 "
                                "{gib} GiB KV Cache；vLLM 日志中每个 rank 的 KV Cache token 数：{ranks}",
+    "vllm.status.dtype_why": "{dtype}，由 kvviz 指定：{why}",
+    "vllm.status.fp32_no_bf16": "此 CPU 没有 bf16 指令，vLLM 默认的 bf16 只能用软件计算，会慢数倍",
+    "vllm.status.fp32_env": "{name}=fp32 如此设定",
     "vllm.no_completion": "{url} 没有返回补全结果（HTTP {code}）",
     "parallel_capacity.layout": "布局 {text!r}：请把并行规模写成 tp2、pp2、dp2，或合写为 tp2pp2（至少为 1 的整数）",
     "multinode.uneven": "{workers} 个 worker（{layout}）不能平均分到 {nodes} 个节点上",

@@ -381,7 +381,8 @@ def _start(args: argparse.Namespace) -> None:
                   file=sys.stderr, flush=True)
             wait_ready(server)
             print(t("serving_cli.start.serving", args.lang, name=folder.name, url=server.spec.base_url,
-                    seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0, dtype=server.facts.dtype),
+                    seconds=server.ready_s, tokens=server.facts.kv_capacity_tokens or 0,
+                    dtype=translate(server.dtype_text() or "?", args.lang)),
                   flush=True)
             if server.spec.workers > 1:
                 print(t("serving_cli.start.ranks", args.lang, ranks=ranks_text(server.facts)), flush=True)

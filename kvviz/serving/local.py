@@ -56,7 +56,8 @@ class EngineStatus:
     layout: str | None = None  # "tp2 pp1 dp1" for a server on several ranks, None on one
     ranks: str | None = None  # vllm.ranks_text: each rank and the capacity vLLM logged for it
     workers: int = 1
-    dtype: str | None = None  # the type vLLM's log states it runs the model in (torch's name: bfloat16, float32)
+    dtype: str | None = None  # the type vLLM's log states it runs the model in (torch's name: bfloat16, float32),
+    # a Said with why kvviz asked for it where it did (VllmServer.dtype_text)
 
     def line(self) -> Said:
         """One line a person reads (its English; kvviz.i18n.errors.translate renders it in their language)."""
@@ -146,7 +147,7 @@ class LocalEngine:
                 self._status = EngineStatus(READY, server.spec.name, server.spec.model_dir, server.spec.base_url,
                                             server.ready_s, server.facts.kv_capacity_tokens, server.spec.kv_space_gib,
                                             layout=_layout(server.spec), ranks=ranks_text(server.facts),
-                                            workers=server.spec.workers, dtype=server.facts.dtype)
+                                            workers=server.spec.workers, dtype=server.dtype_text())
 
     def wait(self, timeout_s: float) -> EngineStatus:
         """The status once the server is no longer starting, or after timeout_s."""

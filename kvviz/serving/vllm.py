@@ -40,6 +40,7 @@ from pathlib import Path
 from kvviz.base.cpu import lacks_bf16, usable_cpus
 from kvviz.base.errors import InputError, KvvizError
 from kvviz.base.inputs import clip, whole_number
+from kvviz.i18n import Said, said
 from kvviz.serving.endpoint import Endpoint, endpoint
 from kvviz.serving.guardian import GUARDIAN_NOTE, KILL_WAIT_S, READY_BYTE, stop_group
 
@@ -105,6 +106,17 @@ def cpu_dtype_args(extra_args: Sequence[str] = ()) -> tuple[str, ...]:
     if any(a == "--dtype" or a.startswith("--dtype=") for a in extra_args) or not cpu_fp32() or has_cuda_gpu():
         return ()
     return CPU_FP32
+
+
+def cpu_dtype_why(extra_args: Sequence[str] = ()) -> Said | None:
+    """Why kvviz asks vLLM's CPU build for fp32 (cpu_dtype_args), in a person's words; None where it asks nothing
+    (the status line then names vLLM's own choice alone). A student who reads "float32" beside docs whose tables
+    were measured in bf16 learns here that the CPU, not a setting of theirs, made it so."""
+    if not cpu_dtype_args(extra_args):
+        return None
+    if os.environ.get(DTYPE_ENV, "").strip().lower() == "fp32":
+        return said("vllm.status.fp32_env", name=DTYPE_ENV)
+    return said("vllm.status.fp32_no_bf16")
 
 
 def cpu_weight_bytes(extra_args: Sequence[str] = ()) -> int:
@@ -452,6 +464,13 @@ class VllmServer:
         self.started_at = time.perf_counter()
         self.ready_s: float | None = None
         self.facts = StartupFacts(None, None)
+        self.dtype_why: Said | None = None  # why kvviz asked the dtype it did (cpu_dtype_why), set by start
+
+    def dtype_text(self) -> str | Said | None:
+        """The type vLLM logged, with why kvviz asked for it where it did: what a status line names."""
+        if self.facts.dtype is None or self.dtype_why is None:
+            return self.facts.dtype
+        return said("vllm.status.dtype_why", dtype=self.facts.dtype, why=self.dtype_why)
 
     def endpoint(self, api: str = "completions") -> Endpoint:
         return endpoint(self.spec.base_url, self.spec.name, api)
@@ -508,6 +527,7 @@ def start(spec: ServerSpec, venv: Path = VENV, log_path: Path | None = None,
     finally:
         os.close(read_end)
     server = VllmServer(spec, guardian, None, write_end, log_path)
+    server.dtype_why = cpu_dtype_why(spec.extra_args) if argv is None else None
     try:
         with guardian.stdout:
             reported = guardian.stdout.readline().strip()

@@ -9,10 +9,12 @@ that begins then, as on vLLM, whose engine starts its next step at once while th
 the next request back (when nothing else runs, the engine is idle and takes it at once, and begins a step with what
 it holds). Requests reach the engine one at a time, handoff_s apart at the closest (vLLM's API server takes them in
 turn: a wave of requests sent at once reaches the engine spread out, the first step holding the first of them); 0
-hands every request over the moment it is sent. No network, tokenizer, detokenizer or HTTP time beyond that: the
-records are the engine's view of each request, timed from its sending. The run is bounded: at most
-max_requests requests (the rest are not sent), max_steps steps and max_wall_s seconds of real time; a run cut short
-says why, and the requests it left unfinished count as failed.
+hands every request over the moment it is sent. A replay of a measured load may say which requests reached the
+engine together with the one sent before them (joined: the first step of a wave held two of them on vLLM, a race
+the handoff cannot predict; kvviz.sim.calibrate.reached_together reads it off the measured first tokens). No
+network, tokenizer, detokenizer or HTTP time beyond that: the records are the engine's view of each request, timed
+from its sending. The run is bounded: at most max_requests requests (the rest are not sent), max_steps steps and
+max_wall_s seconds of real time; a run cut short says why, and the requests it left unfinished count as failed.
 """
 
 from __future__ import annotations
@@ -162,8 +164,9 @@ class _Run:
     send."""
 
     def __init__(self, workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits,
-                 detail: bool = False, handoff_s: float = 0.0) -> None:
+                 detail: bool = False, handoff_s: float = 0.0, joined: tuple[bool, ...] = ()) -> None:
         self.workload, self.model, self.limits, self.handoff_s = workload, model, limits, handoff_s
+        self.joined = joined
         self.details: list[StepDetail] | None = [] if detail else None
         self.scheduler = Scheduler(config)
         self.todo = deque(workload.requests[:limits.max_requests])
@@ -171,6 +174,7 @@ class _Run:
         self.trace: list[StepTrace] = []
         self.on_way: deque[_Sent] = deque()  # sent, not yet with the engine, in the order they reach it
         self.front_free_s = float("-inf")  # when the front end can hand over the next request
+        self.last_reach_s = float("-inf")  # when the request sent last reaches the engine
         self.now = 0.0
         self.stopped: Said | None = None
         if len(workload.requests) > limits.max_requests:
@@ -180,11 +184,15 @@ class _Run:
                 self.send(0.0)
 
     def send(self, at_s: float, late: bool = False) -> None:
-        """Send the next request at at_s: it reaches the engine then, or handoff_s after the one before it."""
+        """Send the next request at at_s: it reaches the engine then, or handoff_s after the one before it (with
+        that one, if joined says so)."""
         spec = self.todo.popleft()
-        request = SimRequest(len(self.sent), at_s, spec.prompt_tokens, spec.output_tokens, spec.prefix_tokens)
+        index = len(self.sent)
+        request = SimRequest(index, at_s, spec.prompt_tokens, spec.output_tokens, spec.prefix_tokens)
         self.sent.append(request)
-        reach = max(at_s, self.front_free_s)
+        together = index < len(self.joined) and self.joined[index]
+        reach = max(at_s, self.last_reach_s if together else self.front_free_s)
+        self.last_reach_s = reach
         self.front_free_s = reach + self.handoff_s
         self.on_way.append(_Sent(reach, late and reach == at_s, request))
 
@@ -272,15 +280,17 @@ def record(request: SimRequest, closed: bool) -> RequestRecord:
 
 
 def simulate(workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits = Limits(),
-             slo: Slo | None = None, detail: bool = False, handoff_s: float = 0.0) -> SimResult:
+             slo: Slo | None = None, detail: bool = False, handoff_s: float = 0.0,
+             joined: tuple[bool, ...] = ()) -> SimResult:
     """Run the workload to its end (or a limit) and gather what it measured; with detail, who was where in every
     step too (SimResult.details: for a run small enough to watch, it holds every running request's blocks).
-    handoff_s: the front end's seconds per request handed to the engine (kvviz.sim.calibrate fits it)."""
+    handoff_s: the front end's seconds per request handed to the engine (kvviz.sim.calibrate fits it). joined[i]:
+    request i reaches the engine when request i-1 does, not handoff_s after it (a replay of a measured load)."""
     check(workload, config)
     whole_number(limits.max_requests, "max_requests", 1, 10**9)
     number(limits.max_wall_s, "max_wall_s", 0.0, 1e6, low_open=True)
     number(handoff_s, "handoff_s", 0.0, 10.0)
-    run = _Run(workload, config, model, limits, detail, handoff_s)
+    run = _Run(workload, config, model, limits, detail, handoff_s, joined)
     run.run()
     records = tuple(record(r, workload.closed) for r in run.sent)
     ends = [r.finished_s for r in run.sent if r.finished_s is not None]

@@ -204,6 +204,33 @@ def test_kvviz_asks_for_fp32_where_the_cpu_has_no_bf16_instructions(cpu_build, m
         command(ServerSpec(TINY, "tiny"), Path("python"))
 
 
+def test_the_status_line_says_why_kvviz_asked_for_fp32(cpu_build, monkeypatch):
+    """The reason follows the cause: the CPU's flags, the environment variable, or nothing where kvviz asked
+    nothing (vLLM's choice, the caller's --dtype); in both languages, inside the ready line."""
+    import kvviz.serving.vllm as vllm
+    from kvviz.i18n import said
+    from kvviz.serving.local import READY, EngineStatus
+    from kvviz.serving.vllm import StartupFacts, VllmServer
+
+    monkeypatch.delenv(vllm.DTYPE_ENV, raising=False)
+    monkeypatch.setattr(vllm, "lacks_bf16", lambda: True)
+    server = VllmServer(ServerSpec(TINY, "tiny"), None, None, -1, Path("log"))
+    server.facts = StartupFacts(524_288, "float32")
+    server.dtype_why = vllm.cpu_dtype_why(server.spec.extra_args)
+    status = EngineStatus(READY, "tiny", TINY, "http://127.0.0.1:8011", 35.0, 524_288, 1, dtype=server.dtype_text())
+    assert status.line().endswith("in float32, which kvviz asked for: this CPU has no bf16 instructions, and vLLM's "
+                                  "default bf16 would run in software, several times slower)")
+    assert status.line().render("zh").endswith("数据类型 float32，由 kvviz 指定：此 CPU 没有 bf16 指令，"
+                                               "vLLM 默认的 bf16 只能用软件计算，会慢数倍）")
+    assert vllm.cpu_dtype_why(("--dtype", "float32")) is None  # the caller's choice: no reason of kvviz's
+    monkeypatch.setenv(vllm.DTYPE_ENV, "fp32")
+    assert vllm.cpu_dtype_why() == said("vllm.status.fp32_env", name="KVVIZ_VLLM_CPU_DTYPE")
+    assert str(vllm.cpu_dtype_why()) == "KVVIZ_VLLM_CPU_DTYPE=fp32 says so"
+    monkeypatch.setenv(vllm.DTYPE_ENV, "auto")
+    server.dtype_why = vllm.cpu_dtype_why()
+    assert server.dtype_why is None and server.dtype_text() == "float32"  # vLLM's own choice: the type alone
+
+
 def test_a_quantised_checkpoint_is_not_counted_at_16_bits(tmp_path):
     from kvviz.serving.vllm import memory_need
 

@@ -23,10 +23,11 @@ LOADS = (LoadPoint(Mix(40, 20), 6, concurrency=1), LoadPoint(Mix(40, 20), 12, co
 
 
 def _measured(point: LoadPoint, model: LinearStepTime, ttft_extra_s: float = 0.0,
-              handoff_s: float = 0.0) -> Measured:
+              handoff_s: float = 0.0, joined: tuple[bool, ...] = ()) -> Measured:
     """A load as if measured on an engine whose steps take `model`'s time, each TTFT and E2E ttft_extra_s longer
-    (a client's HTTP and tokenizing), requests sent together reaching it handoff_s apart."""
-    sim = replay(point, ENGINE, model, handoff_s)
+    (a client's HTTP and tokenizing), requests sent together reaching it handoff_s apart (joined: with the one
+    before them)."""
+    sim = replay(point, ENGINE, model, handoff_s, joined=joined)
     records = tuple(replace(r, ttft_s=r.ttft_s + ttft_extra_s, e2e_s=r.e2e_s + ttft_extra_s) for r in sim.records)
     return Measured(point, records, sim.stats, 0, 0.0)
 
@@ -52,6 +53,46 @@ def test_the_fit_finds_the_handoff_that_spread_a_wave_and_the_step_time_with_it(
     assert fitted.fit.residual_max_s < 1e-9
     at_once = fit_runs(runs, ENGINE, handoffs=(0.0,))
     assert at_once.handoff_s == 0.0 and at_once.fit.residual_max_s > 1e-3
+
+
+def test_the_fit_replays_a_wave_whose_first_step_took_two_requests_as_it_went():
+    """The engine of the test above, with a loop of 3 of 100-token prompts in which the first step took the first
+    two requests of the wave, not one (vLLM's race between its front end and its first step; both prompts fit the
+    256-token budget). The replay with the 2 ms handoff puts one there; the calibration reads the two off the
+    measured first tokens (reached_together) and gives the step time back, where a replay that ignored them
+    misfits the rows."""
+    loads = (*LOADS, LoadPoint(Mix(100, 8), 9, concurrency=3))
+    runs = [_measured(p, TRUE, 0.012, handoff_s=0.002, joined=(False, True) if p.mix.prompt_tokens == 100 else ())
+            for p in loads]
+    assert calibrate.reached_together(runs[-1])[:3] == (False, True, False)
+    fitted = fit_runs(runs, ENGINE)
+    assert fitted.handoff_s == 0.002
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.fit.residual_max_s < 1e-9
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(calibrate, "reached_together", lambda m: ())
+        assert fit_runs(runs, ENGINE).fit.residual_max_s > 1e-3
+
+
+def test_requests_reached_the_engine_together_when_sent_together_and_first_served_in_one_step():
+    """Sent within 20 ms of the one before, its first token within 1 ms of the wave's first request's, as the one
+    before it (figures from SmolLM2's calibration: one step's first tokens reached the client 0.06-0.3 ms apart,
+    two steps' hundreds of ms). The wave's second step (2 and 3 together) is the handoff's to replay: not joined."""
+    from kvviz.serving.record import RequestRecord
+
+    def rec(i: int, sent: float, ttft: float | None, error: str | None = None) -> RequestRecord:
+        return RequestRecord(i, sent, 384, 8, ttft_s=ttft, e2e_s=None if ttft is None else ttft + 1, error=error)
+
+    records = (rec(0, 0.0006, 2.6870), rec(1, 0.0018, 2.6860),  # first tokens 2.6876 and 2.6878: one step
+               rec(2, 0.0020, 8.3180), rec(3, 0.0026, 8.3170),  # 8.3200 and 8.3196: the next step, together
+               rec(4, 0.0600, 8.2600),  # its first token with 3's (8.3200) but sent 57 ms later: a new wave's first
+               rec(5, 0.0601, 8.2603), rec(6, 0.0602, None, "HTTP 500"), rec(7, 0.0603, 8.2597),  # 7: after a failure
+               rec(8, 0.0900, 9.0), rec(9, 0.0901, 10.0), rec(10, 0.0902, 8.9998))  # 10 with 8, but 9 came between
+    point = LoadPoint(Mix(384, 8), 11, concurrency=6)
+    measured = Measured(point, records, None, 0, 0.0)
+    assert calibrate.reached_together(measured) == (False, True, False, False, False, True, False, False,
+                                                    False, False, False)
 
 
 def test_a_ttft_row_counts_as_one_steps_mean_and_a_gap_row_as_one_step():

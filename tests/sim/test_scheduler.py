@@ -189,6 +189,21 @@ def test_a_wave_sent_at_once_reaches_the_engine_one_request_a_handoff_apart():
     assert [r.ttft_s for r in at_once.records] == pytest.approx([0.0025] * 3)
 
 
+def test_a_request_joined_to_the_one_before_reaches_the_engine_with_it():
+    """The wave above (steps of 2.5 ms, handoff 1 ms), B joined to A (a replay of vLLM taking both into its first
+    step): A and B reach the engine at 0, C 1 ms after them. Step 1 [0, 2.5] holds both prompts (8 tokens; first
+    tokens at 2.5); C joins step 2 [2.5, 5] beside A's and B's decodes (they end at 5, C's first token at 5); step 3
+    [5, 7.5] C's decode. TTFT 2.5, 2.5, 5 ms. A join flag past the requests, or on the first, changes nothing."""
+    steps = LinearStepTime(0.0025, 0.0, 0.0, 0.0)
+    result = simulate(closed_loop(3, 3, 4, 2), _config(), steps, handoff_s=0.001, joined=(False, True, False))
+    assert [(s.prefill_tokens, s.decode_seqs) for s in result.trace] == [(8, 0), (4, 2), (0, 1)]
+    assert [r.ttft_s for r in result.records] == pytest.approx([0.0025, 0.0025, 0.005])
+    assert [r.e2e_s for r in result.records] == pytest.approx([0.005, 0.005, 0.0075])
+    plain = simulate(closed_loop(3, 3, 4, 2), _config(), steps, handoff_s=0.001)
+    first = simulate(closed_loop(3, 3, 4, 2), _config(), steps, handoff_s=0.001, joined=(True,))
+    assert first.records == plain.records and [r.ttft_s for r in plain.records] == pytest.approx([0.0025, 0.005, 0.005])
+
+
 def test_an_open_loop_request_waits_for_the_front_end_then_for_a_step_boundary():
     """Steps of 1 s, handoff 0.75 s. A arrives at 0 (prompt 4, output 3: steps ending at 1, 2, 3) and reaches
     the engine at once; B arrives at 0.5 but the front end is busy with A until 0.75, so B reaches the engine at
