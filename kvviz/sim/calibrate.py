@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 from collections.abc import Callable, Iterator
@@ -209,43 +210,53 @@ def replay(point: LoadPoint, engine: Engine, model: LinearStepTime, handoff_s: f
            detail: bool = False, joined: tuple[bool, ...] = ()) -> SimResult:
     """The simulator's run of a load as the workload gives it (a closed loop's next request sent at a step's end);
     with detail, who ran in every step (SimResult.details); joined: the requests that reached the engine with the
-    one before them (reached_together: a replay of a measured load)."""
+    one before them (engine_order: a replay of a measured load)."""
     return simulate(point.workload(), engine.scheduler(), model, Limits(max_wall_s=120.0), handoff_s=handoff_s,
                     detail=detail, joined=joined)
 
 
-# Two requests sent this close together are one wave; two first tokens this close came out of one step (the same
-# step's tokens reached the client within 0.3 ms of each other in SmolLM2's and tiny's calibrations, two steps'
-# 3 ms or more apart).
+# Two requests sent this close together are one wave; two first tokens this close came out of one step (in seven
+# calibrations of SmolLM2 and three of tiny on a 2-core EPYC, one step's first tokens reached the client 0.05-0.62
+# ms apart, two steps' 25 ms or more).
 WAVE_S, SAME_STEP_S = 0.02, 1e-3
 
 
-def reached_together(measured: Measured) -> tuple[bool, ...]:
-    """For every request of a measured load, whether it reached vLLM's engine with the one sent before it, as the
-    first of its wave did: sent within WAVE_S of the one before, and its first token out of the same step as the
-    wave's first request's (the client received the two within SAME_STEP_S), as the one before it was.
-    Which requests of a wave the engine's first step takes is a race between the front end handing them over and
-    the engine starting that step: two starts of SmolLM2's calibration on one server, minutes apart, took one of the
-    six 384-token prompts of the loop of 6 into the first step, then two. The replay's handoff gives one, and a
-    replay of the other start put a 5.6 s prefill step into a decode gap and spread it over the fit (residuals rms
-    0.20 s against 0.013 s; held-out TPOT MAPE 21.8% against 8.4% on the same held-out loads). So the calibration
-    replays the first step of each wave as it went (simulate's joined); the requests after it keep the handoff,
-    which the fit chooses from what they show."""
+def engine_order(measured: Measured) -> tuple[list[int], tuple[bool, ...]]:
+    """A measured closed loop as vLLM's engine took it, for its replay: in each wave (requests sent within WAVE_S
+    of the one before), the requests in the order their first tokens came (order[k]: the measured record of the
+    replay's request k; a failed one last), and which of them reached the engine with the one before, as the first
+    did (joined[k]: its first token within SAME_STEP_S of the wave's first, the client receiving one step's tokens
+    together).
+    Which requests of a wave vLLM's first step takes, and which of them, is a race between its front end handing
+    them over (tokenizing them side by side) and its engine starting that step; the replay's handoff gives the first
+    sent, alone. In four calibrations of SmolLM2 on one server (2026-12-05), the loop of 6 of 384/8 had the first
+    sent alone in its first step in some waves, two in others, and once the fifth sent alone. Replayed as sent,
+    such a wave put a 5.6 s prefill step where vLLM ran 1.3 s and spread it over the fit: residuals rms 0.20 s
+    against 0.013 s for the calibration whose waves went as sent, held-out TPOT MAPE 21.8% against 8.4%. The
+    requests of a calibration load have the same lengths, so the replay may take them in any order. The rest of a
+    wave keeps the handoff, which the fit still chooses from what those requests show."""
     records = measured.records
-    joined = [False] * len(records)
 
-    def first_token_s(r: RequestRecord) -> float | None:
-        return r.sent_s + r.ttft_s if r.ok and r.ttft_s is not None else None
+    def first_token_s(i: int) -> float:
+        r = records[i]
+        return r.sent_s + r.ttft_s if r.ok and r.ttft_s is not None else math.inf
 
-    first = 0  # the index of the current wave's first request
-    for i in range(1, len(records)):
-        if records[i].sent_s - records[i - 1].sent_s >= WAVE_S:
-            first = i
-            continue
-        lead, mine = first_token_s(records[first]), first_token_s(records[i])
-        joined[i] = (i - 1 == first or joined[i - 1]) and lead is not None and mine is not None \
-            and abs(mine - lead) < SAME_STEP_S
-    return tuple(joined)
+    order, joined = list(range(len(records))), [False] * len(records)
+    waves: list[list[int]] = []
+    for i, r in enumerate(records):
+        if waves and r.sent_s - records[i - 1].sent_s < WAVE_S:
+            waves[-1].append(i)
+        else:
+            waves.append([i])
+    for wave in waves:
+        ranked = sorted(wave, key=first_token_s)
+        order[wave[0]:wave[-1] + 1] = ranked
+        lead = first_token_s(ranked[0])
+        for k, i in enumerate(ranked[1:], wave[0] + 1):
+            if abs(first_token_s(i) - lead) >= SAME_STEP_S:  # also a failed one (inf)
+                break
+            joined[k] = True
+    return order, tuple(joined)
 
 
 def first_scheduled(result: SimResult) -> list[int | None]:
@@ -469,11 +480,12 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
             if m.point.closed:
                 before = len(rows.y)
                 clocked = any(m is e for e in by_engine)
-                result = replay(m.point, engine, model, handoff_s, detail=clocked, joined=reached_together(m))
+                order, joined = engine_order(m)
+                result = replay(m.point, engine, model, handoff_s, detail=clocked, joined=joined)
                 if clocked:
                     engine_rows(m, result, rows)
                 else:
-                    load_rows(m, result, list(range(len(m.records))), rows)
+                    load_rows(m, result, order, rows)
                 spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
         if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:

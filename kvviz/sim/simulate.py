@@ -11,7 +11,7 @@ it holds). Requests reach the engine one at a time, handoff_s apart at the close
 turn: a wave of requests sent at once reaches the engine spread out, the first step holding the first of them); 0
 hands every request over the moment it is sent. A replay of a measured load may say which requests reached the
 engine together with the one sent before them (joined: the first step of a wave held two of them on vLLM, a race
-the handoff cannot predict; kvviz.sim.calibrate.reached_together reads it off the measured first tokens). No
+the handoff cannot predict; kvviz.sim.calibrate.engine_order reads it off the measured first tokens). No
 network, tokenizer, detokenizer or HTTP time beyond that: the records are the engine's view of each request, timed
 from its sending. The run is bounded: at most max_requests requests (the rest are not sent), max_steps steps and
 max_wall_s seconds of real time; a run cut short says why, and the requests it left unfinished count as failed.

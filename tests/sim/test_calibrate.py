@@ -55,44 +55,53 @@ def test_the_fit_finds_the_handoff_that_spread_a_wave_and_the_step_time_with_it(
     assert at_once.handoff_s == 0.0 and at_once.fit.residual_max_s > 1e-3
 
 
-def test_the_fit_replays_a_wave_whose_first_step_took_two_requests_as_it_went():
-    """The engine of the test above, with a loop of 3 of 100-token prompts in which the first step took the first
-    two requests of the wave, not one (vLLM's race between its front end and its first step; both prompts fit the
-    256-token budget). The replay with the 2 ms handoff puts one there; the calibration reads the two off the
-    measured first tokens (reached_together) and gives the step time back, where a replay that ignored them
-    misfits the rows."""
-    loads = (*LOADS, LoadPoint(Mix(100, 8), 9, concurrency=3))
-    runs = [_measured(p, TRUE, 0.012, handoff_s=0.002, joined=(False, True) if p.mix.prompt_tokens == 100 else ())
-            for p in loads]
-    assert calibrate.reached_together(runs[-1])[:3] == (False, True, False)
+def test_the_fit_replays_a_wave_as_the_engine_took_it():
+    """The engine of the test above, with a loop of 3 of 100-token prompts whose first wave the engine took as vLLM
+    sometimes does (its front end racing its first step): the third and second sent in the first step (both
+    prompts fit the 256-token budget), the first sent in the next. Made by the replay with the second joined to
+    the first (two in step 1), the first and third records' times then swapped. The replay as sent (the handoff:
+    one in step 1, the first sent) misfits it; the calibration reads the engine's order and grouping off the
+    measured first tokens (engine_order) and gives the step time back."""
+    point = LoadPoint(Mix(100, 8), 9, concurrency=3)
+    made = _measured(point, TRUE, 0.012, handoff_s=0.002, joined=(False, True))
+    first, third = made.records[0], made.records[2]
+    timed = ("ttft_s", "e2e_s", "arrivals_s")
+    records = (replace(first, **{k: getattr(third, k) for k in timed}), made.records[1],
+               replace(third, **{k: getattr(first, k) for k in timed}), *made.records[3:])
+    runs = [*(_measured(p, TRUE, 0.012, handoff_s=0.002) for p in LOADS), replace(made, records=records)]
+    order, joined = calibrate.engine_order(runs[-1])
+    assert (order[:3], joined[:3]) == ([1, 2, 0], (False, True, False))
     fitted = fit_runs(runs, ENGINE)
     assert fitted.handoff_s == 0.002
     for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
         assert got == pytest.approx(true, rel=1e-6)
     assert fitted.fit.residual_max_s < 1e-9
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(calibrate, "reached_together", lambda m: ())
+        patch.setattr(calibrate, "engine_order", lambda m: (list(range(len(m.records))), ()))
         assert fit_runs(runs, ENGINE).fit.residual_max_s > 1e-3
 
 
-def test_requests_reached_the_engine_together_when_sent_together_and_first_served_in_one_step():
-    """Sent within 20 ms of the one before, its first token within 1 ms of the wave's first request's, as the one
-    before it (figures from SmolLM2's calibration: one step's first tokens reached the client 0.06-0.3 ms apart,
-    two steps' hundreds of ms). The wave's second step (2 and 3 together) is the handoff's to replay: not joined."""
+def test_the_engines_order_in_a_wave_is_the_order_of_the_first_tokens():
+    """Waves: requests sent within 20 ms of the one before. In each, the requests by their first token's time (a
+    failed one last); joined, those whose first token came within 1 ms of the wave's first one's, as the one
+    before them (one step's first tokens reached the client 0.05-0.62 ms apart in SmolLM2's and tiny's
+    calibrations, two steps' 25 ms or more)."""
     from kvviz.serving.record import RequestRecord
 
-    def rec(i: int, sent: float, ttft: float | None, error: str | None = None) -> RequestRecord:
-        return RequestRecord(i, sent, 384, 8, ttft_s=ttft, e2e_s=None if ttft is None else ttft + 1, error=error)
+    def rec(i: int, sent: float, first_token_at: float | None) -> RequestRecord:
+        ttft = None if first_token_at is None else first_token_at - sent
+        return RequestRecord(i, sent, 384, 8, ttft_s=ttft, e2e_s=None if ttft is None else ttft + 1,
+                             error="HTTP 500" if ttft is None else None)
 
-    records = (rec(0, 0.0006, 2.6870), rec(1, 0.0018, 2.6860),  # first tokens 2.6876 and 2.6878: one step
-               rec(2, 0.0020, 8.3180), rec(3, 0.0026, 8.3170),  # 8.3200 and 8.3196: the next step, together
-               rec(4, 0.0600, 8.2600),  # its first token with 3's (8.3200) but sent 57 ms later: a new wave's first
-               rec(5, 0.0601, 8.2603), rec(6, 0.0602, None, "HTTP 500"), rec(7, 0.0603, 8.2597),  # 7: after a failure
-               rec(8, 0.0900, 9.0), rec(9, 0.0901, 10.0), rec(10, 0.0902, 8.9998))  # 10 with 8, but 9 came between
-    point = LoadPoint(Mix(384, 8), 11, concurrency=6)
-    measured = Measured(point, records, None, 0, 0.0)
-    assert calibrate.reached_together(measured) == (False, True, False, False, False, True, False, False,
-                                                    False, False, False)
+    records = (rec(0, 0.0006, 7.8206), rec(1, 0.0018, 7.8205), rec(2, 0.0020, 1.3355), rec(3, 0.0026, 7.8203),
+               # 57 ms later: a wave whose first step took three, the failed request last
+               rec(4, 0.0600, 9.0000), rec(5, 0.0601, 9.0002), rec(6, 0.0602, None), rec(7, 0.0603, 9.0001),
+               # 29.7 ms later: another, the second sent a step after the other two
+               rec(8, 0.0900, 12.0), rec(9, 0.0901, 12.5), rec(10, 0.0902, 12.0004))
+    measured = Measured(LoadPoint(Mix(384, 8), 11, concurrency=4), records, None, 0, 0.0)
+    order, joined = calibrate.engine_order(measured)
+    assert order == [2, 3, 1, 0, 4, 7, 5, 6, 8, 10, 9]
+    assert joined == (False, False, False, False, False, True, True, False, False, True, False)
 
 
 def test_a_ttft_row_counts_as_one_steps_mean_and_a_gap_row_as_one_step():
