@@ -17,9 +17,11 @@ E2E.
 A closed loop's next request joins the step after the one that begins as its predecessor ends, in the replay as on
 vLLM (kvviz.sim.simulate), so the rows hold the steps vLLM ran. Requests sent together reach vLLM's engine one at a
 time (its first step of a wave holds one request, the rest join the next step or two: vLLM's per-step log on tiny),
-so the replay hands them over handoff_s apart. With a handoff the replay's steps depend on their times, so the fit
-is repeated, each replay run on the last fit, until the coefficients stop changing, for each handoff of HANDOFFS,
-and the calibration keeps the handoff whose fit leaves the least weighted squared error.
+so the replay hands them over handoff_s apart; which of a wave the first step took is a race, and each wave is
+replayed as the measured first tokens say the engine took it (engine_order). With a handoff the replay's steps
+depend on their times, so the fit is repeated, each replay run on the last fit, until the coefficients stop
+changing, for each handoff of HANDOFFS, and the calibration keeps the handoff whose fit leaves the least weighted
+squared error.
 
 The calibration file (step_time.save, more keys beside) records the model (its folder's name and config.json's
 SHA-256), the device (CPU model, CPUs usable, vLLM's version, block size, KV blocks), the engine options, the loads
@@ -227,14 +229,15 @@ def engine_order(measured: Measured) -> tuple[list[int], tuple[bool, ...]]:
     replay's request k; a failed one last), and which of them reached the engine with the one before, as the first
     did (joined[k]: its first token within SAME_STEP_S of the wave's first, the client receiving one step's tokens
     together).
-    Which requests of a wave vLLM's first step takes, and which of them, is a race between its front end handing
-    them over (tokenizing them side by side) and its engine starting that step; the replay's handoff gives the first
-    sent, alone. In four calibrations of SmolLM2 on one server (2026-12-05), the loop of 6 of 384/8 had the first
-    sent alone in its first step in some waves, two in others, and once the fifth sent alone. Replayed as sent,
-    such a wave put a 5.6 s prefill step where vLLM ran 1.3 s and spread it over the fit: residuals rms 0.20 s
-    against 0.013 s for the calibration whose waves went as sent, held-out TPOT MAPE 21.8% against 8.4%. The
-    requests of a calibration load have the same lengths, so the replay may take them in any order. The rest of a
-    wave keeps the handoff, which the fit still chooses from what those requests show."""
+    How many of a wave vLLM's first step takes, and which, is a race between its front end handing them over
+    (tokenizing them side by side) and its engine starting that step; the replay's handoff gives the first sent,
+    alone. In six calibrations of SmolLM2 on two starts of one machine (2026-12-05), the loop of 6 of 384/8 had the
+    first sent alone in its first step in some waves, the first two in others, and once the fifth sent alone.
+    Replayed as sent, such a wave put a 5.6 s prefill step in a decode gap, and the fit spread it over every
+    coefficient: residuals rms 0.12-0.30 s in four of the six, against 12-32 ms replayed in the engine's order; in
+    the one with held-out loads measured, their TPOT MAPE 21.8% against 8.0% (docs/simulator.md, "A wave as the
+    engine took it"). The requests of a calibration load have the same lengths, so the replay may take them in any
+    order. The rest of a wave keeps the handoff, which the fit still chooses from what those requests show."""
     records = measured.records
 
     def first_token_s(i: int) -> float:
@@ -252,6 +255,8 @@ def engine_order(measured: Measured) -> tuple[list[int], tuple[bool, ...]]:
         ranked = sorted(wave, key=first_token_s)
         order[wave[0]:wave[-1] + 1] = ranked
         lead = first_token_s(ranked[0])
+        if math.isinf(lead):  # every request of the wave failed: nothing says how the engine took them
+            continue
         for k, i in enumerate(ranked[1:], wave[0] + 1):
             if abs(first_token_s(i) - lead) >= SAME_STEP_S:  # also a failed one (inf)
                 break

@@ -97,11 +97,12 @@ def test_the_engines_order_in_a_wave_is_the_order_of_the_first_tokens():
                # 57 ms later: a wave whose first step took three, the failed request last
                rec(4, 0.0600, 9.0000), rec(5, 0.0601, 9.0002), rec(6, 0.0602, None), rec(7, 0.0603, 9.0001),
                # 29.7 ms later: another, the second sent a step after the other two (2.6 ms: not one step)
-               rec(8, 0.0900, 12.0), rec(9, 0.0901, 12.0026), rec(10, 0.0902, 12.0024))
-    measured = Measured(LoadPoint(Mix(384, 8), 11, concurrency=4), records, None, 0, 0.0)
+               rec(8, 0.0900, 12.0), rec(9, 0.0901, 12.0026), rec(10, 0.0902, 12.0024),
+               rec(11, 0.2000, None), rec(12, 0.2001, None))  # a wave that failed whole: as sent, none joined
+    measured = Measured(LoadPoint(Mix(384, 8), 13, concurrency=4), records, None, 0, 0.0)
     order, joined = calibrate.engine_order(measured)
-    assert order == [2, 3, 1, 0, 4, 7, 5, 6, 8, 10, 9]
-    assert joined == (False, False, False, False, False, True, True, False, False, True, False)
+    assert order == [2, 3, 1, 0, 4, 7, 5, 6, 8, 10, 9, 11, 12]
+    assert joined == (False, False, False, False, False, True, True, False, False, True, False, False, False)
 
 
 def test_a_ttft_row_counts_as_one_steps_mean_and_a_gap_row_as_one_step():
