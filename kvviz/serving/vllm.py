@@ -94,10 +94,14 @@ def cpu_fp32() -> bool:
     1.5 s to the first token of a 64-token prompt and 13.4 s for a 384-token one, and gave 11.8 tokens/s at 4 in
     flight; in fp32 0.26 s, 2.1 s and 39.0 tokens/s (medians of 3 interleaved rounds: `python -m kvviz.bench
     vllm-dtype`, docs/serving.md "bf16 without bf16 instructions")."""
-    chosen = os.environ.get(DTYPE_ENV, "").strip().lower()
+    chosen = _dtype_env()
     if chosen not in ("", "fp32", "auto"):
         raise InputError("vllm.cpu_dtype_env", name=DTYPE_ENV, value=clip(chosen, 40))
     return chosen == "fp32" or (not chosen and lacks_bf16())
+
+
+def _dtype_env() -> str:
+    return os.environ.get(DTYPE_ENV, "").strip().lower()
 
 
 def cpu_dtype_args(extra_args: Sequence[str] = ()) -> tuple[str, ...]:
@@ -114,7 +118,7 @@ def cpu_dtype_why(extra_args: Sequence[str] = ()) -> Said | None:
     were measured in bf16 learns here that the CPU, not a setting of theirs, made it so."""
     if not cpu_dtype_args(extra_args):
         return None
-    if os.environ.get(DTYPE_ENV, "").strip().lower() == "fp32":
+    if _dtype_env() == "fp32":
         return said("vllm.status.fp32_env", name=DTYPE_ENV)
     return said("vllm.status.fp32_no_bf16")
 

@@ -479,19 +479,18 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
     engine_rows (vLLM's own clock), the others the client's gaps and TTFTs (load_rows)."""
     model, found = FIRST_GUESS, None
     unknowns = 4 if front is not None else 5  # with the overhead given, the four coefficients
+    closed = [(m, *engine_order(m)) for m in runs if m.point.closed]  # read off the measurement: once, not per round
     for _ in range(FIT_ROUNDS if handoff_s else 1):  # without a handoff, the steps do not depend on their times
         rows, spans = Rows(), []
-        for m in runs:
-            if m.point.closed:
-                before = len(rows.y)
-                clocked = any(m is e for e in by_engine)
-                order, joined = engine_order(m)
-                result = replay(m.point, engine, model, handoff_s, detail=clocked, joined=joined)
-                if clocked:
-                    engine_rows(m, result, rows)
-                else:
-                    load_rows(m, result, order, rows)
-                spans.append((m, before, len(rows.y)))
+        for m, order, joined in closed:
+            before = len(rows.y)
+            clocked = any(m is e for e in by_engine)
+            result = replay(m.point, engine, model, handoff_s, detail=clocked, joined=joined)
+            if clocked:
+                engine_rows(m, result, rows)
+            else:
+                load_rows(m, result, order, rows)
+            spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
         if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:
             raise InputError("sim.fit_rows", rows=len(y))
