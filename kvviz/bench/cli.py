@@ -6,8 +6,8 @@ app), leaks (memory over many runs), cancel (how soon Stop, a cancelled call or 
 serving (vLLM under load, beside vLLM's own benchmark and kvviz's engine; not in `all`, as it needs vLLM's
 environment), loadgen (kvviz's load generator against a server of known timings, up to 256 in flight), fast
 (the static mode: a preallocated cache and a compiled decode step, beside the plain loops and
-model.generate), vllm-dtype (vLLM's CPU build in bf16 against fp32), figures (plotly HTML and PNG from the
-results), and all
+model.generate), vllm-dtype (vLLM's CPU build in bf16 against fp32), vllm-worker (its worker in a process of
+its own against in the engine core's), figures (plotly HTML and PNG from the results), and all
 (every part in turn; with --quick, seconds each, as CI runs it).
 """
 
@@ -244,6 +244,16 @@ def _vllm_dtype(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     write_results(args.out, "vllm-dtype-quick" if args.quick else "vllm-dtype", frame, summary, argv)
 
 
+def _vllm_worker(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    from dataclasses import replace
+
+    from kvviz.bench.vllm_worker import FULL, QUICK, worker_bench
+
+    plan = QUICK if args.quick else replace(FULL, model=args.model, rounds=args.rounds)
+    frame, summary = worker_bench(plan)
+    write_results(args.out, "vllm-worker-quick" if args.quick else "vllm-worker", frame, summary, argv)
+
+
 def _loadgen(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
     from dataclasses import replace
 
@@ -305,7 +315,7 @@ def _all(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
 PARTS = {"overhead": _overhead, "load": _load, "payoff": _payoff, "memory": _memory, "hardware": _hardware,
          "batch": _batch, "fast": _fast, "calculator": _calculator, "app": _app, "concurrency": _concurrency,
          "leaks": _leaks, "cancel": _cancel, "gpu": _gpu, "serving": _serving, "loadgen": _loadgen,
-         "simulator": _simulator, "vllm-dtype": _vllm_dtype,
+         "simulator": _simulator, "vllm-dtype": _vllm_dtype, "vllm-worker": _vllm_worker,
          "figures": _figures, "all": _all}
 
 
@@ -403,6 +413,11 @@ PART_OPTIONS: dict[str, tuple[str, str, list[tuple[str, dict]]]] = {
                    "a start per dtype per round, rounds interleaved (needs `python -m kvviz.serving setup`)",
                    "tiny, two small loads, one round",
                    [_text("--model", "smollm2-135m-instruct"), _int("--rounds", 2)]),
+    "vllm-worker": ("vLLM's CPU build with its worker in a process of its own against in the engine core's "
+                    "process: TTFT, TPOT and tokens/s of seven loads, a start each way per round, rounds interleaved "
+                    "(needs `python -m kvviz.serving setup`)",
+                    "tiny, one small load, one round",
+                    [_text("--model", "tiny"), _int("--rounds", 4)]),
     "figures": ("plotly figures (HTML and PNG) of the results in OUT, into OUT/figures",
                 "draw the quick runs' results (PART-quick.csv)", [NO_PNG]),
     "all": ("every part in turn, then the figures", "every part in its quick mode (CI)", [NO_PNG]),

@@ -285,29 +285,53 @@ def worker_threads(workers: int = 1, cpus: int | None = None) -> int:
     return max(1, (cpus - workers) // workers)
 
 
-def omp_threads(workers: int = 1) -> int | None:
+def omp_threads(workers: int = 1, cuda: bool | None = None) -> int | None:
     """OMP_NUM_THREADS for the server: the caller's own if set, else worker_threads on the CPU build; None on a
-    machine with a CUDA GPU (its build, where vLLM gives each worker one thread itself)."""
+    machine with a CUDA GPU (its build, where vLLM gives each worker one thread itself). cuda: has_cuda_gpu(),
+    where the caller has asked already."""
     if os.environ.get("OMP_NUM_THREADS"):
         mine = os.environ["OMP_NUM_THREADS"]
         return int(mine) if mine.isdigit() else None
-    return None if has_cuda_gpu() else worker_threads(workers)
+    return None if (has_cuda_gpu() if cuda is None else cuda) else worker_threads(workers)
+
+
+IN_ENGINE_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"  # 0: vLLM's CPU build keeps its one worker in the engine core
+
+
+def worker_in_engine(workers: int = 1, cuda: bool | None = None) -> bool:
+    """Whether vLLM's CPU build computes in its engine core's process: where the server has one model worker
+    (no tensor, pipeline or data parallel ranks), kvviz sets VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's
+    uniprocess executor, which its CPU platform otherwise swaps for a worker process of its own. That process and
+    the engine core talk through a shared-memory queue that each side polls, yielding between polls, for a second
+    after each message: under load the engine core spun through the steps the worker computed (2.4-2.9
+    CPU-seconds in 3.4-4.1 s beside the worker's 3.3-4.0, tiny's calibration loads on these 2 cores), on cores
+    the API server and the load generator need. In the engine core's process, tiny over four interleaved rounds
+    (eight loads, three runs each a start): output tokens/s 5-32% higher, the spread of a load's TPOT p50 over
+    its runs 14% against 21%, ready in 26-30 s against 41-46 s (docs/serving.md, "One process computes"). None
+    of this on a CUDA machine (its build, where vLLM's own executor stays). A VLLM_ENABLE_V1_MULTIPROCESSING
+    the caller set decides instead (0: in the engine core's process). cuda: has_cuda_gpu(), where asked already."""
+    if IN_ENGINE_ENV in os.environ:
+        return os.environ[IN_ENGINE_ENV] == "0"
+    return workers == 1 and not (has_cuda_gpu() if cuda is None else cuda)
 
 
 def environment(spec: ServerSpec) -> dict[str, str]:
     """The server's environment: this one, offline, with the CPU build's KV space, no core pinning (the cores
     are shared with the client and whoever else runs here), a thread count that leaves the scheduling
-    processes a core (omp_threads), and vLLM's older compile cache (the caller's choice kept). vLLM 0.32's AOT
+    processes a core (omp_threads), one worker computing in the engine core's process (worker_in_engine), and
+    vLLM's older compile cache (the caller's choice kept). vLLM 0.32's AOT
     compile cache, its default with torch 2.10 or later, saves each compiled model and then fails to load it
     ("'function' object has no attribute 'finalize_loading'", vllm/compilation/decorators.py, with torch's
     mega-artifact format; without that format it fails the same way), so every start compiled the model again:
     with VLLM_USE_AOT_COMPILE=0 a start of a model compiled before loads the compiled graphs (docs/serving.md:
     tiny's engine ready in about 7 s against 14-18 s)."""
-    threads = omp_threads(spec.tensor_parallel * spec.pipeline_parallel * spec.data_parallel)
+    cuda = has_cuda_gpu()
+    threads = omp_threads(spec.workers, cuda)
     return os.environ | {"VLLM_CPU_KVCACHE_SPACE": str(spec.kv_space_gib),
                          "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
                          "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                          "VLLM_USE_AOT_COMPILE": os.environ.get("VLLM_USE_AOT_COMPILE", "0")} | (
+        {IN_ENGINE_ENV: "0"} if worker_in_engine(spec.workers, cuda) else {}) | (
         {"OMP_NUM_THREADS": str(threads)} if threads else {})
 
 
@@ -354,14 +378,16 @@ class StartupFacts:
 
     def ranks(self) -> tuple[RankKv, ...]:
         """Each rank, in rank order, with its KV space and its engine's logged capacity. One engine: a rank per
-        worker. Data parallel engines name their workers as if each were alone ("Worker", "Worker_TP0" in every
-        engine), so a worker's engine is not in the log: then each engine has a rank per worker name (vLLM gives
-        every engine the same tp × pp workers), with the KV space the first worker of that name logged."""
+        worker (a worker in the engine core's process, worker_in_engine, logs as "EngineCore": rank 0). Data
+        parallel engines name their workers as if each were alone ("Worker", "Worker_TP0" in every engine), so a
+        worker's engine is not in the log: then each engine has a rank per worker name (vLLM gives every engine
+        the same tp × pp workers), with the KV space the first worker of that name logged."""
         engines = sorted(self.engines, key=lambda e: _rank_order(e.name))
         workers = sorted(self.workers, key=lambda w: (_rank_order(w.name), w.pid))
         if len(engines) <= 1:
             tokens = engines[0].kv_capacity_tokens if engines else self.kv_capacity_tokens
-            return tuple(RankKv(_short(w.name, "Worker") or "0", w.kv_space_gib, tokens) for w in workers)
+            return tuple(RankKv(_short(_short(w.name, "Worker"), "EngineCore") or "0", w.kv_space_gib, tokens)
+                         for w in workers)
         first = {w.name: w.kv_space_gib for w in reversed(workers)}
         return tuple(RankKv("_".join(filter(None, (_short(e.name, "EngineCore"), _short(name, "Worker")))),
                             first[name], e.kv_capacity_tokens)

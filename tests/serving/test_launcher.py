@@ -44,6 +44,25 @@ def test_vllms_older_compile_cache_unless_the_caller_chose(monkeypatch):
     assert environment(ServerSpec(TINY, "tiny"))["VLLM_USE_AOT_COMPILE"] == "1"
 
 
+
+def test_one_worker_computes_in_the_engine_cores_process_on_the_cpu_build(monkeypatch):
+    """vLLM's CPU build with one worker: VLLM_ENABLE_V1_MULTIPROCESSING=0 (the worker in the engine core's
+    process); with tensor, pipeline or data parallel ranks, on a CUDA machine, or where the caller set the
+    variable, none from kvviz (the caller's value goes through as it is)."""
+    import kvviz.serving.vllm as vllm
+
+    key = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: False)
+    assert environment(ServerSpec(TINY, "tiny"))[key] == "0"
+    for ranks in ({"tensor_parallel": 2}, {"pipeline_parallel": 2}, {"data_parallel": 2}):
+        assert key not in environment(ServerSpec(TINY, "tiny", **ranks)), ranks
+    monkeypatch.setenv(key, "1")
+    assert environment(ServerSpec(TINY, "tiny"))[key] == "1"
+    monkeypatch.delenv(key)
+    monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: True)
+    assert key not in environment(ServerSpec(TINY, "tiny"))
+
 @pytest.mark.parametrize(("workers", "cpus", "threads"), [
     (1, 2, 1),  # these machines: one core computes, one is left to the engine core, API server and client
     (2, 2, 1),  # tp 2 on 2 cores: no core to spare, still one thread each

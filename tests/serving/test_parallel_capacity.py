@@ -70,6 +70,22 @@ concurrency for 1,024 tokens per request: 1024.00x
 """
 
 
+# Lines of a real start of tiny with its one worker in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0,
+# kvviz.serving.vllm.worker_in_engine; fp32): the worker's KV line comes from the engine core
+IN_ENGINE_LOG = """\
+(EngineCore pid=5603) INFO 12-05 10:15:20 [cpu_worker.py:260] Explicitly set (1.0/23.54) GiB for KV cache on node 0.
+(EngineCore pid=5603) INFO 12-05 10:15:20 [kv_cache_utils.py:2327] CPU KV cache size: 524,288 tokens, Maximum \
+concurrency for 1,024 tokens per request: 512.00x
+"""
+
+
+def test_a_worker_in_the_engine_cores_process_is_rank_0():
+    """One rank, 0 (as a worker process of its own, "Worker", would be), with its 1.0 GiB and the 524,288 tokens
+    the engine logged; not a rank named after the engine core's process."""
+    facts = startup_facts(IN_ENGINE_LOG)
+    assert [(r.rank, r.kv_space_gib, r.kv_capacity_tokens) for r in facts.ranks()] == [("0", 1.0, 524_288)]
+
+
 def test_data_parallel_ranks_take_their_own_engines_capacity():
     """With data parallelism each rank has an engine core of its own, which logs its own size: two ranks, DP0
     and DP1, each with its engine's 1,048,576 tokens (a replica of tiny at tp1); one engine's figure changed to

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -57,6 +58,22 @@ def test_vllm_states_the_capacity_worked_out_by_hand(server):
                 if s.name == "vllm:cache_config_info")
     assert (int(info.labels["num_gpu_blocks"]), int(info.labels["block_size"])) == (blocks, 128)
 
+
+
+def test_the_one_worker_computes_in_the_engine_cores_process(server):
+    """kvviz asks vLLM's CPU build to keep its one worker in the engine core's process (worker_in_engine): the
+    worker's KV line is the engine core's in vLLM's own log, and no process of the server's group names itself a
+    worker ("VLLM::Worker", as vLLM's worker process does), while the engine core ("VLLM::EngineCor", the kernel
+    keeps 15 characters) is there."""
+    assert [w.name for w in server.facts.workers] == ["EngineCore"]
+    names = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == server.pid:
+                names.append((entry / "comm").read_text().strip())
+        except (OSError, IndexError):  # ended while read
+            continue
+    assert "VLLM::EngineCor" in names and not any(n.startswith("VLLM::Worker") for n in names), names
 
 def test_a_closed_loop_on_vllm_counts_what_vllm_counts(server):
     """4 requests of 16 prompt tokens (counted with tiny's tokenizer) and 32 output tokens (ignore_eos): every
