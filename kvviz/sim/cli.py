@@ -203,7 +203,8 @@ def predict(args: argparse.Namespace) -> None:
     limits = Limits(max_steps=args.max_steps, max_wall_s=args.max_wall_s)
     workload = workload_of(args)
     config = config_of(args)
-    result = simulate(workload, config, model, limits, Slo(args.slo_ttft, args.slo_tpot), handoff_s=handed)
+    result = simulate(workload, config, model, limits, Slo(args.slo_ttft, args.slo_tpot), handoff_s=handed,
+                      return_s=overhead)
     if overhead:
         result = replace(result, stats=as_client(result, overhead, workload.rate))
     if args.trace:

@@ -183,7 +183,8 @@ class Engine:
     """One replica as simulated: its scheduler and KV blocks, its step time and what that is (ROOFLINE on a GPU
     preset, CALIBRATED from a file: `source` names the preset or the file), the device, and the GPUs it takes
     (tp × pp; 1, this machine, for a calibration); a calibration's request overhead (seconds on every TTFT and E2E:
-    the SLO is judged on the client's view) and front-end handoff (kvviz.sim.simulate), 0 on a roofline."""
+    the SLO is judged on the client's view; and from a closed loop's request ending to its next one reaching the
+    engine) and front-end handoff (kvviz.sim.simulate), 0 on a roofline."""
 
     config: SchedulerConfig
     model: StepTimeModel
@@ -339,7 +340,8 @@ def simulated(engine: Engine, slo: SloLimits, shape: Shape, rate: float, wall_s:
               knee_rate: float = math.inf) -> Point | None:
     """One rate on the simulator, judged; None when the simulation ran out of its real seconds."""
     result = simulate(shape.at(rate), engine.config, engine.model,
-                      Limits(max_requests=shape.requests, max_wall_s=wall_s), slo.goodput, handoff_s=engine.handoff_s)
+                      Limits(max_requests=shape.requests, max_wall_s=wall_s), slo.goodput, handoff_s=engine.handoff_s,
+                      return_s=engine.overhead_s)
     if result.stopped is not None:
         return None
     return judged(rate, with_overhead(result, engine.overhead_s), slo, result.stats.output_tokens_per_s, knee_rate)
@@ -350,7 +352,7 @@ def knee(engine: Engine, shape: Shape, wall_s: float) -> Knee:
     seqs = engine.config.max_num_seqs
     load = shape.closed(max(shape.requests, 3 * seqs), seqs)
     result = simulate(load, engine.config, engine.model, Limits(max_requests=len(load.requests), max_wall_s=wall_s),
-                      handoff_s=engine.handoff_s)
+                      handoff_s=engine.handoff_s, return_s=engine.overhead_s)
     if result.stopped is not None:
         raise InputError("sim.plan_knee_stopped", why=result.stopped)
     return Knee(result.stats.requests_per_s, result.stats.output_tokens_per_s, sum(result.preemptions))

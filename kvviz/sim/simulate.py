@@ -4,17 +4,18 @@ model says; out come the same per-request records and run statistics the load ge
 
 Time is simulated seconds from the first arrival's 0. A request enters the waiting queue at the first step boundary
 at or after it reaches the engine (vLLM's engine core takes new requests between steps); its tokens come at the end
-of the step that samples them; a closed loop's next request is sent when one ends, and joins the step after the one
-that begins then, as on vLLM, whose engine starts its next step at once while the answer travels to the client and
-the next request back (when nothing else runs, the engine is idle and takes it at once, and begins a step with what
-it holds). Requests reach the engine one at a time, handoff_s apart at the closest (vLLM's API server takes them in
-turn: a wave of requests sent at once reaches the engine spread out, the first step holding the first of them); 0
-hands every request over the moment it is sent. A replay of a measured load may say which requests reached the
-engine together with the one sent before them (joined: the first step of a wave held two of them on vLLM, a race
-the handoff cannot predict; kvviz.sim.calibrate.engine_order reads it off the measured first tokens). No
-network, tokenizer, detokenizer or HTTP time beyond that: the records are the engine's view of each request, timed
-from its sending. The run is bounded: at most max_requests requests (the rest are not sent), max_steps steps and
-max_wall_s seconds of real time; a run cut short says why, and the requests it left unfinished count as failed.
+of the step that samples them; a closed loop's next request reaches the engine return_s after one ends (the last
+token's way to the client and the next request's way back through the API server: the request overhead,
+kvviz.sim.calibrate), and never in the step that begins as one ends, as on vLLM, whose engine starts its next step at
+once while the answer travels (when nothing else runs, the engine is idle and takes it as it comes, and begins a step
+with what it holds). Requests reach the engine one at a time, handoff_s apart at the closest (vLLM's API server
+takes them in turn: a wave of requests sent at once reaches the engine spread out, the first step holding the first
+of them); 0 hands every request over the moment it is sent. A replay of a measured load may say which requests
+reached the engine together with the one sent before them (joined: the first step of a wave held two of them on
+vLLM, a race the handoff cannot predict; kvviz.sim.calibrate.engine_order reads it off the measured first tokens).
+No network, tokenizer, detokenizer or HTTP time beyond those: the records are the engine's view of each request,
+timed from its sending. The run is bounded: at most max_requests requests (the rest are not sent), max_steps steps
+and max_wall_s seconds of real time; a run cut short says why, and the requests it left unfinished count as failed.
 """
 
 from __future__ import annotations
@@ -164,8 +165,10 @@ class _Run:
     send."""
 
     def __init__(self, workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits,
-                 detail: bool = False, handoff_s: float = 0.0, joined: tuple[bool, ...] = ()) -> None:
+                 detail: bool = False, handoff_s: float = 0.0, joined: tuple[bool, ...] = (),
+                 return_s: float = 0.0) -> None:
         self.workload, self.model, self.limits, self.handoff_s = workload, model, limits, handoff_s
+        self.return_s = return_s
         self.joined = joined
         self.details: list[StepDetail] | None = [] if detail else None
         self.scheduler = Scheduler(config)
@@ -238,7 +241,7 @@ class _Run:
             self.details.append(replace(seen, finished=tuple(r.index for r in done)))
         for _ in done:
             if self.workload.closed and self.todo:
-                self.send(self.now, late=True)
+                self.send(self.now + self.return_s, late=True)
 
     def _seen(self, plan: StepPlan) -> StepDetail:
         """The queues and blocks as scheduled, before the step runs (finished: filled in after it)."""
@@ -281,16 +284,19 @@ def record(request: SimRequest, closed: bool) -> RequestRecord:
 
 def simulate(workload: Workload, config: SchedulerConfig, model: StepTimeModel, limits: Limits = Limits(),
              slo: Slo | None = None, detail: bool = False, handoff_s: float = 0.0,
-             joined: tuple[bool, ...] = ()) -> SimResult:
+             joined: tuple[bool, ...] = (), return_s: float = 0.0) -> SimResult:
     """Run the workload to its end (or a limit) and gather what it measured; with detail, who was where in every
     step too (SimResult.details: for a run small enough to watch, it holds every running request's blocks).
     handoff_s: the front end's seconds per request handed to the engine (kvviz.sim.calibrate fits it). joined[i]:
-    request i reaches the engine when request i-1 does, not handoff_s after it (a replay of a measured load)."""
+    request i reaches the engine when request i-1 does, not handoff_s after it (a replay of a measured load).
+    return_s: from a closed loop's request ending on the engine to its next one reaching it (0: as it ends, in the
+    next step)."""
     check(workload, config)
     whole_number(limits.max_requests, "max_requests", 1, 10**9)
     number(limits.max_wall_s, "max_wall_s", 0.0, 1e6, low_open=True)
     number(handoff_s, "handoff_s", 0.0, 10.0)
-    run = _Run(workload, config, model, limits, detail, handoff_s, joined)
+    number(return_s, "return_s", 0.0, 60.0)
+    run = _Run(workload, config, model, limits, detail, handoff_s, joined, return_s)
     run.run()
     records = tuple(record(r, workload.closed) for r in run.sent)
     ends = [r.finished_s for r in run.sent if r.finished_s is not None]

@@ -187,7 +187,7 @@ def predicted_stats(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[R
 
 def _predicted(point: LoadPoint, engine: Engine, fitted: Fitted) -> tuple[RunStats, int, SimResult]:
     """predicted_stats's figures and the simulated run they come from (its steps)."""
-    sim = replay(point, engine, fitted.step, fitted.handoff_s)
+    sim = replay(point, engine, fitted.step, fitted.handoff_s, return_s=fitted.request_overhead_s)
     return as_client(sim, fitted.request_overhead_s, point.rate), sum(s.preemptions for s in sim.trace), sim
 
 
@@ -195,7 +195,8 @@ def open_rate(mix: Mix, fraction: float, engine: Engine, fitted: Fitted) -> floa
     """fraction of the request rate the calibrated simulator gives a closed loop of 16 of this mix: an open loop
     set from the prediction, not from a measurement."""
     sim = simulate(closed_loop(32, 16, mix.prompt_tokens, mix.output_tokens, mix.prefix_tokens), engine.scheduler(),
-                   fitted.step, Limits(max_wall_s=60.0), handoff_s=fitted.handoff_s)
+                   fitted.step, Limits(max_wall_s=60.0), handoff_s=fitted.handoff_s,
+                   return_s=fitted.request_overhead_s)
     return round(fraction * sim.stats.requests_per_s, 3)
 
 

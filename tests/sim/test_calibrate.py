@@ -23,11 +23,13 @@ LOADS = (LoadPoint(Mix(40, 20), 6, concurrency=1), LoadPoint(Mix(40, 20), 12, co
 
 
 def _measured(point: LoadPoint, model: LinearStepTime, ttft_extra_s: float = 0.0,
-              handoff_s: float = 0.0, joined: tuple[bool, ...] = ()) -> Measured:
+              handoff_s: float = 0.0, joined: tuple[bool, ...] = (), return_s: float | None = None) -> Measured:
     """A load as if measured on an engine whose steps take `model`'s time, each TTFT and E2E ttft_extra_s longer
-    (a client's HTTP and tokenizing), requests sent together reaching it handoff_s apart (joined: with the one
-    before them)."""
-    sim = replay(point, ENGINE, model, handoff_s, joined=joined)
+    (a client's HTTP and tokenizing), which is also how long a closed loop's next request takes to reach the engine
+    after one ends there (the answer's way out and the request's way in) unless return_s says otherwise, requests
+    sent together reaching it handoff_s apart (joined: with the one before them)."""
+    sim = replay(point, ENGINE, model, handoff_s, joined=joined,
+                 return_s=ttft_extra_s if return_s is None else return_s)
     records = tuple(replace(r, ttft_s=r.ttft_s + ttft_extra_s, e2e_s=r.e2e_s + ttft_extra_s) for r in sim.records)
     return Measured(point, records, sim.stats, 0, 0.0)
 
@@ -330,12 +332,14 @@ def test_a_paced_load_is_kept_when_the_others_alone_cannot_be_fitted():
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-9)
 
 
-def _engine_clock(point: LoadPoint, front_s: float) -> Measured:
+def _engine_clock(point: LoadPoint, front_s: float, return_s: float | None = None) -> Measured:
     """The load replayed on TRUE, with vLLM's own figures as its /metrics would give them: each request's prefill
     time (its first token's time less the start of the first step it ran in: a prompt of 300 that the budget of
     256 held back waits steps before it), its decode time (last token less first), its TTFT; and the client's
-    TTFTs front_s later."""
-    sim = replay(point, ENGINE, TRUE, detail=True)
+    TTFTs front_s later; a closed loop's next request reaching the engine return_s after one ends (front_s if
+    None)."""
+    return_s = front_s if return_s is None else return_s
+    sim = replay(point, ENGINE, TRUE, detail=True, return_s=return_s)
     starts = {}
     for step, detail in enumerate(sim.details):
         for seq in detail.running:
@@ -343,7 +347,7 @@ def _engine_clock(point: LoadPoint, front_s: float) -> Measured:
     done = [(i, r) for i, r in enumerate(sim.records) if r.ok]
     prefill = sum(r.sent_s + r.ttft_s - starts[i] for i, r in done) / len(done)
     decode = sum(r.arrivals_s[-1] - r.arrivals_s[0] for _, r in done) / len(done)
-    m = _measured(point, TRUE, front_s)
+    m = _measured(point, TRUE, front_s, return_s=return_s)
     return replace(m, server=ServerView(len(done), m.stats.ttft.mean - front_s, 0.0, prefill, decode,
                                         None, None, None, None, None, None, None))
 
@@ -355,8 +359,9 @@ def test_when_the_front_end_paced_every_load_the_fit_is_on_vllms_own_clock():
     prompts of 300 in chunks of 256: prefills of two steps) and the overhead the client's TTFT less vLLM's, 12 +
     100 ms; the calibration says its clock was the engine's. Without vLLM's prefill and decode figures, refused.
     The loop of 3 prompts of 300 queues (the budget of 256 takes one at a time), which a prefill counted from the
-    request's sending would take for steps' time."""
-    runs = [_joined(_engine_clock(p, 0.012), 0.1) for p in LOADS]
+    request's sending would take for steps' time. The client sees each request's end 112 ms after the engine
+    ended it, so a closed loop's next request reaches the engine that long after."""
+    runs = [_joined(_engine_clock(p, 0.012, return_s=0.112), 0.1) for p in LOADS]
     fitted = fit_runs(runs, ENGINE)
     for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
         assert got == pytest.approx(true, rel=1e-6)

@@ -197,8 +197,10 @@ def test_a_calibrations_overhead_and_handoff_are_in_the_slo_judged(tmp_path):
     The knee's closed loop of 2 (three rounds: 6 requests), handed over 0.2 s apart: A has step 1 [0, 0.5] alone,
     B (there at 0.2) joins step 2 beside A's last token; C, sent as A ends at 1.0, misses step 3 (B's last) and
     is prefilled in step 4 [1.5, 2]; D, sent at 1.5, joins step 5 beside C's last token; E and F repeat it in
-    steps 7-9: the last token at 4.5 s, 6 / 4.5 requests/s. Handed over at once, A and B share every step and
-    each pair takes two steps (the engine is idle when they end, and takes the next pair at once): 6 / 3.0 s.
+    steps 7-9: the last token at 4.5 s, 6 / 4.5 requests/s (each next request reaches the engine the overhead,
+    0.25 s, after one ends: inside the step that begins then, as at once). Handed over at once, A and B share every
+    step and each pair takes two steps; the engine is idle when they end, and the next pair reaches it 0.25 s later:
+    pairs in [0, 1], [1.25, 2.25], [2.5, 3.5], 6 / 3.5 s. Without the overhead, 6 / 3.0 s.
     """
     import json
 
@@ -213,7 +215,8 @@ def test_a_calibrations_overhead_and_handoff_are_in_the_slo_judged(tmp_path):
     assert simulated(replace(engine, overhead_s=0.0), slo, one, 0.1, 60).held
     shape = Shape(8, 2, requests=6)
     assert knee(engine, shape, 60).requests_per_s == pytest.approx(6 / 4.5)
-    assert knee(replace(engine, handoff_s=0.0), shape, 60).requests_per_s == pytest.approx(6 / 3.0)
+    assert knee(replace(engine, handoff_s=0.0), shape, 60).requests_per_s == pytest.approx(6 / 3.5)
+    assert knee(replace(engine, handoff_s=0.0, overhead_s=0.0), shape, 60).requests_per_s == pytest.approx(6 / 3.0)
 
 
 def test_a_plan_on_another_machines_calibration_says_so(capsys, tmp_path):

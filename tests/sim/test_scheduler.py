@@ -172,6 +172,27 @@ def test_a_closed_loops_next_request_joins_the_step_after_the_one_that_begins_as
     assert [(r.sent_s, r.ttft_s) for r in alone.records] == [(0.0, 1.0), (1.0, 1.0)]
 
 
+
+def test_a_closed_loops_next_request_reaches_the_engine_the_return_time_after_one_ends():
+    """The loop above (steps of 1 s; A prompt 4 output 1, B prompt 4 output 3, C prompt 4 output 1; 2 in flight),
+    the next request reaching the engine return_s after one ends (the answer's way to the client and the request's
+    back). Return 1.5 s: A ends at 1, C reaches the engine at 2.5, inside step 3 [2, 3] (B's last decode), joins
+    step 4 [3, 4] alone: sent at 2.5, first token at 4, TTFT 1.5 s. Return 0.5 s: C reaches at 1.5, inside step 2,
+    joins step 3 beside B's last decode: TTFT 1.5 s (3 - 1.5). A loop of 1 (A, then C), return 1.5 s: nothing runs
+    when C reaches the engine at 2.5, so it is taken then: step [2.5, 3.5], TTFT 1 s."""
+    a, b, c = RequestSpec(4, 1), RequestSpec(4, 3), RequestSpec(4, 1)
+    loop = Workload((a, b, c), closed=True, concurrency=2)
+    later = simulate(loop, _config(), ONE_SECOND, return_s=1.5)
+    assert [(s.prefill_tokens, s.decode_seqs) for s in later.trace] == [(8, 0), (0, 1), (0, 1), (4, 0)]
+    assert [s.start_s for s in later.trace] == [0.0, 1.0, 2.0, 3.0]
+    assert (later.records[2].sent_s, later.records[2].ttft_s) == (2.5, 1.5)
+    sooner = simulate(loop, _config(), ONE_SECOND, return_s=0.5)
+    assert [(s.prefill_tokens, s.decode_seqs) for s in sooner.trace] == [(8, 0), (0, 1), (4, 1)]
+    assert (sooner.records[2].sent_s, sooner.records[2].ttft_s) == (1.5, 1.5)
+    alone = simulate(Workload((a, c), closed=True, concurrency=1), _config(), ONE_SECOND, return_s=1.5)
+    assert [(r.sent_s, r.ttft_s) for r in alone.records] == [(0.0, 1.0), (2.5, 1.0)]
+    assert [s.start_s for s in alone.trace] == [0.0, 2.5]
+
 def test_a_wave_sent_at_once_reaches_the_engine_one_request_a_handoff_apart():
     """Steps of 2.5 ms, a closed loop of 3 sent at 0 (prompt 4, output 2), handed over 1 ms apart: they reach
     the engine at 0, 1 and 2 ms. Step 1 [0, 2.5] holds A alone (its first token at 2.5); B and C are there by

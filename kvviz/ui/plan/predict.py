@@ -214,7 +214,7 @@ def simulated_stats(setup: Setup, load: float, requests: int | None = None, wall
     work = workload(setup, load, requests)
     result = simulate(work, setup.engine.config, setup.engine.model,
                       Limits(max_requests=len(work.requests), max_wall_s=wall_s), setup.slo.goodput,
-                      handoff_s=setup.engine.handoff_s)
+                      handoff_s=setup.engine.handoff_s, return_s=setup.engine.overhead_s)
     if result.stopped is not None:
         raise InputError("sim.plan_knee_stopped", why=result.stopped)
     return _client(setup, result, work.rate)
