@@ -1,5 +1,5 @@
 """Two ways of starting vLLM's CPU build, compared on this machine: the same loads on one model, a vLLM start per
-way per round, the rounds interleaved (A, B, A, B, ...) so that a machine whose speed moves moves both alike.
+way per round, the order turned each round (A B, B A, A B, ...) so that a machine whose speed moves moves both alike.
 
 What kvviz.bench.vllm_dtype (bf16 against fp32) and kvviz.bench.vllm_worker (a worker process against the engine
 core's process) share: a Setting is a way (vLLM's options and environment), each start a row per load with what
