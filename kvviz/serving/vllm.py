@@ -306,8 +306,8 @@ def worker_in_engine(workers: int = 1, cuda: bool | None = None) -> bool:
     after each message: under load the engine core spun through the steps the worker computed (2.4-2.9
     CPU-seconds in 3.4-4.1 s beside the worker's 3.3-4.0, tiny's calibration loads on these 2 cores), on cores
     the API server and the load generator need. In the engine core's process, tiny over four interleaved rounds
-    (eight loads, three runs each a start): output tokens/s 5-32% higher, the spread of a load's TPOT p50 over
-    its runs 14% against 21%, ready in 26-30 s against 41-46 s (docs/serving.md, "One process computes"). None
+    of seven loads (`python -m kvviz.bench vllm-worker`): output tokens/s 3-34% higher at the median, no stalled
+    round, ready in 26-27 s against 35-38 s (docs/serving.md, "One process computes"). None
     of this on a CUDA machine (its build, where vLLM's own executor stays). A VLLM_ENABLE_V1_MULTIPROCESSING
     the caller set decides instead (0: in the engine core's process). cuda: has_cuda_gpu(), where asked already."""
     if IN_ENGINE_ENV in os.environ:
