@@ -763,12 +763,15 @@ def warm_up(served: Served) -> None:
     measure(served, LoadPoint(Mix(32, 16), 4, concurrency=2))
 
 
-# The loads a calibration runs: short prompts at three concurrencies (decode steps of 1 to 12 sequences) and long
-# prompts at two (chunks of hundreds of prefill tokens, in the TTFT of the requests they start and in the gaps of
-# those decoding beside them): enough spread to tell the four coefficients and the request overhead apart.
+# The loads a calibration runs: short prompts at three concurrencies (decode steps of 1 to 12 sequences), prompts of
+# 384 tokens at two (chunks of hundreds of prefill tokens, in the TTFT of the requests they start and in the gaps of
+# those decoding beside them) and of 960 at one (a prompt's attention pairs grow with its square: 6.25 times
+# 384's; with prompts of 64 and 384 alone the fit left that term to extrapolation, and tiny's held-out loads of
+# 768-token prompts came out 8-21% fast in throughput, docs/simulator.md): enough spread to tell the four
+# coefficients and the request overhead apart.
 CALIBRATION = (LoadPoint(Mix(64, 32), 4, concurrency=1), LoadPoint(Mix(64, 32), 8, concurrency=4),
                LoadPoint(Mix(64, 32), 24, concurrency=12), LoadPoint(Mix(384, 8), 6, concurrency=2),
-               LoadPoint(Mix(384, 8), 12, concurrency=6))
+               LoadPoint(Mix(384, 8), 12, concurrency=6), LoadPoint(Mix(960, 8), 6, concurrency=3))
 QUICK_CALIBRATION = (LoadPoint(Mix(32, 32), 4, concurrency=1), LoadPoint(Mix(32, 32), 12, concurrency=6),
                      LoadPoint(Mix(256, 8), 8, concurrency=4))
 

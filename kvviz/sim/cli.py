@@ -109,7 +109,7 @@ def _calibrate_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--model", default="tiny", help="tiny, smollm2-135m-instruct or a model folder (default tiny)")
     p.add_argument("--max-model-len", type=int, default=1024)
     p.add_argument("--out", type=Path, help="the calibration JSON (default calibration-<model>.json)")
-    p.add_argument("--quick", action="store_true", help="three small loads instead of five")
+    p.add_argument("--quick", action="store_true", help="three small loads instead of six")
     return p
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from kvviz.calc.machine import machine
 from kvviz.calc.roofline import causal_pairs
 from kvviz.serving.endpoint import Endpoint
 from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
@@ -108,8 +109,8 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     with it, then the bounded real search from the prediction. The SLO, set from the calibration so that it binds
     below the knee: TTFT p90 <= ttft_steps × the predicted TTFT of one prompt alone (its step, and the request
     overhead where the calibration has one), TPOT p90 <= tpot_steps × the fitted step of one decode alone. Writes
-    cal.json (and steps.csv for `steps`) and check.json (the prediction first, then the measurement) to `out`;
-    returns what check.json holds."""
+    cal.json (and steps.csv for `steps`) and check.json (the prediction first, then the measurement and the
+    machine's record: kvviz.calc.machine) to `out`; returns what check.json holds."""
     from kvviz.serving.models import has_weights, model_folder
     from kvviz.sim import plan as planning
     from kvviz.sim.calibrate import serving
@@ -138,20 +139,38 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
                                 "points": [asdict(p) for p in predicted.points]}}
         (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         prompts = synthetic(requests, prompt_tokens, served.tokenizer, 7)
-        low, high, searcher = real_max_rate(ep, slo, shape, prompts, predicted.max_rate,
-                                            Search(resolution=0.1, max_points=points, max_wall_s=1500), factor)
+        bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # 1,500 s for 60
+        low, high, searcher = real_max_rate(ep, slo, shape, prompts, predicted.max_rate, bounds, factor)
     result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
                             "stopped": str(searcher.stopped) if searcher.stopped else None},
                "ratio_predicted_to_measured": predicted.max_rate / low if low else None,
-               "load_average_1m": round(os.getloadavg()[0], 2)}
+               "load_average_1m": round(os.getloadavg()[0], 2), "machine": machine()}
     (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
+def main(argv: Sequence[str] | None = None) -> dict:
+    """python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate [PROMPT OUTPUT]]]]
+    [--requests N] [--points N]: check_on_vllm, its result printed as JSON."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m kvviz.sim.plan_check",
+                                     description="The plan's highest rate under an SLO, predicted, then searched for "
+                                                 "on a real vLLM.")
+    parser.add_argument("out", nargs="?", type=Path, default=Path("plan-check"))
+    parser.add_argument("ttft_steps", nargs="?", type=float, default=3.0)
+    parser.add_argument("tpot_steps", nargs="?", type=float, default=1.5)
+    parser.add_argument("model", nargs="?", default="tiny")
+    parser.add_argument("fit", nargs="?", default="steps", choices=FITS)
+    parser.add_argument("prompt_tokens", nargs="?", type=int, default=128)
+    parser.add_argument("output_tokens", nargs="?", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=60, help="requests each rate sends, predicted and measured")
+    parser.add_argument("--points", type=int, default=6, help="rates the real search runs at most")
+    args = parser.parse_args(argv)
+    result = check_on_vllm(**vars(args))
+    print(json.dumps(result, indent=2))
+    return result
+
+
 if __name__ == "__main__":
-    # python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate [PROMPT OUTPUT]]]]
-    limits = dict(zip(("ttft_steps", "tpot_steps"), map(float, sys.argv[2:4]), strict=False))
-    named = dict(zip(("model", "fit"), sys.argv[4:6], strict=False))
-    lengths = dict(zip(("prompt_tokens", "output_tokens"), map(int, sys.argv[6:8]), strict=False))
-    print(json.dumps(check_on_vllm(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("plan-check"), **limits, **named,
-                                   **lengths), indent=2))
+    main()

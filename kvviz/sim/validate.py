@@ -287,7 +287,7 @@ def mape(rows: list[dict], names=tuple(METRICS), kind: str = "error") -> dict[st
     return out
 
 
-# The full validation: tiny and SmolLM2-135M-Instruct, each calibrated on CALIBRATION's loads (64/32 and 384/8)
+# The full validation: tiny and SmolLM2-135M-Instruct, each calibrated on CALIBRATION's loads (64/32, 384/8, 960/8)
 # and checked on mixes it never saw: a decode-heavy 32/64 and a prompt-heavy 768/16, closed and open, and a shared
 # prefix of 300 tokens (two whole blocks of 128) in a 384-token prompt. Sized for two shared, busy cores: a few
 # waves of requests per load.

@@ -417,3 +417,20 @@ def test_the_calibration_says_which_loads_it_left_out_and_when_it_used_vllms_clo
     assert not any("left out" in line for line in lines)
     assert any("vLLM 自己的时钟" in line for line in fit_lines(every, "zh"))
     assert fit_lines(every, "zh") != lines
+
+
+def test_the_calibration_file_says_where_vllms_worker_computed(tmp_path, monkeypatch):
+    """The file records the choice kvviz's server start follows (VLLM_ENABLE_V1_MULTIPROCESSING; 0: the worker
+    computes in vLLM's engine core process), with each load's figures as measured."""
+    from kvviz.serving.vllm import IN_ENGINE_ENV
+
+    runs = [_measured(p, TRUE, 0.012) for p in LOADS]
+    fitted = fit_runs(runs, ENGINE)
+    for value, in_engine in (("0", True), ("1", False)):
+        monkeypatch.setenv(IN_ENGINE_ENV, value)
+        record = calibrate.calibration_json(fitted, ENGINE, runs, tmp_path)
+        assert record["device_info"]["vllm_worker_in_engine_core"] is in_engine
+        assert record["device_info"]["vllm_version"] is None  # no vLLM in tmp_path
+        assert [(row["load"], row["measured_tpot_p50_s"]) for row in record["inputs"]] == [
+            ("closed 1, 40/20 x6", runs[0].stats.tpot.p50), ("closed 4, 40/20 x12", runs[1].stats.tpot.p50),
+            ("closed 3, 300/8 x8", runs[2].stats.tpot.p50), ("closed 8, 40/20 x16", runs[3].stats.tpot.p50)]
