@@ -149,6 +149,15 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     return result
 
 
+def _count(text: str) -> int:
+    """A count from the command line: a whole number from 1, else argparse's one-line refusal."""
+    import argparse
+
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, not {text!r}")
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
     """python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate [PROMPT OUTPUT]]]]
     [--requests N] [--points N]: check_on_vllm, its result printed as JSON."""
@@ -164,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("fit", nargs="?", default="steps", choices=FITS)
     parser.add_argument("prompt_tokens", nargs="?", type=int, default=128)
     parser.add_argument("output_tokens", nargs="?", type=int, default=16)
-    parser.add_argument("--requests", type=int, default=60, help="requests each rate sends, predicted and measured")
-    parser.add_argument("--points", type=int, default=6, help="rates the real search runs at most")
+    parser.add_argument("--requests", type=_count, default=60, help="requests each rate sends, predicted and measured")
+    parser.add_argument("--points", type=_count, default=6, help="rates the real search runs at most")
     args = parser.parse_args(argv)
     result = check_on_vllm(**vars(args))
     print(json.dumps(result, indent=2))

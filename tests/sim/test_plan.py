@@ -341,3 +341,24 @@ def test_the_gpu_plan_of_a_sliding_window_model_names_its_groups(capsys):
     code, out, err = run_cli(capsys, *GPU[:-2], "--max-points", "3")
     assert code == 0, err
     assert "KV-cache groups" not in out
+
+
+def test_the_real_checks_command_line_names_its_requests_and_refuses_a_bad_count(monkeypatch, capsys, tmp_path):
+    """`python -m kvviz.sim.plan_check DIR 6 2 MODEL calibrate --requests 120` asks for 120 requests a rate (the
+    prediction's and the real search's) and keeps the other defaults; a count of 0 or a word is refused in one line
+    before any vLLM starts."""
+    from kvviz.sim import plan_check
+
+    asked = []
+    monkeypatch.setattr(plan_check, "check_on_vllm", lambda **kwargs: asked.append(kwargs) or {"ok": True})
+    assert plan_check.main([str(tmp_path), "6", "2", "smollm2-135m-instruct", "calibrate", "--requests", "120"]) == {
+        "ok": True}
+    assert asked == [{"out": tmp_path, "ttft_steps": 6.0, "tpot_steps": 2.0, "model": "smollm2-135m-instruct",
+                      "fit": "calibrate", "prompt_tokens": 128, "output_tokens": 16, "requests": 120, "points": 6}]
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit) as caught:
+            plan_check.main([str(tmp_path), "--points", bad])
+        assert caught.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"python -m kvviz.sim.plan_check: error: argument --points: a whole number from 1, not '{bad}'")
+    assert len(asked) == 1
