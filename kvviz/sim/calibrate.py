@@ -767,7 +767,7 @@ def warm_up(served: Served) -> None:
 # 384 tokens at two (chunks of hundreds of prefill tokens, in the TTFT of the requests they start and in the gaps of
 # those decoding beside them) and of 960 at one (a prompt's attention pairs grow with its square: 6.25 times
 # 384's; with prompts of 64 and 384 alone the fit left that term to extrapolation, and tiny's held-out loads of
-# 768-token prompts came out 8-21% fast in throughput, docs/simulator.md): enough spread to tell the four
+# 768-token prompts came out 8-37% fast in throughput, docs/simulator.md): enough spread to tell the four
 # coefficients and the request overhead apart.
 CALIBRATION = (LoadPoint(Mix(64, 32), 4, concurrency=1), LoadPoint(Mix(64, 32), 8, concurrency=4),
                LoadPoint(Mix(64, 32), 24, concurrency=12), LoadPoint(Mix(384, 8), 6, concurrency=2),
