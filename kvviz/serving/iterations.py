@@ -8,12 +8,12 @@ one line per engine step, as its stat logger receives the step's output (after v
 
 A context request is one whose prompt is still being computed (a prefill chunk; a preempted request's recompute);
 a generation request decodes. The elapsed time is the engine core's clock around waiting for the step's result
-(EngineCore.step, capture_iteration_details): with the model in a worker process (vLLM's multiprocess executor:
-parallel layouts, CUDA), the forward pass, the sampling and the hand-over between the two. With the one worker in
-the engine core's process (kvviz's start on the CPU build: kvviz.serving.vllm.worker_in_engine), vLLM's uniprocess
-executor runs the forward pass inside execute_model, before that clock starts, and the elapsed time is the
-sampling's alone (0.5-1 ms a step on SmolLM2, whose steps take 40 ms and more); what each step held is right either
-way. Not in it: the scheduler's own work, the update from the step's output, and whatever the engine waits for
+(EngineCore.step, capture_iteration_details): with the model in a worker process (vLLM's multiprocess executor),
+the forward pass, the sampling and the hand-over between the two. With the one worker in the engine core's process
+(vLLM's uniprocess executor), the forward pass runs inside execute_model, before that clock starts, and the elapsed
+time is the sampling's alone (0.4 ms a decode step on tiny, 0.5-1 ms on SmolLM2, whose steps take 40 ms and more);
+so a server started with the flag keeps its worker process (kvviz.serving.vllm.worker_in_engine). Not in it:
+the scheduler's own work, the update from the step's output, and whatever the engine waits for
 between steps. The KV usage is a fraction of the pool's blocks, to 0.1%. Knows the line; starting vLLM is
 kvviz.serving.vllm's, using the steps kvviz.sim's.
 """

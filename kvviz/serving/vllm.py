@@ -43,6 +43,7 @@ from kvviz.base.inputs import clip, whole_number
 from kvviz.i18n import Said, said
 from kvviz.serving.endpoint import Endpoint, endpoint
 from kvviz.serving.guardian import GUARDIAN_NOTE, KILL_WAIT_S, READY_BYTE, stop_group
+from kvviz.serving.iterations import ITERATION_FLAG
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("KVVIZ_VLLM_VENV") or REPO / ".venv-vllm")  # CI puts it beside its own venv
@@ -298,7 +299,7 @@ def omp_threads(workers: int = 1, cuda: bool | None = None) -> int | None:
 IN_ENGINE_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"  # 0: vLLM's CPU build keeps its one worker in the engine core
 
 
-def worker_in_engine(workers: int = 1, cuda: bool | None = None) -> bool:
+def worker_in_engine(workers: int = 1, cuda: bool | None = None, step_log: bool = False) -> bool:
     """Whether vLLM's CPU build computes in its engine core's process: where the server has one model worker
     (no tensor, pipeline or data parallel ranks), kvviz sets VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's
     uniprocess executor, which its CPU platform otherwise swaps for a worker process of its own. That process and
@@ -308,11 +309,13 @@ def worker_in_engine(workers: int = 1, cuda: bool | None = None) -> bool:
     the API server and the load generator need. In the engine core's process, tiny over four interleaved rounds
     of seven loads (`python -m kvviz.bench vllm-worker`): output tokens/s 3-34% higher at the median, no stalled
     round, ready in 26-27 s against 35-38 s (docs/serving.md, "One process computes"). None
-    of this on a CUDA machine (its build, where vLLM's own executor stays). A VLLM_ENABLE_V1_MULTIPROCESSING
-    the caller set decides instead (0: in the engine core's process). cuda: has_cuda_gpu(), where asked already."""
+    of this on a CUDA machine (its build, where vLLM's own executor stays), nor on a server asked to log its
+    every step (step_log: ITERATION_FLAG), whose per-step time covers the forward pass only with the model in a
+    worker process (kvviz.serving.iterations). A VLLM_ENABLE_V1_MULTIPROCESSING the caller set decides instead
+    (0: in the engine core's process). cuda: has_cuda_gpu(), where asked already."""
     if IN_ENGINE_ENV in os.environ:
         return os.environ[IN_ENGINE_ENV] == "0"
-    return workers == 1 and not (has_cuda_gpu() if cuda is None else cuda)
+    return workers == 1 and not step_log and not (has_cuda_gpu() if cuda is None else cuda)
 
 
 def environment(spec: ServerSpec) -> dict[str, str]:
@@ -331,7 +334,7 @@ def environment(spec: ServerSpec) -> dict[str, str]:
                          "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
                          "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                          "VLLM_USE_AOT_COMPILE": os.environ.get("VLLM_USE_AOT_COMPILE", "0")} | (
-        {IN_ENGINE_ENV: "0"} if worker_in_engine(spec.workers, cuda) else {}) | (
+        {IN_ENGINE_ENV: "0"} if worker_in_engine(spec.workers, cuda, ITERATION_FLAG in spec.extra_args) else {}) | (
         {"OMP_NUM_THREADS": str(threads)} if threads else {})
 
 

@@ -47,16 +47,19 @@ def test_vllms_older_compile_cache_unless_the_caller_chose(monkeypatch):
 
 def test_one_worker_computes_in_the_engine_cores_process_on_the_cpu_build(monkeypatch):
     """vLLM's CPU build with one worker: VLLM_ENABLE_V1_MULTIPROCESSING=0 (the worker in the engine core's
-    process); with tensor, pipeline or data parallel ranks, on a CUDA machine, or where the caller set the
-    variable, none from kvviz (the caller's value goes through as it is)."""
+    process); with tensor, pipeline or data parallel ranks, with vLLM's per-step log asked for (its step times
+    cover the model only in a worker process), on a CUDA machine, or where the caller set the variable, none from
+    kvviz (the caller's value goes through as it is)."""
     import kvviz.serving.vllm as vllm
 
     key = "VLLM_ENABLE_V1_MULTIPROCESSING"
     monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(vllm, "has_cuda_gpu", lambda: False)
     assert environment(ServerSpec(TINY, "tiny"))[key] == "0"
-    for ranks in ({"tensor_parallel": 2}, {"pipeline_parallel": 2}, {"data_parallel": 2}):
+    for ranks in ({"tensor_parallel": 2}, {"pipeline_parallel": 2}, {"data_parallel": 2},
+                  {"extra_args": ("--enable-logging-iteration-details",)}):
         assert key not in environment(ServerSpec(TINY, "tiny", **ranks)), ranks
+    assert environment(ServerSpec(TINY, "tiny", extra_args=("--max-num-seqs", "8")))[key] == "0"
     monkeypatch.setenv(key, "1")
     assert environment(ServerSpec(TINY, "tiny"))[key] == "1"
     monkeypatch.delenv(key)
