@@ -13,7 +13,7 @@ sent together, their decode steps after the prompts (c decode sequences, c × (p
 the KV tokens each reads),
 each step's time their median TPOT. Both include what the client and the HTTP server add to each token, as the
 simulated run then does. The engine must serve `ignore_eos` (vLLM does) so that every request gives its length.
-Knows kvviz.serving's client; starts no server.
+Knows kvviz.serving's client; its vLLM starts through kvviz.sim.calibrate.serving.
 """
 
 from __future__ import annotations
