@@ -105,6 +105,8 @@ EN = {
     "sim_plan.scaled": "at the file's arrival times scaled to that rate",
     "sim_plan.untimed": "{arrivals} arrivals (the file has no arrival_s)",
     "sim_plan.progress": "  {rate:.4g} requests/s: {held} (TTFT {ttft} ms, TPOT {tpot} ms at their percentiles)",
+    "sim_plan.sending": "  {rate:.4g} requests/s: sending {requests} requests to vLLM (arrivals over about "
+                        "{seconds:.0f} s)",
     "sim_plan.held": "held",
     "sim_plan.not_held": "not held",
     "sim_plan.poisson": "Poisson",
@@ -244,6 +246,7 @@ ZH = {
                               "平均提示词 {prompt:,} 个 token（共享 {prefix:,} 个），平均输出 {output:,} 个 token",
     "sim_plan.scaled": "按该速率缩放文件中的到达时间",
     "sim_plan.untimed": "{arrivals}到达（文件没有 arrival_s 列）",
+    "sim_plan.sending": "  {rate:.4g} 请求/秒：向 vLLM 发送 {requests} 个请求（到达约持续 {seconds:.0f} 秒）",
     "sim_plan.progress": "  {rate:.4g} 请求/秒：{held}（按各自分位数，首 token 延迟 {ttft} 毫秒，"
                          "每 token 延迟 {tpot} 毫秒）",
     "sim_plan.held": "满足",

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kvviz.calc.machine import machine
 from kvviz.calc.roofline import causal_pairs
+from kvviz.i18n import t
 from kvviz.serving.endpoint import Endpoint
 from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.loadgen import run
@@ -39,7 +40,10 @@ from kvviz.sim.step_time import StepContents
 
 def measured(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Prompt], rate: float,
              wall_s: float) -> Point:
-    """One rate on the engine: shape.requests requests at `rate` (no cap on those in flight), judged."""
+    """One rate on the engine: shape.requests requests at `rate` (no cap on those in flight), judged; a line on
+    stderr as it starts (a rate of SmolLM2's takes minutes) and one with its verdict."""
+    print(t("sim_plan.sending", "en", rate=rate, requests=shape.requests, seconds=shape.requests / rate),
+          file=sys.stderr, flush=True)
     load = Load(arrivals=POISSON if shape.poisson else CONSTANT, rate=rate, requests=shape.requests,
                 concurrency=MAX_CONCURRENCY, output_tokens=shape.output_tokens, seed=shape.seed,
                 timeout_s=max(wall_s, 1.0))

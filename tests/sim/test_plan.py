@@ -362,3 +362,25 @@ def test_the_real_checks_command_line_names_its_requests_and_refuses_a_bad_count
         assert capsys.readouterr().err.splitlines()[-1] == (
             f"python -m kvviz.sim.plan_check: error: argument --points: a whole number from 1, not '{bad}'")
     assert len(asked) == 1
+
+
+def test_each_real_rate_says_it_has_started_before_its_minutes_of_requests(monkeypatch, capsys):
+    """plan_check's search on vLLM: a rate's line goes to stderr before its requests are sent (120 at 0.5/s arrive
+    over 240 s), then its verdict; the load it runs is the rate's (the requests sent by the load generator here
+    stand in for vLLM and none completes, so the rate is not held)."""
+    from types import SimpleNamespace
+
+    from kvviz.sim import plan_check
+
+    sent = []
+
+    def run(ep, load, prompts, slo=None):
+        sent.append((load.rate, load.requests, capsys.readouterr().err))  # what was said before any request
+        return SimpleNamespace(records=[], stats=SimpleNamespace(output_tokens_per_s=0.0))
+
+    monkeypatch.setattr(plan_check, "run", run)
+    point = plan_check.measured(None, SloLimits(), Shape(128, 16, requests=120), [], 0.5, 600.0)
+    (rate, requests, said), = sent
+    assert (rate, requests) == (0.5, 120)
+    assert said == "  0.5 requests/s: sending 120 requests to vLLM (arrivals over about 240 s)\n"
+    assert not point.held and capsys.readouterr().err.startswith("  0.5 requests/s: not held")
