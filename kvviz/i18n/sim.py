@@ -116,6 +116,8 @@ EN = {
     "sim_plan.cost": "cost: {at_max:.4g} per million output tokens with one replica at its highest rate ({price:g} "
                      "per GPU-hour)",
     "sim_plan.cost_target": "cost at the target rate: {at_target:.4g} per million output tokens over {gpus:,} GPU(s)",
+    "sim_plan.band": "with every step {pct:g}% slower: {slower:.3g} requests/s; {pct:g}% faster: {faster:.3g} "
+                     "requests/s (the SLO as given: how far the answer moves when the machine runs off its step time)",
     "sim_cli.calibrated": "calibrated {model} on vLLM {vllm} ({blocks:,} KV blocks) on {device}, from {loads} loads",
     "sim_cli.overhead": "request overhead (the client's mean TTFT less vLLM's own, added to TTFT and E2E): {ms:.1f} "
                         "ms; requests sent together reach the engine {handoff_ms:.1f} ms apart",
@@ -257,6 +259,8 @@ ZH = {
     "sim_plan.machines": "台机器",
     "sim_plan.cost": "成本：单个副本在其最高速率下，每百万输出 token {at_max:.4g}（每 GPU 小时 {price:g}）",
     "sim_plan.cost_target": "目标速率下的成本：每百万输出 token {at_target:.4g}，共 {gpus:,} 块 GPU",
+    "sim_plan.band": "每一步慢 {pct:g}% 时：{slower:.3g} 请求/秒；快 {pct:g}% 时：{faster:.3g} 请求/秒"
+                     "（SLO 不变：机器偏离其步时，答案会移动多少）",
     "sim_cli.calibrated": "已在 {device} 上对 vLLM {vllm}（{blocks:,} 个 KV 块）校准 {model}，用了 {loads} 组负载",
     "sim_cli.overhead": "请求开销（客户端测得的平均 TTFT 减去 vLLM 自己的，计入 TTFT 和 E2E）：{ms:.1f} ms；"
                         "同时发出的请求相隔 {handoff_ms:.1f} ms 到达引擎",

@@ -19,6 +19,10 @@ Replicas for a target rate: ⌈target / highest rate held⌉, each tp × pp GPUs
 whose GPU holds the weights and one max_model_len sequence's KV, as kvviz.calc.parallel sizes it, unless tp is
 given). Cost per million output tokens: GPUs × price per GPU-hour / 3600 / (rate × output tokens per request) ×
 10^6, at the highest rate held (one replica, full) and at the target (its replicas, sharing it).
+The band: the highest rate held again with every step `fraction` slower and `fraction` faster than the
+engine's step time, the SLO as given: how far the answer moves when the machine runs off its calibration. Near the
+SLO's edge it moves far more than the steps do: on SmolLM2's 128/16 at TPOT p90 <= 2 of its lone decode steps, steps
+5, 10, 15 and 20% slower took the answer from 0.62 to 0.58, 0.53, 0.43 and 0.19 requests/s (docs/simulator.md).
 Knows the simulator and the calculator; prints nothing.
 """
 
@@ -49,7 +53,7 @@ from kvviz.sim.capacity import gpu_pool, kv_groups, kv_pool
 from kvviz.sim.roofline import LABEL, roofline_step_time
 from kvviz.sim.scheduler import FULL_ATTENTION, SchedulerConfig
 from kvviz.sim.simulate import Limits, simulate
-from kvviz.sim.step_time import StepTimeModel
+from kvviz.sim.step_time import StepContents, StepTimeModel
 from kvviz.sim.workload import RequestSpec, Workload, arrivals, closed_loop, from_csv, open_loop, read_csv
 
 GPU_BLOCK_SIZE = 16  # vLLM's CUDA default block size
@@ -233,10 +237,35 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class Scaled:
+    """A step time `factor` times another's: a machine running its steps slower (> 1) or faster (< 1) than the
+    one its step time was fitted or derived on."""
+
+    inner: StepTimeModel
+    factor: float
+
+    def seconds(self, step: StepContents) -> float:
+        return self.factor * self.inner.seconds(step)
+
+
+MAX_BAND = 0.5  # a band of more than half the step time says nothing a plan can use
+
+
+@dataclass(frozen=True)
+class Band:
+    """The highest rate held with every step `fraction` slower, and `fraction` faster, than the engine's (the SLO
+    and the search as the plan's): each the max_rate of its own search."""
+
+    fraction: float
+    slower_max_rate: float
+    faster_max_rate: float
+
+
+@dataclass(frozen=True)
 class Plan:
     """The answer and how it was found. max_rate: the highest rate seen held (0 when none was); next_rate: the
     lowest rate seen not held above it (None when the knee held: the knee is the answer); resolution:
-    next_rate / max_rate - 1."""
+    next_rate / max_rate - 1; band: the answer with the steps slower and faster (None unless asked)."""
 
     engine: Engine
     slo: SloLimits
@@ -249,6 +278,7 @@ class Plan:
     replicas: int | None
     cost: Cost | None
     stopped: Said | None
+    band: Band | None = None
 
     @property
     def resolution(self) -> float | None:
@@ -426,11 +456,14 @@ class RateSearch:
 
 def plan(engine: Engine, slo: SloLimits, shape: Shape, search: Search = Search(), target_rate: float | None = None,
          price_per_gpu_hour: float | None = None, saturated: Knee | None = None,
-         on_point: Callable[[Point], None] | None = None) -> Plan:
+         on_point: Callable[[Point], None] | None = None, band: float | None = None) -> Plan:
     """The highest rate one replica holds under `slo`, the knee, replicas for the target, and cost. saturated: the
     knee of this engine and shape when already simulated (the Plan tab draws its curve from it first); on_point
-    hears of each rate as it is judged (the CLI's progress)."""
+    hears of each rate as it is judged (the CLI's progress); band: a fraction in (0, MAX_BAND], the answer searched
+    again with the steps that much slower and faster (Plan.band; each search bounded as the first)."""
     check_target_and_price(target_rate, price_per_gpu_hour)
+    if band is not None:
+        number(band, "band", 0.0, MAX_BAND, low_open=True)
     started = time.monotonic()
     saturated = saturated or knee(engine, shape, search.max_wall_s)
     left = replace(search, max_wall_s=max(search.max_wall_s - (time.monotonic() - started), 1e-3))
@@ -448,7 +481,14 @@ def plan(engine: Engine, slo: SloLimits, shape: Shape, search: Search = Search()
         cost = Cost(price_per_gpu_hour, _per_million(engine.gpus, price_per_gpu_hour, low, shape),
                     _per_million(replicas * engine.gpus, price_per_gpu_hour, target_rate, shape) if replicas else None)
     return Plan(engine, slo, shape, saturated, tuple(searcher.points), low, high, target_rate, replicas, cost,
-                searcher.stopped)
+                searcher.stopped, None if band is None else band_of(engine, slo, shape, search, band))
+
+
+def band_of(engine: Engine, slo: SloLimits, shape: Shape, search: Search, fraction: float) -> Band:
+    """The highest rate held with every step `fraction` slower, then faster (Plan.band)."""
+    slower, faster = (plan(replace(engine, model=Scaled(engine.model, 1.0 + sign * fraction)), slo, shape,
+                           search).max_rate for sign in (1, -1))
+    return Band(fraction, slower, faster)
 
 
 def check_target_and_price(target_rate: float | None, price_per_gpu_hour: float | None) -> None:

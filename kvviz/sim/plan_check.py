@@ -104,6 +104,7 @@ def _calibrated(served, out: Path) -> Path:
 
 
 FITS = ("steps", "calibrate")
+BAND = 0.1  # check.json's predicted band: the highest rate with every step 10% slower and faster (plan.Band)
 
 
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
@@ -113,8 +114,9 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     with it, then the bounded real search from the prediction. The SLO, set from the calibration so that it binds
     below the knee: TTFT p90 <= ttft_steps × the predicted TTFT of one prompt alone (its step, and the request
     overhead where the calibration has one), TPOT p90 <= tpot_steps × the fitted step of one decode alone. Writes
-    cal.json (and steps.csv for `steps`) and check.json (the prediction first, then the measurement and the
-    machine's record: kvviz.calc.machine) to `out`; returns what check.json holds."""
+    cal.json (and steps.csv for `steps`) and check.json (the prediction with its band, BAND; then the measurement,
+    whether it fell in the band, and the machine's record: kvviz.calc.machine) to `out`; returns what check.json
+    holds."""
     from kvviz.serving.models import has_weights, model_folder
     from kvviz.sim import plan as planning
     from kvviz.sim.calibrate import serving
@@ -133,13 +135,14 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
         slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
         shape = Shape(prompt_tokens, output_tokens, requests=requests)
-        predicted = planning.plan(engine, slo, shape)
+        predicted = planning.plan(engine, slo, shape, band=BAND)
         calibration = step_time.load(path)
         result = {"model": model, "fit_kind": fit, "fit": step_time.fit_record(calibration, path),
                   "request_overhead_s": engine.overhead_s, "handoff_s": engine.handoff_s, "slo": asdict(slo),
                   "shape": asdict(shape),
                   "predicted": {"max_rate": predicted.max_rate, "next_rate": predicted.next_rate,
                                 "knee_requests_per_s": predicted.knee.requests_per_s,
+                                "band": asdict(predicted.band),
                                 "points": [asdict(p) for p in predicted.points]}}
         (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         prompts = synthetic(requests, prompt_tokens, served.tokenizer, 7)
@@ -148,6 +151,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
                             "stopped": str(searcher.stopped) if searcher.stopped else None},
                "ratio_predicted_to_measured": predicted.max_rate / low if low else None,
+               "measured_in_band": predicted.band.slower_max_rate <= low <= predicted.band.faster_max_rate,
                "load_average_1m": round(os.getloadavg()[0], 2), "machine": machine()}
     (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result

@@ -7,7 +7,8 @@
          rate tried); an SLO (--ttft seconds at
          --ttft-percentile, --tpot seconds at --tpot-percentile); --target-rate and --price per GPU-hour. Prints
          the highest rate one replica holds, the knee, replicas and GPUs for the target, cost, and how each was
-         obtained (a roofline lower bound or a calibrated fit); --json for a script.
+         obtained (a roofline lower bound or a calibrated fit); with --band PCT (10 by default on a calibration)
+         the highest rate again with every step that much slower and faster; --json for a script.
 Its texts are in kvviz/i18n/sim.py (sim_plan.*). cli.py adds this subcommand and calls `handler`.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kvviz.base.errors import InputError
+from kvviz.base.inputs import number
 from kvviz.base.units import fmt_pair
 from kvviz.calc.hardware import ACCELERATORS
 from kvviz.i18n import LANGS, t
@@ -29,6 +31,7 @@ from kvviz.sim.capacity import groups_text
 from kvviz.sim.plan import (
     CALIBRATED,
     HOW,
+    MAX_BAND,
     Engine,
     Plan,
     Point,
@@ -43,6 +46,8 @@ from kvviz.sim.plan import (
 )
 from kvviz.sim.scheduler import FULL_ATTENTION
 
+DEFAULT_BAND_PCT = 10.0  # a calibration's lone decode step came 5% over to 13% under the measured one in two
+# calibrations ten minutes apart on one 2-core EPYC (docs/simulator.md, "Open loops are not slower")
 _OVERRIDES = ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_model_len")
 
 
@@ -77,6 +82,8 @@ def add_to(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--resolution", type=float, default=Search.resolution, help="relative (default 0.02)")
     p.add_argument("--max-points", type=int, default=Search.max_points)
     p.add_argument("--max-wall-s", type=float, default=Search.max_wall_s, help="real seconds at most")
+    p.add_argument("--band", type=float, help="percent: the answer again with every step that much slower and "
+                   "faster (default 10 with --calibration, none with --gpu; 0: none)")
     p.add_argument("--json", action="store_true", help="print JSON (English keys)")
     p.add_argument("--lang", choices=LANGS, default=None, help="language of messages: en or zh")
     p.set_defaults(handler=run)
@@ -106,8 +113,11 @@ def run(args: argparse.Namespace) -> None:
                       args.requests)
     search = Search(args.resolution, args.max_points, args.max_wall_s)
     check_target_and_price(args.target_rate, args.price)
+    band = (DEFAULT_BAND_PCT if args.calibration else 0.0) if args.band is None else args.band
+    number(band, "band (%)", 0.0, 100 * MAX_BAND)
     found = plan(_engine(args), slo, shape, search, args.target_rate, args.price,
-                 on_point=lambda point: print(progress_line(point, args.lang), file=sys.stderr, flush=True))
+                 on_point=lambda point: print(progress_line(point, args.lang), file=sys.stderr, flush=True),
+                 band=band / 100 if band else None)
     print(json.dumps(as_dict(found), indent=2) if args.json else "\n".join(lines(found, args.model, args.lang)))
 
 
@@ -119,7 +129,8 @@ def as_dict(p: Plan) -> dict:
             "max_rate_per_s": p.max_rate, "next_rate_per_s": p.next_rate, "resolution": p.resolution,
             "knee_bound": p.max_rate > 0 and p.next_rate is None and p.stopped is None,
             "target_rate_per_s": p.target_rate, "replicas": p.replicas, "gpus_per_replica": e.gpus, "gpus": p.gpus,
-            "cost": asdict(p.cost) if p.cost else None, "points": [asdict(x) for x in p.points],
+            "cost": asdict(p.cost) if p.cost else None, "band": asdict(p.band) if p.band else None,
+            "points": [asdict(x) for x in p.points],
             "stopped": str(p.stopped) if p.stopped else None}
 
 
@@ -160,6 +171,9 @@ def lines(p: Plan, model: str, lang: str = "en") -> list[str]:
             t("sim_plan.knee", lang, rate=p.knee.requests_per_s, tokens=p.knee.output_tokens_per_s,
               preemptions=p.knee.preemptions)]
     out.append(_answer(p, lang))
+    if p.band is not None:
+        out.append(t("sim_plan.band", lang, pct=100 * p.band.fraction, slower=p.band.slower_max_rate,
+                     faster=p.band.faster_max_rate))
     if p.replicas is not None:
         unit = t("sim_plan.machines" if e.how == CALIBRATED else "sim_plan.gpus", lang)
         out.append(t("sim_plan.replicas", lang, target=p.target_rate, replicas=p.replicas, per=e.gpus, gpus=p.gpus,

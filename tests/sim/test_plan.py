@@ -70,6 +70,45 @@ def test_the_knee_of_a_constant_step_is_worked_out_by_hand():
     assert found.output_tokens_per_s == pytest.approx(400.0)
 
 
+def test_the_band_of_a_constant_step_is_worked_out_by_hand():
+    """Every step 10 ms, 4 sequences at most, 8 + 10 tokens, 12 requests, TPOT p90 <= 10.5 ms: each request
+    running gets a token every step, so its TPOT is the step, 10 ms at any rate, and the knee (40 requests/s, worked
+    out above) holds. With every step 10% slower the TPOT is 11 ms at every rate: none holds. 10% faster, 9 ms
+    steps: three waves of 4 in 0.27 s, a knee of 400/9 requests/s, held."""
+    engine = cpu_engine(LinearStepTime(0.01, 0, 0, 0), seqs=4)
+    found = plan(engine, SloLimits(ttft_s=1.0, tpot_s=0.0105), Shape(8, 10, requests=12), band=0.1)
+    assert found.max_rate == pytest.approx(40.0)
+    assert found.band.fraction == 0.1
+    assert found.band.slower_max_rate == 0
+    assert found.band.faster_max_rate == pytest.approx(400 / 9)
+
+
+def test_the_calibrated_plan_gives_its_band_by_default(capsys, tmp_path):
+    """On a calibration the plan says the highest rate with every step 10% slower and faster unless told
+    otherwise; --band 0 leaves it out, --band 20 widens it (the slower rate no higher, the faster no lower); the
+    roofline plan gives none unless asked."""
+    path = tmp_path / "cal.json"
+    step_time.save(step_time.Calibration(STEP, "tiny", "cpu"), path)
+    argv = ("plan", "--model", "tiny", "--calibration", str(path), "--num-blocks", "4000", "--prompt-tokens", "128",
+            "--output-tokens", "32", "--requests", "60", "--tpot", "0.01", "--json")
+    bands = {}
+    for extra in ((), ("--band", "0"), ("--band", "20")):
+        code, out, err = run_cli(capsys, *argv, *extra)
+        assert code == 0, err
+        bands[extra] = json.loads(out)["band"]
+    assert bands[()]["fraction"] == pytest.approx(0.1) and bands[("--band", "0")] is None
+    assert bands[("--band", "20")]["slower_max_rate"] <= bands[()]["slower_max_rate"]
+    assert bands[("--band", "20")]["faster_max_rate"] >= bands[()]["faster_max_rate"]
+    code, out, err = run_cli(capsys, *argv[:-1])
+    assert code == 0, err
+    assert "with every step 10% slower:" in out
+    code, out, err = run_cli(capsys, *argv[:-1], "--lang", "zh")
+    assert "每一步慢 10% 时" in out
+    code, out, err = run_cli(capsys, *GPU, "--json")
+    assert code == 0, err
+    assert json.loads(out)["band"] is None
+
+
 def test_an_slo_below_one_requests_own_latency_holds_at_no_rate():
     """TTFT must be at most 1 ms while a step takes at least 2 ms: no rate holds, and the answer says 0."""
     found = plan(cpu_engine(), SloLimits(ttft_s=1e-3), Shape(64, 16, requests=40), Search(max_points=40))
@@ -243,6 +282,8 @@ def test_a_plan_on_another_machines_calibration_says_so(capsys, tmp_path):
     (("--prompt-tokens", "4000", "--output-tokens", "200"), "past max_model_len 4,096"),
     (("--max-model-len", "200000"), "past the model's context"),
     (("--gpu", "cpu"), "GPU"),
+    (("--band", "60"), "band (%)"),
+    (("--band", "-1"), "band (%)"),
 ])
 def test_bad_input_gets_one_line(capsys, extra, words):
     """Each refusal is one line on stderr, exit status 2, naming what was wrong."""
