@@ -106,6 +106,9 @@ EN = {
                                "knee itself: throughput, not the SLO, bounds the replica",
     "plan.answer.max_rate": "**highest rate under the SLO: {rate} requests/s** ({tokens} output tokens/s); "
                             "{next} requests/s breaks it",
+    "plan.answer.band": "with every step {pct}% slower: {slower} requests/s; {pct}% faster: {faster} requests/s "
+                        "(the same SLO: how far the answer moves if this machine runs off its calibration, as "
+                        "a shared machine's speed does within minutes)",
     "plan.answer.replicas": "for **{target} requests/s**: **{replicas} replica(s)** × {per} {unit} = "
                             "**{gpus} {unit}**",
     "plan.answer.cost": "cost: **{cost} per million output tokens** with one replica at its highest rate "
@@ -227,6 +230,8 @@ ZH = {
                                "限制副本的是吞吐，而不是 SLO",
     "plan.answer.max_rate": "**满足 SLO 的最高速率：{rate} 请求/秒**（{tokens} 输出 token/秒）；{next} 请求/秒 "
                             "就不满足了",
+    "plan.answer.band": "每一步慢 {pct}% 时：{slower} 请求/秒；快 {pct}% 时：{faster} 请求/秒"
+                        "（SLO 不变：这台机器偏离其校准时答案会移动多少；共享机器的速度几分钟内就会这样变化）",
     "plan.answer.replicas": "要达到 **{target} 请求/秒**：**{replicas} 个副本** × {per} {unit} = **{gpus} {unit}**",
     "plan.answer.cost": "成本：一个副本在其最高速率下，**每百万输出 token {cost}**（每{hour} {price}）",
     "plan.answer.cost_target": "在目标速率下：**每百万输出 token {cost}**，共 {gpus} {unit}",

@@ -249,6 +249,8 @@ class Scaled:
 
 
 MAX_BAND = 0.5  # a band of more than half the step time says nothing a plan can use
+DEFAULT_BAND = 0.1  # a calibration's band unless asked otherwise: on one 2-core EPYC, two calibrations of SmolLM2
+# 13 minutes apart put its lone decode step 12% short and 6% long (docs/simulator.md, "Open loops are not slower")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import Prompt, synthetic
 from kvviz.sim import step_time
-from kvviz.sim.plan import Point, RateSearch, Search, Shape, SloLimits, judged
+from kvviz.sim.plan import DEFAULT_BAND, Point, RateSearch, Search, Shape, SloLimits, judged
 from kvviz.sim.plan_cli import progress_line
 from kvviz.sim.step_time import StepContents
 
@@ -104,7 +104,7 @@ def _calibrated(served, out: Path) -> Path:
 
 
 FITS = ("steps", "calibrate")
-BAND = 0.1  # check.json's predicted band: the highest rate with every step 10% slower and faster (plan.Band)
+BAND = DEFAULT_BAND  # check.json's predicted band: the highest rate with every step 10% slower and faster (plan.Band)
 
 
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,

@@ -30,6 +30,7 @@ from kvviz.sim.calibrate import made_elsewhere
 from kvviz.sim.capacity import groups_text
 from kvviz.sim.plan import (
     CALIBRATED,
+    DEFAULT_BAND,
     HOW,
     MAX_BAND,
     Engine,
@@ -46,8 +47,6 @@ from kvviz.sim.plan import (
 )
 from kvviz.sim.scheduler import FULL_ATTENTION
 
-DEFAULT_BAND_PCT = 10.0  # a calibration's lone decode step came 5% over to 13% under the measured one in two
-# calibrations ten minutes apart on one 2-core EPYC (docs/simulator.md, "Open loops are not slower")
 _OVERRIDES = ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_model_len")
 
 
@@ -113,7 +112,7 @@ def run(args: argparse.Namespace) -> None:
                       args.requests)
     search = Search(args.resolution, args.max_points, args.max_wall_s)
     check_target_and_price(args.target_rate, args.price)
-    band = (DEFAULT_BAND_PCT if args.calibration else 0.0) if args.band is None else args.band
+    band = (100 * DEFAULT_BAND if args.calibration else 0.0) if args.band is None else args.band
     number(band, "band (%)", 0.0, 100 * MAX_BAND)
     found = plan(_engine(args), slo, shape, search, args.target_rate, args.price,
                  on_point=lambda point: print(progress_line(point, args.lang), file=sys.stderr, flush=True),

@@ -184,6 +184,18 @@ def test_a_calibrated_answer_names_its_file_machine_and_overhead():
     assert "request overhead (38.8 ms)" in md and "machine(s)" in md and "per machine-hour" in md
 
 
+def test_a_calibrated_answer_gives_its_band():
+    """A calibrated plan's band, as given (0.534 requests/s with every step 10% slower, 0.704 faster), in English
+    and Chinese; an answer without one says nothing of it."""
+    from kvviz.sim.plan import Band
+
+    calibrated = text.Answer(**{**ANSWER.__dict__, "how": "calibrated", "band": Band(0.1, 0.534, 0.704)})
+    assert ("with every step 10% slower: 0.534 requests/s; 10% faster: 0.704 requests/s"
+            in text.answer_markdown(calibrated))
+    assert "每一步慢 10% 时：0.534 请求/秒；快 10% 时：0.704 请求/秒" in text.answer_markdown(calibrated, "zh")
+    assert "slower" not in text.answer_markdown(ANSWER)
+
+
 @pytest.mark.parametrize("loop,load,expected", [(OPEN, 4.0, [2.0, 4.0, 8.0]), (CLOSED, 1, [1, 2]),
                                                 (CLOSED, 5, [2, 5, 10])])
 def test_the_check_runs_half_the_load_the_load_and_twice_it(loop, load, expected):

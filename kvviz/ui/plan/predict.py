@@ -31,6 +31,7 @@ from kvviz.sim import step_time
 from kvviz.sim.calibrate import as_client
 from kvviz.sim.plan import (
     CALIBRATED,
+    DEFAULT_BAND,
     Engine,
     Knee,
     Plan,
@@ -258,7 +259,7 @@ def predict(setup: Setup, on_step=None) -> Prediction:
     if on_step:
         on_step(len(loads), len(loads), None)
     found = plan(setup.engine, setup.slo, setup.shape, Search(max_wall_s=setup.wall_s), setup.target_rate,
-                 setup.price, saturated)
+                 setup.price, saturated, band=DEFAULT_BAND if is_calibrated(setup) else None)
     curve = pd.DataFrame(rows)
     asked = curve[curve["load"] == setup.load].iloc[0].to_dict()
     return Prediction(setup, saturated, curve, asked, found)

@@ -97,7 +97,7 @@ def answer_of(p: Prediction) -> plan_text.Answer:
         output_tokens=s.shape.output_tokens, target_rate=found.target_rate, replicas=found.replicas,
         total_gpus=found.gpus, price=s.price, cost_at_max=cost.at_max if cost else None,
         cost_at_target=cost.at_target if cost else None, overhead_s=s.overhead_s, stopped=found.stopped,
-        here=made_elsewhere(e.device) if e.how == "calibrated" else None, config=e.config)
+        here=made_elsewhere(e.device) if e.how == "calibrated" else None, config=e.config, band=found.band)
 
 
 def marks_of(p: Prediction, lang: str = "en") -> plan_figures.Marks:

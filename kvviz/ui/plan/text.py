@@ -57,6 +57,7 @@ class Answer:
     stopped: object = None  # a Said: why the search stopped early
     here: str | None = None  # this machine, when the calibration names another (kvviz.sim.calibrate.made_elsewhere)
     config: object = None  # the replica's scheduler (kvviz.sim.scheduler.SchedulerConfig): its blocks and groups
+    band: object = None  # a calibrated plan's kvviz.sim.plan.Band: the answer with every step slower and faster
 
 
 def how_line(a: Answer, lang: str = "en") -> str:
@@ -105,6 +106,10 @@ def answer_markdown(a: Answer, lang: str = "en") -> str:
     else:
         rate, next_rate = fmt_pair(a.max_rate, a.next_rate)  # the search resolves 1%: two places may not tell
         lines.append(t("plan.answer.max_rate", lang, rate=rate, tokens=tokens, next=next_rate))
+    if a.band is not None:
+        b = a.band
+        lines.append(t("plan.answer.band", lang, pct=f"{100 * b.fraction:g}", slower=f"{b.slower_max_rate:,.3g}",
+                       faster=f"{b.faster_max_rate:,.3g}"))
     if a.replicas is not None and a.target_rate is not None:
         lines.append(t("plan.answer.replicas", lang, target=f"{a.target_rate:,.4g}", replicas=a.replicas,
                        per=a.tp * a.pp, gpus=a.total_gpus, unit=unit))
