@@ -177,6 +177,41 @@ def test_nonnegative_least_squares_worked_by_hand():
     assert list(got) == pytest.approx([0.5, 0.0])
 
 
+def test_the_staged_fit_takes_a_steps_fixed_and_per_decode_cost_from_its_decode_rows_by_hand():
+    """Decode gaps of 1-8 sequences (no prompt token, no attention pair) at 4 ms + 0.5 ms a sequence, exactly;
+    prompt steps of 500-3,000 tokens at 2 ms + 0.1 ms a token + 10 ns a pair (k(k+1)/2 pairs), which no one
+    intercept fits alongside. The decode rows alone lie on a line: a = 4 ms, c = 0.5 ms, whatever the prompt rows
+    say; the prompt rows then give b and d less those 4 ms: each row 2 ms short of b·k + d·pairs, a least-squares
+    trade between them, both positive. Fitted at once, the prompt rows (up to 0.35 s against 4-8 ms) pull the
+    intercept off 4 ms."""
+    import numpy as np
+
+    n = np.arange(1.0, 9.0)
+    k = np.array([500.0, 1000.0, 2000.0, 3000.0])
+    pairs = k * (k + 1) / 2
+    x = np.vstack([np.column_stack([np.ones(8), np.zeros(8), n, np.zeros(8)]),
+                   np.column_stack([np.ones(4), k, np.zeros(4), pairs])])
+    y = np.concatenate([4e-3 + 5e-4 * n, 2e-3 + 1e-4 * k + 1e-8 * pairs])
+    w = np.ones(12)
+    coef, keep = calibrate.staged_fit(x, y, w)
+    assert keep.all()
+    assert coef[0] == pytest.approx(4e-3, rel=1e-9) and coef[2] == pytest.approx(5e-4, rel=1e-9)
+    assert coef[1] > 0 and coef[3] > 0
+    joint, _ = calibrate.fit_setting_aside(x, y, w)
+    assert abs(joint[0] - 4e-3) > 1e-4  # what the stages change
+
+
+def test_the_staged_fit_keeps_the_joint_fit_when_decode_rows_cannot_tell_a_from_c():
+    """Decode rows of one batch size (every gap 2 sequences) cannot tell a step's fixed cost from a sequence's:
+    the fit at once stands."""
+    import numpy as np
+
+    x = np.array([[1.0, 0, 2, 0], [1.0, 0, 2, 0], [1.0, 100, 0, 5050], [1.0, 300, 0, 45150], [1.0, 200, 1, 20100]])
+    y = np.array([5e-3, 5.2e-3, 0.02, 0.05, 0.04])
+    w = np.ones(5)
+    assert list(calibrate.staged_fit(x, y, w)[0]) == list(calibrate.fit_setting_aside(x, y, w)[0])
+
+
 def test_a_stall_is_set_aside_worked_by_hand():
     """y = 2 + 3x at x = 1..10, ten times over (100 rows, 5 to 32), one row at x = 4 (14) taking 5,000 instead:
     the plain fit's constant rises by about 5,000 / 100 = 50, so that row is still over 50 times its fitted time

@@ -144,7 +144,7 @@ def test_the_runs_are_in_the_history(page: Page):
     page.get_by_role("tab", name="Serving").click()
 
 
-def test_the_plan_tabs_check_runs_on_this_vllm(page: Page):
+def test_the_plan_tabs_check_runs_on_this_vllm(page: Page, shots: Path):
     """The Plan tab on this machine calibrated (tiny's calibration), 4 requests/s: its answer gives the band (the
     highest rate with every step 10% slower and faster); its check runs 2, 4 and 8 requests/s (half, the load,
     twice) on the vLLM started above, 8 requests each, and lists 3 loads × 5 figures with their errors; the
@@ -158,6 +158,7 @@ def test_the_plan_tabs_check_runs_on_this_vllm(page: Page):
     page.locator("#plan-predict").click()
     expect(page.locator("#plan-status")).to_contain_text("predicted in", timeout=180_000)
     expect(page.locator("#plan-answer")).to_contain_text("with every step 10% slower:")  # a calibration's band
+    page.locator("#plan-answer").screenshot(path=str(shots / "plan-calibrated-answer.png"))
     page.get_by_text("Run the same loads on the local vLLM").click()
     expect(page.locator("#plan-check")).to_be_visible()
     page.locator("#plan-check-requests input").fill("8")

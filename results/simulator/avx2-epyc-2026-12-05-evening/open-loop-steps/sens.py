@@ -22,3 +22,4 @@ for s in (1.0, 1.05, 1.10, 1.15, 1.20):
     e = replace(engine, model=LinearStepTime(*(s * k for k in m.coefficients())))
     p = planning.plan(e, slo, shape, Search(resolution=0.02, max_points=12, max_wall_s=300))
     print(f"steps x{s:.2f}: max rate {p.max_rate:.3f} (knee {p.knee.requests_per_s:.3f})", flush=True)
+print("band 10% (plan's default search):", planning.plan(engine, slo, shape, band=0.1).band)
