@@ -104,7 +104,6 @@ def _calibrated(served, out: Path) -> Path:
 
 
 FITS = ("steps", "calibrate")
-BAND = DEFAULT_BAND  # check.json's predicted band: the highest rate with every step 10% slower and faster (plan.Band)
 
 
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
@@ -114,9 +113,9 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     with it, then the bounded real search from the prediction. The SLO, set from the calibration so that it binds
     below the knee: TTFT p90 <= ttft_steps × the predicted TTFT of one prompt alone (its step, and the request
     overhead where the calibration has one), TPOT p90 <= tpot_steps × the fitted step of one decode alone. Writes
-    cal.json (and steps.csv for `steps`) and check.json (the prediction with its band, BAND; then the measurement,
-    whether it fell in the band, and the machine's record: kvviz.calc.machine) to `out`; returns what check.json
-    holds."""
+    cal.json (and steps.csv for `steps`) and check.json (the prediction with plan's default band, DEFAULT_BAND;
+    then the measurement, whether it fell in the band, and the machine's record: kvviz.calc.machine) to `out`;
+    returns what check.json holds."""
     from kvviz.serving.models import has_weights, model_folder
     from kvviz.sim import plan as planning
     from kvviz.sim.calibrate import serving
@@ -135,7 +134,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
         slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
         shape = Shape(prompt_tokens, output_tokens, requests=requests)
-        predicted = planning.plan(engine, slo, shape, band=BAND)
+        predicted = planning.plan(engine, slo, shape, band=DEFAULT_BAND)
         calibration = step_time.load(path)
         result = {"model": model, "fit_kind": fit, "fit": step_time.fit_record(calibration, path),
                   "request_overhead_s": engine.overhead_s, "handoff_s": engine.handoff_s, "slo": asdict(slo),
