@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from kvviz.calc.machine import machine
@@ -33,7 +34,7 @@ from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import Prompt, synthetic
 from kvviz.sim import step_time
-from kvviz.sim.plan import DEFAULT_BAND, Point, RateSearch, Search, Shape, SloLimits, judged
+from kvviz.sim.plan import DEFAULT_BAND, Point, RateSearch, Scaled, Search, Shape, SloLimits, judged
 from kvviz.sim.plan_cli import progress_line
 from kvviz.sim.step_time import StepContents
 
@@ -53,14 +54,61 @@ def measured(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Promp
     return point
 
 
-def real_max_rate(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Sequence[Prompt], start: float,
-                  search: Search, factor: float = 1.25) -> tuple[float, float | None, RateSearch]:
+def real_max_rate(ep: Endpoint, slo: SloLimits, shape: Shape, prompts: Callable[[], Sequence[Prompt]],
+                  start: float, search: Search, factor: float = 1.25,
+                  after: Callable[[float], None] | None = None) -> tuple[float, float | None, RateSearch]:
     """The bounded search on the engine from `start` (the prediction): up or down by `factor` to a bracket, then
     bisection to search.resolution, within search.max_points runs: (the highest rate held, the lowest not held
-    above it, the search with its points and why it stopped early)."""
-    searcher = RateSearch(lambda rate, wall_s: measured(ep, slo, shape, prompts, rate, wall_s), search)
+    above it, the search with its points and why it stopped early). prompts() gives each rate's own prompts (new
+    ones each time: a prompt sent at an earlier rate would find its blocks in vLLM's prefix cache, and its prompt
+    step skipped, where the simulator computes it); after(rate) runs once each rate is judged."""
+    def measure(rate: float, wall_s: float) -> Point:
+        point = measured(ep, slo, shape, prompts(), rate, wall_s)
+        if after is not None:
+            after(rate)
+        return point
+
+    searcher = RateSearch(measure, search)
     low, high = searcher.run(start, factor)
     return low, high, searcher
+
+
+PROBE_REQUESTS = 4  # a probe's requests: a closed loop of one takes about 1.2 s a request on SmolLM2 at 128/16
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A closed loop of one request at a time at the check's lengths, run on the engine before the search and after
+    each rate: the medians of its TTFT and TPOT, and what the calibration predicts for one request alone (its
+    prompt step and the request overhead; its decode steps' mean). How fast the machine ran its steps just then,
+    against its calibration: the search's rates are minutes apart on SmolLM2, and the machine's speed moves."""
+
+    after_rate: float | None  # None: before the search
+    ttft_s: float
+    tpot_s: float
+    predicted_ttft_s: float
+    predicted_tpot_s: float
+
+    @property
+    def step_ratio(self) -> float:
+        """The lone decode step as measured over its prediction: above 1, the steps ran slower than fitted."""
+        return self.tpot_s / self.predicted_tpot_s
+
+
+def lone(engine, shape: Shape) -> tuple[float, float]:
+    """The TTFT and TPOT of one request alone on `engine` (kvviz.sim.plan.Engine): the request overhead and the step
+    of its whole prompt; the mean of its decode steps, the k-th at context prompt + k."""
+    p, o = shape.prompt_tokens, shape.output_tokens
+    ttft = engine.overhead_s + engine.model.seconds(StepContents(p, 0, causal_pairs(p, None)))
+    steps = [engine.model.seconds(StepContents(0, 1, p + k)) for k in range(1, max(o, 2))]
+    return ttft, sum(steps) / len(steps)
+
+
+def probe(ep: Endpoint, prompts: Sequence[Prompt], shape: Shape, predicted: tuple[float, float],
+          after_rate: float | None) -> Probe:
+    """One probe (Probe) with these prompts (PROBE_REQUESTS of them, sent one at a time)."""
+    ran = run(ep, Load(concurrency=1, requests=len(prompts), output_tokens=shape.output_tokens), prompts)
+    return Probe(after_rate, ran.stats.ttft.p50, ran.stats.tpot.p50, *predicted)
 
 
 def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Sequence[int], output_tokens: int,
@@ -110,12 +158,13 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
                   requests: int = 60, points: int = 6, factor: float = 1.25, ttft_steps: float = 3.0,
                   tpot_steps: float = 1.5, fit: str = "steps") -> dict:
     """One vLLM start on a bundled model: a calibration made on it (`fit`: FITS), the plan's highest rate predicted
-    with it, then the bounded real search from the prediction. The SLO, set from the calibration so that it binds
-    below the knee: TTFT p90 <= ttft_steps × the predicted TTFT of one prompt alone (its step, and the request
-    overhead where the calibration has one), TPOT p90 <= tpot_steps × the fitted step of one decode alone. Writes
-    cal.json (and steps.csv for `steps`) and check.json (the prediction with plan's default band, DEFAULT_BAND;
-    then the measurement, whether it fell in the band, and the machine's record: kvviz.calc.machine) to `out`;
-    returns what check.json holds."""
+    with it, then the bounded real search from the prediction, each rate with prompts of its own, a probe (Probe)
+    before it and after each rate. The SLO, set from the calibration so that it binds below the knee: TTFT p90 <=
+    ttft_steps × the predicted TTFT of one prompt alone (its step, and the request overhead where the calibration
+    has one), TPOT p90 <= tpot_steps × the predicted mean decode step of one request alone (lone). Writes cal.json
+    (and steps.csv for `steps`) and check.json (the prediction with plan's default band, DEFAULT_BAND; then the
+    measurement, whether it fell in the band, the probes and the plan again on the steps as they probed (as_probed),
+    and the machine's record: kvviz.calc.machine) to `out`; returns what check.json holds."""
     from kvviz.serving.models import has_weights, model_folder
     from kvviz.sim import plan as planning
     from kvviz.sim.calibrate import serving
@@ -126,34 +175,56 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     asked = Path(model).expanduser()
     dummy = (asked / "config.json").is_file() and not has_weights(asked)  # a config alone: served with random weights
     folder = asked.resolve() if dummy else model_folder(model).path  # its own config, not the served copy's
+    shape = Shape(prompt_tokens, output_tokens, requests=requests)
     with serving(model, 1024, dummy_weights=dummy) as served:
         ep = served.server.endpoint()
         path = _fitted_from_steps(served, out, folder) if fit == "steps" else _calibrated(served, out)
         engine = planning.calibrated_engine(path, folder, config={"max_model_len": 1024})
-        prefill = engine.overhead_s + engine.model.seconds(StepContents(prompt_tokens, 0, prompt_tokens))
-        decode = engine.model.seconds(StepContents(0, 1, prompt_tokens + output_tokens // 2))
-        slo = SloLimits(ttft_s=ttft_steps * prefill, tpot_s=tpot_steps * decode, ttft_percentile=90, tpot_percentile=90)
-        shape = Shape(prompt_tokens, output_tokens, requests=requests)
+        alone = lone(engine, shape)
+        slo = SloLimits(ttft_s=ttft_steps * alone[0], tpot_s=tpot_steps * alone[1], ttft_percentile=90,
+                        tpot_percentile=90)
         predicted = planning.plan(engine, slo, shape, band=DEFAULT_BAND)
-        calibration = step_time.load(path)
-        result = {"model": model, "fit_kind": fit, "fit": step_time.fit_record(calibration, path),
+        result = {"model": model, "fit_kind": fit, "fit": step_time.fit_record(step_time.load(path), path),
                   "request_overhead_s": engine.overhead_s, "handoff_s": engine.handoff_s, "slo": asdict(slo),
                   "shape": asdict(shape),
                   "predicted": {"max_rate": predicted.max_rate, "next_rate": predicted.next_rate,
                                 "knee_requests_per_s": predicted.knee.requests_per_s,
-                                "band": asdict(predicted.band),
+                                "band": asdict(predicted.band), "lone_ttft_s": alone[0], "lone_tpot_s": alone[1],
                                 "points": [asdict(p) for p in predicted.points]}}
         (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        prompts = synthetic(requests, prompt_tokens, served.tokenizer, 7)
+
+        def probed(after_rate: float | None) -> None:
+            prompts = synthetic(PROBE_REQUESTS, prompt_tokens, served.tokenizer, served.seed())
+            probes.append(probe(ep, prompts, shape, alone, after_rate))
+
+        probes: list[Probe] = []
+        probed(None)
         bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # 1,500 s for 60
-        low, high, searcher = real_max_rate(ep, slo, shape, prompts, predicted.max_rate, bounds, factor)
+        low, high, searcher = real_max_rate(
+            ep, slo, shape, lambda: synthetic(requests, prompt_tokens, served.tokenizer, served.seed()),
+            predicted.max_rate, bounds, factor, after=probed)
     result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
                             "stopped": str(searcher.stopped) if searcher.stopped else None},
                "ratio_predicted_to_measured": predicted.max_rate / low if low else None,
                "measured_in_band": predicted.band.slower_max_rate <= low <= predicted.band.faster_max_rate,
+               "probes": [asdict(p) | {"step_ratio": p.step_ratio} for p in probes],
+               "as_probed": as_probed(engine, slo, shape, probes, low),
                "load_average_1m": round(os.getloadavg()[0], 2), "machine": machine()}
     (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def as_probed(engine, slo: SloLimits, shape: Shape, probes: Sequence[Probe], measured_rate: float) -> dict:
+    """The plan again with every step of `engine` (kvviz.sim.plan.Engine) scaled by the probes' median step_ratio:
+    not a prediction (the probes ran during the search) but how much of the check's miss the machine's speed on the
+    day explains. Its highest rate held, and that over the measured one."""
+    from kvviz.sim import plan as planning
+
+    ratios = sorted(p.step_ratio for p in probes)
+    median = statistics.median(ratios)
+    again = planning.plan(replace(engine, model=Scaled(engine.model, median)), slo, shape)
+    return {"step_ratio_median": median, "step_ratio_min": ratios[0], "step_ratio_max": ratios[-1],
+            "max_rate": again.max_rate, "ratio_to_measured": again.max_rate / measured_rate if measured_rate else None}
 
 
 def _count(text: str) -> int:

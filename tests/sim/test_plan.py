@@ -425,3 +425,83 @@ def test_each_real_rate_says_it_has_started_before_its_minutes_of_requests(monke
     assert (rate, requests) == (0.5, 120)
     assert said == "  0.5 requests/s: sending 120 requests to vLLM (arrivals over about 240 s)\n"
     assert not point.held and capsys.readouterr().err.startswith("  0.5 requests/s: not held")
+
+
+def test_each_real_rate_sends_prompts_of_its_own_and_is_followed_by_a_probe(monkeypatch):
+    """plan_check's search on vLLM: every rate gets the prompts the factory makes for it then (one rate's prompts
+    sent again at the next would find their blocks in vLLM's prefix cache, their prompt steps skipped where the
+    simulator computes them), and after(rate) runs once each rate is judged, in the order the rates ran. Here a rate
+    holds up to 1/s: from 0.8 by 1.25, 0.8 and 1.0 hold and 1.25 does not."""
+    from kvviz.sim import plan_check
+    from kvviz.sim.plan import Point
+
+    made, sent, events = [], [], []
+
+    def factory():
+        made.append([object()])
+        return made[-1]
+
+    def measured(ep, slo, shape, prompts, rate, wall_s):
+        sent.append(prompts)
+        events.append(("rate", rate))
+        return Point(rate, rate <= 1.0 + 1e-9, 0.1, 0.01, 10.0, shape.requests, shape.requests)
+
+    monkeypatch.setattr(plan_check, "measured", measured)
+    low, high, searcher = plan_check.real_max_rate(
+        None, SloLimits(), Shape(128, 16, requests=4), factory, 0.8, Search(resolution=0.3, max_points=6),
+        1.25, after=lambda rate: events.append(("after", rate)))
+    assert (low, high) == (pytest.approx(1.0), pytest.approx(1.25))
+    assert [p.rate for p in searcher.points] == pytest.approx([0.8, 1.0, 1.25])
+    assert sent == made and len({id(p) for p in sent}) == 3
+    assert [kind for kind, _ in events] == ["rate", "after"] * 3
+    assert [rate for kind, rate in events if kind == "after"] == pytest.approx([0.8, 1.0, 1.25])
+
+
+def test_one_request_alone_is_worked_out_by_hand():
+    """lone: a = 10 ms, b = 1 ms a prompt token, c = 2 ms a decode, d = 10 µs an attention pair, overhead 5 ms; 4
+    prompt tokens, 3 output tokens. TTFT: 5 + 10 + 4 + 0.01 × 10 pairs (4 × 5 / 2) = 19.1 ms. Its two decode steps
+    at contexts 5 and 6: 12.05 and 12.06 ms, their mean 12.055 ms."""
+    from kvviz.sim.plan_check import lone
+
+    engine = replace(cpu_engine(LinearStepTime(0.01, 0.001, 0.002, 1e-5)), overhead_s=0.005)
+    ttft, tpot = lone(engine, Shape(4, 3, requests=1))
+    assert ttft == pytest.approx(0.0191)
+    assert tpot == pytest.approx(0.012055)
+
+
+def test_the_plan_on_the_steps_as_probed_is_worked_out_by_hand():
+    """as_probed on the constant step of the band's case above (10 ms steps, TPOT p90 <= 10.5 ms, the knee 40/s
+    held): probes that measured the lone step at 0.8, 0.9 and 1.2 times its prediction scale every step by their
+    median, 0.9: 9 ms steps, the knee 400/9 held, 10/9 of a measured 40/s. At 1.1 (one probe) no rate holds."""
+    from kvviz.sim.plan_check import Probe, as_probed
+
+    engine = cpu_engine(LinearStepTime(0.01, 0, 0, 0), seqs=4)
+    slo, shape = SloLimits(ttft_s=1.0, tpot_s=0.0105), Shape(8, 10, requests=12)
+    probes = [Probe(rate, 0.05, 0.01 * ratio, 0.05, 0.01) for rate, ratio in ((None, 0.8), (1.0, 1.2), (2.0, 0.9))]
+    found = as_probed(engine, slo, shape, probes, 40.0)
+    assert found["step_ratio_median"] == pytest.approx(0.9)
+    assert (found["step_ratio_min"], found["step_ratio_max"]) == (pytest.approx(0.8), pytest.approx(1.2))
+    assert found["max_rate"] == pytest.approx(400 / 9)
+    assert found["ratio_to_measured"] == pytest.approx(10 / 9)
+    assert as_probed(engine, slo, shape, [Probe(None, 0.05, 0.011, 0.05, 0.01)], 40.0)["max_rate"] == 0
+
+
+def test_a_probe_is_a_closed_loop_of_one_at_the_checks_lengths(monkeypatch):
+    """probe: its prompts sent one at a time with the check's output length; its figures the run's TTFT and TPOT
+    medians beside the prediction, step_ratio the TPOT over its prediction."""
+    from types import SimpleNamespace
+
+    from kvviz.sim import plan_check
+
+    sent = []
+
+    def run(ep, load, prompts, slo=None):
+        sent.append((load.concurrency, load.requests, load.output_tokens, prompts))
+        return SimpleNamespace(stats=SimpleNamespace(ttft=SimpleNamespace(p50=0.5), tpot=SimpleNamespace(p50=0.06)))
+
+    monkeypatch.setattr(plan_check, "run", run)
+    prompts = ["p1", "p2", "p3", "p4"]
+    found = plan_check.probe(None, prompts, Shape(128, 16, requests=60), (0.4, 0.05), 0.5)
+    assert sent == [(1, 4, 16, prompts)]
+    assert (found.after_rate, found.ttft_s, found.tpot_s) == (0.5, 0.5, 0.06)
+    assert found.step_ratio == pytest.approx(1.2)
