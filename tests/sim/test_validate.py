@@ -227,6 +227,9 @@ def test_the_bench_puts_each_loads_second_run_beside_the_prediction(result):
     assert len(again) == len({p.point.mix for p in closed}) * 4  # one per closed mix, per metric drawn
     drawn = {(x, y) for tr in again if tr.yaxis in ("y", None) for x, y in zip(tr.x, tr.y, strict=True)}
     assert drawn == {(p.point.concurrency, p.measured_again.output_tokens_per_s) for p in closed}
+    columns = len(set(points["model"]))  # the rows' axes: throughput linear, then TPOT, TTFT and E2E on a log scale
+    assert [fig.layout[f"yaxis{'' if k == 1 else k}"].type for k in range(1, 4 * columns + 1, columns)] == [
+        None, "log", "log", "log"]
 
 
 def test_validates_json_names_the_machine_it_measured_on(result, monkeypatch, capsys):
