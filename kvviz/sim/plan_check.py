@@ -34,7 +34,18 @@ from kvviz.serving.load import CONSTANT, MAX_CONCURRENCY, POISSON, Load
 from kvviz.serving.loadgen import run
 from kvviz.serving.prompts import Prompt, synthetic
 from kvviz.sim import step_time
-from kvviz.sim.plan import DEFAULT_BAND, Point, RateSearch, Scaled, Search, Shape, SloLimits, judged
+from kvviz.sim.plan import (
+    DEFAULT_BAND,
+    Point,
+    RateSearch,
+    Scaled,
+    Search,
+    Shape,
+    SloLimits,
+    calibrated_engine,
+    judged,
+    plan,
+)
 from kvviz.sim.plan_cli import progress_line
 from kvviz.sim.step_time import StepContents
 
@@ -166,7 +177,6 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     measurement, whether it fell in the band, the probes and the plan again on the steps as they probed (as_probed),
     and the machine's record: kvviz.calc.machine) to `out`; returns what check.json holds."""
     from kvviz.serving.models import has_weights, model_folder
-    from kvviz.sim import plan as planning
     from kvviz.sim.calibrate import serving
 
     if fit not in FITS:
@@ -179,11 +189,11 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     with serving(model, 1024, dummy_weights=dummy) as served:
         ep = served.server.endpoint()
         path = _fitted_from_steps(served, out, folder) if fit == "steps" else _calibrated(served, out)
-        engine = planning.calibrated_engine(path, folder, config={"max_model_len": 1024})
+        engine = calibrated_engine(path, folder, config={"max_model_len": 1024})
         alone = lone(engine, shape)
         slo = SloLimits(ttft_s=ttft_steps * alone[0], tpot_s=tpot_steps * alone[1], ttft_percentile=90,
                         tpot_percentile=90)
-        predicted = planning.plan(engine, slo, shape, band=DEFAULT_BAND)
+        predicted = plan(engine, slo, shape, band=DEFAULT_BAND)
         result = {"model": model, "fit_kind": fit, "fit": step_time.fit_record(step_time.load(path), path),
                   "request_overhead_s": engine.overhead_s, "handoff_s": engine.handoff_s, "slo": asdict(slo),
                   "shape": asdict(shape),
@@ -192,12 +202,12 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
                                 "band": asdict(predicted.band), "lone_ttft_s": alone[0], "lone_tpot_s": alone[1],
                                 "points": [asdict(p) for p in predicted.points]}}
         (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        probes: list[Probe] = []
 
         def probed(after_rate: float | None) -> None:
             prompts = synthetic(PROBE_REQUESTS, prompt_tokens, served.tokenizer, served.seed())
             probes.append(probe(ep, prompts, shape, alone, after_rate))
 
-        probes: list[Probe] = []
         probed(None)
         bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # 1,500 s for 60
         low, high, searcher = real_max_rate(
@@ -218,11 +228,9 @@ def as_probed(engine, slo: SloLimits, shape: Shape, probes: Sequence[Probe], mea
     """The plan again with every step of `engine` (kvviz.sim.plan.Engine) scaled by the probes' median step_ratio:
     not a prediction (the probes ran during the search) but how much of the check's miss the machine's speed on the
     day explains. Its highest rate held, and that over the measured one."""
-    from kvviz.sim import plan as planning
-
     ratios = sorted(p.step_ratio for p in probes)
     median = statistics.median(ratios)
-    again = planning.plan(replace(engine, model=Scaled(engine.model, median)), slo, shape)
+    again = plan(replace(engine, model=Scaled(engine.model, median)), slo, shape)
     return {"step_ratio_median": median, "step_ratio_min": ratios[0], "step_ratio_max": ratios[-1],
             "max_rate": again.max_rate, "ratio_to_measured": again.max_rate / measured_rate if measured_rate else None}
 
