@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from kvviz.base.errors import InputError
 from kvviz.calc.machine import machine
 from kvviz.calc.roofline import causal_pairs
 from kvviz.i18n import t
@@ -181,6 +182,8 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
 
     if fit not in FITS:
         raise ValueError(f"fit: one of {FITS}, not {fit!r}")
+    bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # 1,500 s for 60; checked here,
+    # before vLLM starts and a calibration runs for minutes
     out.mkdir(parents=True, exist_ok=True)
     asked = Path(model).expanduser()
     dummy = (asked / "config.json").is_file() and not has_weights(asked)  # a config alone: served with random weights
@@ -209,7 +212,6 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
             probes.append(probe(ep, prompts, shape, alone, after_rate))
 
         probed(None)
-        bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # 1,500 s for 60
         low, high, searcher = real_max_rate(
             ep, slo, shape, lambda: synthetic(requests, prompt_tokens, served.tokenizer, served.seed()),
             predicted.max_rate, bounds, factor, after=probed)
@@ -262,7 +264,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--requests", type=_count, default=60, help="requests each rate sends, predicted and measured")
     parser.add_argument("--points", type=_count, default=6, help="rates the real search runs at most")
     args = parser.parse_args(argv)
-    result = check_on_vllm(**vars(args))
+    try:
+        result = check_on_vllm(**vars(args))
+    except InputError as error:  # e.g. fewer rates than a search needs: one line, not a traceback
+        parser.error(str(error))
     print(json.dumps(result, indent=2))
     return result
 

@@ -405,6 +405,19 @@ def test_the_real_checks_command_line_names_its_requests_and_refuses_a_bad_count
     assert len(asked) == 1
 
 
+def test_too_few_real_rates_are_refused_in_one_line_before_vllm_starts(monkeypatch, capsys, tmp_path):
+    """`--points 2`: a search brackets and bisects, so it needs 3 rates at least (plan.Search); refused in one line
+    before any vLLM starts (it was a traceback after the start and the calibration, half a minute on tiny)."""
+    from kvviz.sim import calibrate, plan_check
+
+    monkeypatch.setattr(calibrate, "serving", lambda *a, **k: pytest.fail("vLLM started"))
+    with pytest.raises(SystemExit) as caught:
+        plan_check.main([str(tmp_path), "6", "2", "tiny", "calibrate", "--points", "2"])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m kvviz.sim.plan_check: error: max points must be between 3 and 10,000, got 2")
+
+
 def test_each_real_rate_says_it_has_started_before_its_minutes_of_requests(monkeypatch, capsys):
     """plan_check's search on vLLM: a rate's line goes to stderr before its requests are sent (120 at 0.5/s arrive
     over 240 s), then its verdict; the load it runs is the rate's (the requests sent by the load generator here
