@@ -105,6 +105,8 @@ EN = {
     "sim_plan.scaled": "at the file's arrival times scaled to that rate",
     "sim_plan.untimed": "{arrivals} arrivals (the file has no arrival_s)",
     "sim_plan.progress": "  {rate:.4g} requests/s: {held} (TTFT {ttft} ms, TPOT {tpot} ms at their percentiles)",
+    "sim_plan.probe": "  probe: {requests} requests one at a time; one alone took TTFT {ttft:.1f} ms, TPOT "
+                      "{tpot:.2f} ms ({ratio:.2f} × the calibration's step)",
     "sim_plan.sending": "  {rate:.4g} requests/s: sending {requests} requests to vLLM (arrivals over about "
                         "{seconds:.0f} s)",
     "sim_plan.held": "held",
@@ -248,6 +250,8 @@ ZH = {
                               "平均提示词 {prompt:,} 个 token（共享 {prefix:,} 个），平均输出 {output:,} 个 token",
     "sim_plan.scaled": "按该速率缩放文件中的到达时间",
     "sim_plan.untimed": "{arrivals}到达（文件没有 arrival_s 列）",
+    "sim_plan.probe": "  探测：逐个发送 {requests} 个请求；单个请求 TTFT {ttft:.1f} 毫秒，TPOT {tpot:.2f} 毫秒"
+                      "（校准步时的 {ratio:.2f} 倍）",
     "sim_plan.sending": "  {rate:.4g} 请求/秒：向 vLLM 发送 {requests} 个请求（到达约持续 {seconds:.0f} 秒）",
     "sim_plan.progress": "  {rate:.4g} 请求/秒：{held}（按各自分位数，首 token 延迟 {ttft} 毫秒，"
                          "每 token 延迟 {tpot} 毫秒）",

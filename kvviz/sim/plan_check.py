@@ -118,9 +118,13 @@ def lone(engine, shape: Shape) -> tuple[float, float]:
 
 def probe(ep: Endpoint, prompts: Sequence[Prompt], shape: Shape, predicted: tuple[float, float],
           after_rate: float | None) -> Probe:
-    """One probe (Probe) with these prompts (PROBE_REQUESTS of them, sent one at a time)."""
+    """One probe (Probe) with these prompts (PROBE_REQUESTS of them, sent one at a time); its line on stderr once
+    it is done (seconds on SmolLM2, between rates that say their own)."""
     ran = run(ep, Load(concurrency=1, requests=len(prompts), output_tokens=shape.output_tokens), prompts)
-    return Probe(after_rate, ran.stats.ttft.p50, ran.stats.tpot.p50, *predicted)
+    found = Probe(after_rate, ran.stats.ttft.p50, ran.stats.tpot.p50, *predicted)
+    print(t("sim_plan.probe", "en", requests=len(prompts), ttft=1e3 * found.ttft_s, tpot=1e3 * found.tpot_s,
+            ratio=found.step_ratio), file=sys.stderr, flush=True)
+    return found
 
 
 def step_rows(ep: Endpoint, tokenizer, prompt_lengths: Sequence[int], waves: Sequence[int], output_tokens: int,

@@ -499,9 +499,9 @@ def test_the_plan_on_the_steps_as_probed_is_worked_out_by_hand():
     assert as_probed(engine, slo, shape, [Probe(None, 0.05, 0.011, 0.05, 0.01)], 40.0)["max_rate"] == 0
 
 
-def test_a_probe_is_a_closed_loop_of_one_at_the_checks_lengths(monkeypatch):
+def test_a_probe_is_a_closed_loop_of_one_at_the_checks_lengths(monkeypatch, capsys):
     """probe: its prompts sent one at a time with the check's output length; its figures the run's TTFT and TPOT
-    medians beside the prediction, step_ratio the TPOT over its prediction."""
+    medians beside the prediction, step_ratio the TPOT over its prediction (60 / 50 ms), said in one line."""
     from types import SimpleNamespace
 
     from kvviz.sim import plan_check
@@ -518,3 +518,6 @@ def test_a_probe_is_a_closed_loop_of_one_at_the_checks_lengths(monkeypatch):
     assert sent == [(1, 4, 16, prompts)]
     assert (found.after_rate, found.ttft_s, found.tpot_s) == (0.5, 0.5, 0.06)
     assert found.step_ratio == pytest.approx(1.2)
+    assert capsys.readouterr().err == (
+        "  probe: 4 requests one at a time; one alone took TTFT 500.0 ms, TPOT 60.00 ms (1.20 × the calibration's "
+        "step)\n")
