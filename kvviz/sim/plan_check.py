@@ -37,6 +37,7 @@ from kvviz.serving.prompts import Prompt, synthetic
 from kvviz.sim import step_time
 from kvviz.sim.plan import (
     DEFAULT_BAND,
+    Engine,
     Point,
     RateSearch,
     Scaled,
@@ -107,9 +108,9 @@ class Probe:
         return self.tpot_s / self.predicted_tpot_s
 
 
-def lone(engine, shape: Shape) -> tuple[float, float]:
-    """The TTFT and TPOT of one request alone on `engine` (kvviz.sim.plan.Engine): the request overhead and the step
-    of its whole prompt; the mean of its decode steps, the k-th at context prompt + k."""
+def lone(engine: Engine, shape: Shape) -> tuple[float, float]:
+    """The TTFT and TPOT of one request alone on `engine`: the request overhead and the step of its whole prompt;
+    the mean of its decode steps, the k-th at context prompt + k."""
     p, o = shape.prompt_tokens, shape.output_tokens
     ttft = engine.overhead_s + engine.model.seconds(StepContents(p, 0, causal_pairs(p, None)))
     steps = [engine.model.seconds(StepContents(0, 1, p + k)) for k in range(1, max(o, 2))]
@@ -230,10 +231,10 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     return result
 
 
-def as_probed(engine, slo: SloLimits, shape: Shape, probes: Sequence[Probe], measured_rate: float) -> dict:
-    """The plan again with every step of `engine` (kvviz.sim.plan.Engine) scaled by the probes' median step_ratio:
-    not a prediction (the probes ran during the search) but how much of the check's miss the machine's speed on the
-    day explains. Its highest rate held, and that over the measured one."""
+def as_probed(engine: Engine, slo: SloLimits, shape: Shape, probes: Sequence[Probe], measured_rate: float) -> dict:
+    """The plan again with every step of `engine` scaled by the probes' median step_ratio: not a prediction (the
+    probes ran during the search) but how much of the check's miss the machine's speed on the day explains. Its
+    highest rate held, and that over the measured one."""
     ratios = sorted(p.step_ratio for p in probes)
     median = statistics.median(ratios)
     again = plan(replace(engine, model=Scaled(engine.model, median)), slo, shape)
