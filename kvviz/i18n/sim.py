@@ -123,6 +123,11 @@ EN = {
     "sim_cli.calibrated": "calibrated {model} on vLLM {vllm} ({blocks:,} KV blocks) on {device}, from {loads} loads",
     "sim_cli.overhead": "request overhead (the client's mean TTFT less vLLM's own, added to TTFT and E2E): {ms:.1f} "
                         "ms; requests sent together reach the engine {handoff_ms:.1f} ms apart",
+    "sim_cli.overhead_alone": "request overhead (added to TTFT and E2E): {ms:.1f} ms, the client's mean TTFT less "
+                              "vLLM's own ({http_ms:.1f} ms) and vLLM's front end alone (its TTFT less its queue "
+                              "and prefill times on the loop of one: {alone_ms:.1f} ms); prompts' cost fitted on "
+                              "vLLM's prefill times, not the client's TTFTs; requests sent together reach the engine "
+                              "{handoff_ms:.1f} ms apart",
     "sim_cli.point": "{model}, {load} (load average {load_average}): error output tok/s {output_tokens_per_s}, TPOT "
                      "p50 {tpot_p50_s}, TTFT p50 {ttft_p50_s}, E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}: MAPE over {points} held-out points: output tok/s {output_tokens_per_s}, TPOT p50 "
@@ -268,6 +273,10 @@ ZH = {
     "sim_cli.calibrated": "已在 {device} 上对 vLLM {vllm}（{blocks:,} 个 KV 块）校准 {model}，用了 {loads} 组负载",
     "sim_cli.overhead": "请求开销（客户端测得的平均 TTFT 减去 vLLM 自己的，计入 TTFT 和 E2E）：{ms:.1f} ms；"
                         "同时发出的请求相隔 {handoff_ms:.1f} ms 到达引擎",
+    "sim_cli.overhead_alone": "请求开销（计入 TTFT 和 E2E）：{ms:.1f} ms，即客户端测得的平均 TTFT 减去 vLLM 自己的"
+                              "（{http_ms:.1f} ms），加上只有一个请求时 vLLM 前端的时间（一次一个请求的闭环里，"
+                              "vLLM 的 TTFT 减去排队与预填充时间：{alone_ms:.1f} ms）；提示词的开销按 vLLM 的预填充"
+                              "时间拟合，而非客户端的 TTFT；同时发出的请求相隔 {handoff_ms:.1f} ms 到达引擎",
     "sim_cli.point": "{model}，{load}（负载均值 {load_average}）：误差 输出 tok/s {output_tokens_per_s}，TPOT p50 "
                      "{tpot_p50_s}，TTFT p50 {ttft_p50_s}，E2E p50 {e2e_p50_s}",
     "sim_cli.mape": "{model}：{points} 个留出点的平均绝对百分比误差（MAPE）：输出 tok/s {output_tokens_per_s}，"

@@ -12,8 +12,10 @@ TTFT is a row too, weighted 1/steps² (one step's mean, as a gap row is one step
 its arrival to its first token's, plus the request overhead o
 (what the steps do not hold: HTTP, the API server's tokenizing and streaming), against the measured TTFT. o is
 measured where vLLM reports its own TTFT for every closed loop (the client's mean TTFT less vLLM's: front_end_s),
-else a fifth unknown of the fit. The fit is non-negative (no cost below 0). Predictions add o to every TTFT and
-E2E.
+else a fifth unknown of the fit. Where vLLM reports its prefill times too and a loop of one request at a time was
+run, the TTFT rows give way to a row per loop of vLLM's mean prefill time, and o holds the front end's time alone as
+well (front_alone_s): the client's TTFTs carry the front end's queue, which grows under load where no step holds it.
+The fit is non-negative (no cost below 0). Predictions add o to every TTFT and E2E.
 A closed loop's next request joins the step after the one that begins as its predecessor ends, in the replay as on
 vLLM (kvviz.sim.simulate), so the rows hold the steps vLLM ran. Requests sent together reach vLLM's engine one at a
 time (its first step of a wave holds one request, the rest join the next step or two: vLLM's per-step log on tiny),
@@ -177,6 +179,8 @@ class Fitted:
     residuals_by_load: dict = field(default_factory=dict)
     handoff_s: float = 0.0  # the front end's seconds between two requests handed to the engine (simulate)
     clock: str = "client"  # the rows' clock: the client's gaps and TTFTs, vLLM's own, or mixed (fit_runs)
+    front_alone_s: float | None = None  # of the overhead, the front end's time inside vLLM (front_alone_s); None:
+    # the prompts' time fitted on the client's TTFTs, the overhead the client's TTFT less vLLM's alone
 
 
 CLIENT_CLOCK, ENGINE_CLOCK, MIXED_CLOCK = "client", "engine", "mixed"  # mixed: the loads the front end paced by
@@ -322,15 +326,15 @@ FIT_ROUNDS = 16  # replays per handoff at most; they stop once a fit gives back 
 # 12 ms overhead came within 1e-6 of their step time after 8 rounds, each round 3-5 times closer than the last)
 
 
-def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Rows) -> None:
-    """One load's rows against its replay (order: the measured record of each simulated request). Per request,
-    per pair of consecutive tokens: the features summed over the steps after the first token's up to the
-    second's, the measured gap, weight 1/(requests in that last step). Per request, its TTFT (less the replay's
-    wait for a step's end, none in a closed loop), against the steps from its first to its first token's (and the
+def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Rows, ttft: bool = True) -> None:
+    """One load's rows against its replay (order: the measured record of each simulated request). Per request, per pair
+    of consecutive tokens: the features summed over the steps after the first token's up to the second's, the
+    measured gap, weight 1/(requests in that last step). With ttft, per request, its TTFT (less the replay's wait
+    for a step's end, none in a closed loop), against the steps from its first to its first token's (and the
     overhead's 1), weight 1/steps²: divided by its k steps the row is one step's mean, as a gap row is one step's
     time. Weighted 1, a TTFT row of k steps counted k² times a gap row (hundreds of milliseconds on SmolLM2 against
-    one step's tens), and the fit traded the gaps of small batches for the TTFTs of large ones (SmolLM2: the loop
-    of one's gaps under-fitted by 19-28 ms of 53-60; docs/simulator.md)."""
+    one step's tens), and the fit traded the gaps of small batches for the TTFTs of large ones (SmolLM2: the loop of
+    one's gaps under-fitted by 19-28 ms of 53-60; docs/simulator.md)."""
     cum = _cumulative(result.trace)
     starts = np.array([s.start_s for s in result.trace])
     running = np.array([max(s.running, 1) for s in result.trace], dtype=float)
@@ -339,7 +343,7 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
         if not rec.ok or len(rec.arrivals_s) != len(steps) or not steps:
             continue  # a request the server cut short, or whose chunks were read joined: no row
         first = int(np.searchsorted(starts, sim.sent_s - 1e-12))
-        if first <= steps[0]:
+        if ttft and first <= steps[0]:
             span = cum[steps[0] + 1] - cum[first]
             rows.add(np.append(span, 1.0), rec.ttft_s - (starts[first] - sim.sent_s), 1.0 / max(span[0], 1.0) ** 2,
                      TTFT)
@@ -351,14 +355,16 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
                      1.0 / running[hi], GAP)
 
 
-def engine_rows(measured: Measured, result: SimResult, rows: Rows) -> None:
+def engine_rows(measured: Measured, result: SimResult, rows: Rows, kinds: tuple[str, ...] = (PREFILL, DECODE),
+                per_request: bool = False) -> None:
     """One load's rows by vLLM's own clock, for a load whose client times are the front end's: the mean over its
     requests of the features of the steps from the one that took a request in to the one that gave its first token,
     against vLLM's mean prefill time (request_prefill_time: first token less scheduled); and of the steps after its
     first token's up to its last's, against its mean decode time (request_decode_time: last token less first). Both
     are the engine core's timestamps, taken as the steps end, before the API server reads them, so a front end that
-    fell behind does not move them. Weight 1/steps², as a TTFT row: one step's mean. The replay is run with detail
-    (first_scheduled)."""
+    fell behind does not move them. Weight 1/steps², as a TTFT row: one step's mean; per_request: that times the
+    requests it is the mean of, as many TTFT rows would weigh (prefill_rows). kinds: the rows wanted. The replay is
+    run with detail (first_scheduled)."""
     view = measured.server
     cum = _cumulative(result.trace)
     prefill, decode = [], []
@@ -370,9 +376,10 @@ def engine_rows(measured: Measured, result: SimResult, rows: Rows) -> None:
         if len(steps) > 1:
             decode.append(cum[steps[-1] + 1] - cum[steps[0] + 1])
     for spans, seconds, kind in ((prefill, view.prefill_mean_s, PREFILL), (decode, view.decode_mean_s, DECODE)):
-        if spans and seconds is not None:
+        if spans and seconds is not None and kind in kinds:
             mean = np.mean(spans, axis=0)
-            rows.add(np.append(mean, 0.0), seconds, 1.0 / max(mean[0], 1.0) ** 2, kind)
+            rows.add(np.append(mean, 0.0), seconds, (len(spans) if per_request else 1) / max(mean[0], 1.0) ** 2,
+                     kind)
 
 
 def engine_clocked(runs: list[Measured]) -> bool:
@@ -496,6 +503,20 @@ def front_end_s(runs: list[Measured]) -> float | None:
     return max(0.0, sum((c - e) * n for c, e, n in pairs) / sum(n for *_, n in pairs))
 
 
+def front_alone_s(runs: list[Measured]) -> float | None:
+    """The front end's time inside vLLM with nothing else running: over the closed loops of one request at a time,
+    vLLM's mean TTFT less its mean queue and prefill times, all three in its own timestamps (from the API server
+    taking the request to the engine core queuing it: its input processing and its way to the engine core). None
+    without such a loop with vLLM's figures. Under load the same span holds the wait for the running step to end,
+    which the simulator has; what the front end itself takes longer under load (a closed loop's wave of requests
+    queuing in it: 14 ms at 12 in flight on tiny against 2.7 alone, on a 2-core Xeon) it does not."""
+    alone = [(m.server.ttft_mean_s - m.server.queue_mean_s - m.server.prefill_mean_s, m.stats.completed)
+             for m in runs if m.point.closed and m.point.concurrency == 1 and m.server is not None
+             and None not in (m.server.ttft_mean_s, m.server.queue_mean_s, m.server.prefill_mean_s)]
+    weight = sum(n for _, n in alone)
+    return max(0.0, sum(t * n for t, n in alone) / weight) if weight else None
+
+
 @dataclass(frozen=True)
 class _Fit:
     """One handoff's fit: its rows, the loads' spans in them, the coefficients (overhead last), the rows kept, and
@@ -510,12 +531,12 @@ class _Fit:
 
 
 def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s: float,
-            by_engine: tuple[Measured, ...] = ()) -> _Fit:
+            by_engine: tuple[Measured, ...] = (), prefill_clock: bool = False) -> _Fit:
     """The fit with the replays handing requests over handoff_s apart, each closed loop's next request reaching
     the engine the request overhead after one ends (front, or else the last round's fit of it): replayed on
     FIRST_GUESS, fitted, replayed on that fit, until a fit gives back the step time and overhead its replays ran on
     (or FIT_ROUNDS). A load in by_engine gives engine_rows (vLLM's own clock), the others the client's gaps and
-    TTFTs (load_rows)."""
+    TTFTs (load_rows); with prefill_clock, the client's gaps and vLLM's mean prefill time (fit_runs)."""
     model, found, back = FIRST_GUESS, None, front or 0.0
     unknowns = 4 if front is not None else 5  # with the overhead given, the four coefficients
     closed = [(m, *engine_order(m)) for m in runs if m.point.closed]  # read off the measurement: once, not per round
@@ -525,11 +546,15 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
         for m, order, joined in closed:
             before = len(rows.y)
             clocked = any(m is e for e in by_engine)
-            result = replay(m.point, engine, model, handoff_s, detail=clocked, joined=joined, return_s=back)
+            result = replay(m.point, engine, model, handoff_s, detail=clocked or prefill_clock, joined=joined,
+                            return_s=back)
             if clocked:
                 engine_rows(m, result, rows)
             else:
-                load_rows(m, result, order, rows)
+                by_prefill = prefill_clock and engine_clocked([m])
+                load_rows(m, result, order, rows, ttft=not by_prefill)
+                if by_prefill:
+                    engine_rows(m, result, rows, kinds=(PREFILL,), per_request=True)
             spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
         if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:
@@ -565,6 +590,10 @@ def _by_load(best: _Fit, residuals: np.ndarray, by_engine: list[Measured]) -> di
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
+        prefill = (kinds[lo:hi] == PREFILL) & kept
+        if prefill.any():  # vLLM's mean prefill time beside the client's gaps (fit_runs' prefill_clock)
+            by_load[m.point.label] |= {"prefill_s": float(y[lo:hi][prefill][0]),
+                                       "prefill_residual_s": float(r[prefill][0])}
         if any(m is e for e in by_engine):  # its rows are vLLM's mean prefill and decode times (engine_rows)
             by_load[m.point.label] = {"front_end_paced": True, "engine_clock": True, "joined_share": joined_share(m),
                                       **{f"{kind}_{what}": float(v[kinds[lo:hi] == kind][0])
@@ -572,6 +601,18 @@ def _by_load(best: _Fit, residuals: np.ndarray, by_engine: list[Measured]) -> di
                                          for kind in (PREFILL, DECODE)
                                          for what, v in (("s", y[lo:hi]), ("residual_s", r))}}
     return by_load
+
+
+def _summary(best: _Fit) -> tuple[FitSummary, np.ndarray]:
+    """The fit's rows kept, its residuals over them and R², and every row's residual (measured - fitted)."""
+    x, y, keep = np.array(best.rows.x).reshape(-1, 5), np.array(best.rows.y), best.keep
+    residuals = y - x @ best.coef
+    kept_y, kept_r = y[keep], residuals[keep]
+    spread = float(np.sum((kept_y - kept_y.mean()) ** 2))
+    return FitSummary(rows=int(keep.sum()), residual_rms_s=float(np.sqrt(np.mean(kept_r ** 2))),
+                      residual_max_s=float(np.max(np.abs(kept_r))),
+                      r_squared=1 - float(np.sum(kept_r ** 2)) / spread if spread > 0 else None,
+                      set_aside=int((~keep).sum())), residuals
 
 
 def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = True,
@@ -589,7 +630,12 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     decode alone that took 4.4. Without vLLM's figures such a load is left out and named; unless the others alone
     cannot tell the coefficients apart, when it is kept in the client's rows and named as kept. When every closed
     loop was paced (all three of `validate --quick` on a busy CI machine) the overhead is the client's TTFT less
-    vLLM's over them all; without vLLM's figures then, refused. Fitted.clock says whose clock the rows were."""
+    vLLM's over them all; without vLLM's figures then, refused. Fitted.clock says whose clock the rows were.
+
+    With vLLM's figures for every loop the engine paced and a loop of one among them, each such loop gives the
+    client's gaps and its mean prefill time by vLLM's clock (engine_rows' PREFILL, weighted as that many TTFTs), not
+    the client's TTFTs, which hold the front end's time too (growing in a closed loop's waves, where b took it:
+    docs/simulator.md, "A prompt's time by vLLM's clock"); the overhead is then front_end_s + front_alone_s."""
     paced, by_engine, left_out = [], [], []  # the client's rows, vLLM's rows, none (named in the residuals)
     for m in runs:
         if m.point.closed:
@@ -602,33 +648,31 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     if not paced and (not by_engine or left_out or not measured_front_end):
         raise InputError("sim.front_end_bound", loads=len(by_engine) + len(left_out))
     front = front_end_s(paced or by_engine) if measured_front_end else None
+    alone = front_alone_s(paced) if front is not None and paced and engine_clocked(paced) else None
+    front = front + alone if alone is not None else front
+
+    def best_of(loads: list[Measured]) -> _Fit:
+        return min((_fit_at(loads, engine, front, h, tuple(by_engine), alone is not None) for h in handoffs),
+                   key=lambda f: f.error)
+
     fitted_loads = paced + by_engine
     kept_anyway: list[Measured] = []
     try:
-        best = min((_fit_at(fitted_loads, engine, front, h, tuple(by_engine)) for h in handoffs),
-                   key=lambda f: f.error)
+        best = best_of(fitted_loads)
     except InputError as error:
         if error.key != "sim.fit_rows" or not left_out:
             raise
         fitted_loads, kept_anyway, left_out = fitted_loads + left_out, left_out, []
-        best = min((_fit_at(fitted_loads, engine, front, h, tuple(by_engine)) for h in handoffs),
-                   key=lambda f: f.error)
-    rows, coef, keep = best.rows, best.coef, best.keep
-    x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
-    residuals = y - x @ coef
-    kept_y, kept_r = y[keep], residuals[keep]
-    spread = float(np.sum((kept_y - kept_y.mean()) ** 2))
-    summary = FitSummary(rows=int(keep.sum()), residual_rms_s=float(np.sqrt(np.mean(kept_r ** 2))),
-                         residual_max_s=float(np.max(np.abs(kept_r))),
-                         r_squared=1 - float(np.sum(kept_r ** 2)) / spread if spread > 0 else None,
-                         set_aside=int((~keep).sum()))
+        best = best_of(fitted_loads)
+    summary, residuals = _summary(best)
     by_load = _by_load(best, residuals, by_engine)
     for m in kept_anyway:
         by_load[m.point.label] |= {"front_end_paced": True, "kept": True}
     for m in left_out:
         by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
     clock = (CLIENT_CLOCK if not by_engine else ENGINE_CLOCK if not paced and not kept_anyway else MIXED_CLOCK)
-    return Fitted(LinearStepTime(*map(float, coef[:4])), summary, float(coef[4]), by_load, best.handoff_s, clock)
+    return Fitted(LinearStepTime(*map(float, best.coef[:4])), summary, float(best.coef[4]), by_load, best.handoff_s,
+                  clock, alone)
 
 
 def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv: Path) -> dict:
@@ -643,6 +687,7 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
                             "vllm_worker_in_engine_core": worker_in_engine()},
             "engine": asdict(engine),
             "request_overhead_s": fitted.request_overhead_s,
+            "front_alone_s": fitted.front_alone_s,
             "handoff_s": fitted.handoff_s,
             "clock": fitted.clock,
             "method": "per-token gaps and TTFTs of the measured closed loops against the simulator's replay of the "
@@ -653,7 +698,10 @@ def calibration_json(fitted: Fitted, engine: Engine, runs: list[Measured], venv:
                       "last fit until it repeats, leaves the least weighted squared error; a closed loop that vLLM's "
                       "API server paced (its chunks read joined) gives instead its mean prefill and decode times by "
                       "vLLM's own clock (request_prefill_time, request_decode_time; engine_clock in "
-                      "residuals_by_load); clock: 'client', 'engine' (every loop so) or 'mixed'",
+                      "residuals_by_load); clock: 'client', 'engine' (every loop so) or 'mixed'; where vLLM's "
+                      "figures and a loop of one are there, each loop's TTFT rows are replaced by its mean prefill "
+                      "time by vLLM's clock (request_prefill_time), and the overhead holds front_alone_s too: vLLM's "
+                      "TTFT less its queue and prefill times on the loop of one (the front end's time alone)",
             "inputs": [{"load": m.point.label, "requests": m.point.requests, "concurrency": m.point.concurrency,
                         "prompt_tokens": m.point.mix.prompt_tokens, "output_tokens": m.point.mix.output_tokens,
                         "prefix_tokens": m.point.mix.prefix_tokens, "load_average_1m": m.load_average,

@@ -285,7 +285,13 @@ def fit_lines(fitted, lang: str) -> list[str]:
     if paced := [load for load, row in fitted.residuals_by_load.items()
                  if row.get("front_end_paced") and not row.get("kept") and not row.get("engine_clock")]:
         lines.append(t("sim_cli.paced_out", lang, n=len(paced), loads="; ".join(paced)))
-    lines.append(t("sim_cli.overhead", lang, ms=fitted.request_overhead_s * 1000, handoff_ms=fitted.handoff_s * 1000))
+    if fitted.front_alone_s is None:
+        lines.append(t("sim_cli.overhead", lang, ms=fitted.request_overhead_s * 1000,
+                       handoff_ms=fitted.handoff_s * 1000))
+    else:
+        lines.append(t("sim_cli.overhead_alone", lang, ms=fitted.request_overhead_s * 1000,
+                       http_ms=(fitted.request_overhead_s - fitted.front_alone_s) * 1000,
+                       alone_ms=fitted.front_alone_s * 1000, handoff_ms=fitted.handoff_s * 1000))
     return lines
 
 

@@ -333,6 +333,7 @@ def summary(results: list[ModelResult]) -> dict:
                                  for r in results if r.sweep_engine},
             "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
                                       "request_overhead_s": r.fitted.request_overhead_s,
+                                      "front_alone_s": r.fitted.front_alone_s,
                                       "handoff_s": r.fitted.handoff_s, "clock": r.fitted.clock,
                                       "fit": vars(r.fitted.fit), "residuals_by_load": r.fitted.residuals_by_load,
                                       "loads": [m.point.label for m in r.calibration_runs],

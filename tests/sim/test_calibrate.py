@@ -469,3 +469,52 @@ def test_the_calibration_file_says_where_vllms_worker_computed(tmp_path, monkeyp
         assert [(row["load"], row["measured_tpot_p50_s"]) for row in record["inputs"]] == [
             ("closed 1, 40/20 x6", runs[0].stats.tpot.p50), ("closed 4, 40/20 x12", runs[1].stats.tpot.p50),
             ("closed 3, 300/8 x8", runs[2].stats.tpot.p50), ("closed 8, 40/20 x16", runs[3].stats.tpot.p50)]
+
+
+def test_the_front_end_alone_is_vllms_ttft_less_its_queue_and_prefill_on_the_loops_of_one():
+    """Loops of one of 4 and 8 requests, vLLM's TTFT / queue / prefill means 10 / 0.5 / 6.5 ms and 9 / 0 / 7 ms:
+    front ends of 3 and 2 ms, (3 x 4 + 2 x 8) / 12 = 2.33 ms; a loop of 4 in flight (20 ms less 5) and an open loop
+    do not count; none left: None; vLLM's figure missing on the only loop of one: None."""
+    def run(point, ttft, queue, prefill):
+        return replace(_measured(point, TRUE), server=ServerView(point.requests, ttft, queue, prefill, None, None,
+                                                                  None, None, None, None, None, None))
+    one4, one8 = LoadPoint(Mix(40, 20), 4, concurrency=1), LoadPoint(Mix(40, 20), 8, concurrency=1)
+    four, opened = LoadPoint(Mix(40, 20), 8, concurrency=4), LoadPoint(Mix(40, 20), 6, rate=5.0)
+    runs = [run(one4, 0.010, 0.0005, 0.0065), run(one8, 0.009, 0.0, 0.007), run(four, 0.020, 0.0, 0.005),
+            run(opened, 0.030, 0.0, 0.005)]
+    assert calibrate.front_alone_s(runs) == pytest.approx((0.003 * 4 + 0.002 * 8) / 12)
+    assert calibrate.front_alone_s(runs[2:]) is None
+    assert calibrate.front_alone_s([run(one4, None, 0.0, 0.005)]) is None
+
+
+def _front_end_queue(point: LoadPoint, http_s: float, alone_s: float, per_other_s: float) -> Measured:
+    """A load made by TRUE's steps, each closed loop's next request reaching the engine http_s + alone_s after one
+    ends, and a front end that, before a request reaches vLLM's engine core, takes alone_s plus per_other_s for each
+    other request in flight (a closed loop's wave queuing in vLLM's API server): time on every TTFT, vLLM's own
+    and the client's (http_s more), that the engine's steps do not hold; vLLM's prefill times are the steps'."""
+    m = _engine_clock(point, http_s + alone_s)
+    extra = alone_s + per_other_s * (point.concurrency - 1)
+    records = tuple(replace(r, ttft_s=r.ttft_s + extra - alone_s, e2e_s=r.e2e_s + extra - alone_s)
+                    for r in m.records)
+    engine_ttft_s = m.stats.ttft.mean  # _measured's statistics are the replay's own
+    stats = replace(m.stats, ttft=replace(m.stats.ttft, mean=engine_ttft_s + extra + http_s))
+    return replace(m, records=records, stats=stats, server=replace(m.server, ttft_mean_s=engine_ttft_s + extra))
+
+
+def test_a_front_end_that_queues_under_load_leaves_the_prompts_cost_to_vllms_clock():
+    """TTFTs longer by a front end's time that grows with the requests in flight (2 ms alone, 3 ms more for each
+    other request; vLLM's TTFT holds it, its prefill time does not): with vLLM's figures and a loop of one, the fit
+    takes the prompts' cost from vLLM's prefill times and gives TRUE back, the overhead the HTTP's 4 ms plus the
+    front end's 2 ms alone; by the client's TTFTs (vLLM's prefill figure gone) the per-prompt-token cost b comes out
+    far above TRUE's, carrying the queue (as tiny's did on a 2-core Xeon: 24.6 µs a token against 17-18)."""
+    runs = [_front_end_queue(p, 0.004, 0.002, 0.003) for p in LOADS]
+    fitted = fit_runs(runs, ENGINE)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.request_overhead_s == pytest.approx(0.006, rel=1e-9)
+    assert fitted.front_alone_s == pytest.approx(0.002, rel=1e-9)
+    assert fitted.residuals_by_load[LOADS[2].label]["prefill_residual_s"] == pytest.approx(0.0, abs=1e-9)
+    assert fitted.residuals_by_load[LOADS[2].label]["ttft_rows"] == 0
+    by_client = fit_runs([replace(m, server=replace(m.server, prefill_mean_s=None)) for m in runs], ENGINE)
+    assert by_client.front_alone_s is None
+    assert by_client.step.b > 1.5 * TRUE.b
