@@ -315,7 +315,6 @@ class Rows:
 
 GAP, TTFT = "gap", "ttft"
 PREFILL, DECODE = "prefill", "decode"  # the rows by vLLM's own clock (engine_rows)
-LONE_PREFILL = "lone prefill"  # a loop of one request at a time's mean prefill time: one step, its prompt alone
 
 
 FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # the first replay's step time: any positive model
@@ -357,15 +356,14 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
 
 
 def engine_rows(measured: Measured, result: SimResult, rows: Rows, kinds: tuple[str, ...] = (PREFILL, DECODE),
-                per_request: bool = False, prefill_kind: str = PREFILL) -> None:
+                per_request: bool = False) -> None:
     """One load's rows by vLLM's own clock, for a load whose client times are the front end's: the mean over its
     requests of the features of the steps from the one that took a request in to the one that gave its first token,
     against vLLM's mean prefill time (request_prefill_time: first token less scheduled); and of the steps after its
     first token's up to its last's, against its mean decode time (request_decode_time: last token less first). Both
     are the engine core's timestamps, taken as the steps end, before the API server reads them, so a front end that
     fell behind does not move them. Weight 1/steps², as a TTFT row: one step's mean; per_request: that times the
-    requests it is the mean of, as many TTFT rows would weigh (prefill_rows). kinds: the rows wanted; prefill_kind:
-    the prefill row's kind (LONE_PREFILL for a loop of one, whose rows staged_fit may fit b and d on). The replay is
+    requests it is the mean of, as many TTFT rows would weigh (prefill_rows). kinds: the rows wanted. The replay is
     run with detail (first_scheduled)."""
     view = measured.server
     cum = _cumulative(result.trace)
@@ -381,7 +379,7 @@ def engine_rows(measured: Measured, result: SimResult, rows: Rows, kinds: tuple[
         if spans and seconds is not None and kind in kinds:
             mean = np.mean(spans, axis=0)
             rows.add(np.append(mean, 0.0), seconds, (len(spans) if per_request else 1) / max(mean[0], 1.0) ** 2,
-                     prefill_kind if kind == PREFILL else kind)
+                     kind)
 
 
 def engine_clocked(runs: list[Measured]) -> bool:
@@ -441,8 +439,7 @@ STAGE_ROUNDS = 8  # staged_fit's alternations at most; they settle within a few 
 DECODE_COLS = (0, 2)  # the step's fixed cost and its per-decode cost: what decode-only rows tell
 
 
-def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
-               lone: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """fit_setting_aside, then in stages: a step's fixed cost and per-decode cost (a, c) from the rows whose steps
     computed no prompt token (a decode gap: its steps' attention pairs at the current d), the prompt's costs (b, d,
     and the overhead when it is a column) from every row kept with a and c so fixed; in turns until they settle.
@@ -451,13 +448,7 @@ def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
     43.5-44.5, and tiny's (its c at 0) at 6.2 ms where it took 4.5-5. Refitting seven saved calibrations, scored on
     the loads measured after each (docs/simulator.md, "A staged fit"): held-out tput / TPOT / TTFT / E2E p50 MAPE
     7.0 / 12.0 / 9.5 / 9.1% at once, 6.2 / 10.5 / 10.0 / 7.5% staged. The joint fit stands where the decode rows
-    cannot tell a from c (too few, or one batch size only). Returns the coefficients and the rows kept.
-
-    lone: the rows of prompts computed alone (LONE_PREFILL: a loop of one's mean prefill time by vLLM's clock, one
-    step a prompt); where they hold two prompt lengths or more, b and d are fitted on them alone (docs/simulator.md,
-    "Prompts alone"), the other rows telling a and c only. A wave's prefill times move with the race of its requests
-    to the engine's first steps (on tiny a loop of 6 at 384/8 took 32 ms in one start and 61 in another), and fitted
-    on every row, b and d traded places from one start to the next (b 15.6-31.9 µs a token, d 0-25 ns a pair)."""
+    cannot tell a from c (too few, or one batch size only). Returns the coefficients and the rows kept."""
     coef, keep = fit_setting_aside(x, y, w)
     decode = keep & (x[:, 1] == 0)
     cols = list(DECODE_COLS)
@@ -466,12 +457,11 @@ def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
     rest = [j for j in range(x.shape[1]) if j not in cols]
     if np.linalg.matrix_rank(x[keep][:, rest]) < len(rest):
         return coef, keep
-    prompt = keep if lone is None or np.linalg.matrix_rank(x[keep & lone][:, rest]) < len(rest) else keep & lone
     for _ in range(STAGE_ROUNDS):
         sw = np.sqrt(w[decode])
         fixed = nonnegative_lstsq(x[decode][:, cols] * sw[:, None], (y[decode] - coef[3] * x[decode, 3]) * sw)
-        sw = np.sqrt(w[prompt])
-        free = nonnegative_lstsq(x[prompt][:, rest] * sw[:, None], (y[prompt] - x[prompt][:, cols] @ fixed) * sw)
+        sw = np.sqrt(w[keep])
+        free = nonnegative_lstsq(x[keep][:, rest] * sw[:, None], (y[keep] - x[keep][:, cols] @ fixed) * sw)
         found = np.zeros(x.shape[1])
         found[cols], found[rest] = fixed, free
         if np.allclose(found, coef, rtol=1e-9, atol=0.0):
@@ -564,8 +554,7 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
                 by_prefill = prefill_clock and engine_clocked([m])
                 load_rows(m, result, order, rows, ttft=not by_prefill)
                 if by_prefill:
-                    engine_rows(m, result, rows, kinds=(PREFILL,), per_request=True,
-                                prefill_kind=LONE_PREFILL if m.point.concurrency == 1 else PREFILL)
+                    engine_rows(m, result, rows, kinds=(PREFILL,), per_request=True)
             spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
         if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:
@@ -574,7 +563,7 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
         if front is None:
             coef, keep = staged_fit(x, y, w)
         else:
-            coef, keep = staged_fit(x[:, :4], y - front * x[:, 4], w, np.array(rows.kind) == LONE_PREFILL)
+            coef, keep = staged_fit(x[:, :4], y - front * x[:, 4], w)
             coef = np.append(coef, front)
         coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
         error = float(np.sum(w[keep] * (y[keep] - x[keep] @ coef) ** 2))
@@ -601,7 +590,7 @@ def _by_load(best: _Fit, residuals: np.ndarray, by_engine: list[Measured]) -> di
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
-        prefill = np.isin(kinds[lo:hi], (PREFILL, LONE_PREFILL)) & kept
+        prefill = (kinds[lo:hi] == PREFILL) & kept
         if prefill.any():  # vLLM's mean prefill time beside the client's gaps (fit_runs' prefill_clock)
             by_load[m.point.label] |= {"prefill_s": float(y[lo:hi][prefill][0]),
                                        "prefill_residual_s": float(r[prefill][0])}
@@ -862,12 +851,10 @@ def warm_up(served: Served) -> None:
 # those decoding beside them) and of 960 at one (a prompt's attention pairs grow with its square: 6.25 times
 # 384's; with prompts of 64 and 384 alone the fit left that term to extrapolation, and tiny's held-out loads of
 # 768-token prompts came out 8-37% fast in throughput, docs/simulator.md): enough spread to tell the four
-# coefficients and the request overhead apart. Then prompts of 128, 384 and 960 tokens alone, one request at a time,
-# three each: with the loop of one at 64, the rows a prompt's costs b and d are fitted on (staged_fit's lone).
+# coefficients and the request overhead apart.
 CALIBRATION = (LoadPoint(Mix(64, 32), 4, concurrency=1), LoadPoint(Mix(64, 32), 8, concurrency=4),
                LoadPoint(Mix(64, 32), 24, concurrency=12), LoadPoint(Mix(384, 8), 6, concurrency=2),
-               LoadPoint(Mix(384, 8), 12, concurrency=6), LoadPoint(Mix(960, 8), 6, concurrency=3),
-               *(LoadPoint(Mix(p, 8), 3, concurrency=1) for p in (128, 384, 960)))
+               LoadPoint(Mix(384, 8), 12, concurrency=6), LoadPoint(Mix(960, 8), 6, concurrency=3))
 QUICK_CALIBRATION = (LoadPoint(Mix(32, 32), 4, concurrency=1), LoadPoint(Mix(32, 32), 12, concurrency=6),
                      LoadPoint(Mix(256, 8), 8, concurrency=4))
 

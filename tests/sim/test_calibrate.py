@@ -518,21 +518,3 @@ def test_a_front_end_that_queues_under_load_leaves_the_prompts_cost_to_vllms_clo
     by_client = fit_runs([replace(m, server=replace(m.server, prefill_mean_s=None)) for m in runs], ENGINE)
     assert by_client.front_alone_s is None
     assert by_client.step.b > 1.5 * TRUE.b
-
-
-def test_prompts_alone_set_the_prompts_cost_when_a_waves_prefill_times_ran_long():
-    """vLLM's mean prefill time of the loop of 3 at 300/8 half as long again as its steps (a wave's race to the
-    engine's first steps, as tiny's loop of 6 at 384/8 took 32 ms in one start and 61 in another): fitted on every
-    row, b and d come out off TRUE's; with prompts of 100 and 300 tokens computed alone (loops of one, their prefill
-    one step each), b and d are fitted on those alone and TRUE comes back, a and c from the decode gaps as ever."""
-    def raced(m: Measured) -> Measured:
-        return replace(m, server=replace(m.server, prefill_mean_s=1.5 * m.server.prefill_mean_s))
-    runs = [_engine_clock(p, 0.012) for p in LOADS]
-    runs[2] = raced(runs[2])
-    alone = [_engine_clock(LoadPoint(Mix(p, 8), 3, concurrency=1), 0.012) for p in (100, 300)]
-    fitted = fit_runs(runs + alone, ENGINE)
-    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
-        assert got == pytest.approx(true, rel=1e-6)
-    assert fitted.residuals_by_load[LOADS[2].label]["prefill_residual_s"] > 0.01
-    every_row = fit_runs(runs, ENGINE).step
-    assert abs(every_row.b / TRUE.b - 1) > 0.1 or abs(every_row.d / TRUE.d - 1) > 0.1
