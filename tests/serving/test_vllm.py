@@ -126,31 +126,31 @@ def test_chat_on_vllm_skips_the_role_chunk(server):
     assert rec.new_tokens == 8 and 1 <= len(rec.arrivals_s) <= 8
 
 
+@pytest.mark.alone  # needs /metrics answered within 0.1 s while it watches: beside another worker in CI every
+# scrape took 2.5 s (no quick sample in 3 runs) or the server dropped one (RemoteProtocolError), 2026-12-05
 def test_the_metrics_series_and_the_prediction_match_on_vllm(server):
-    """24 requests of 16 + 240 tokens, 4 at a time: each holds one 128-token block, then two once past 128
+    """12 requests of 16 + 240 tokens, 4 at a time: each holds one 128-token block, then two once past 128
     tokens. Whenever the server runs what the client has in flight, vLLM's kv_cache_usage_perc and kvviz's
     prediction read the same blocks of the 8,191 (4,095 in fp32; vLLM may take a request's next block a token before the
     client has seen it: one block each at most). Only samples the server answered within 0.1 s are compared:
-    a busy vLLM sometimes answers /metrics only after most of a second, when the requests have moved on (in one CI
-    run beside the other test worker every scrape took 2.5 s, longer than a run of 12 requests: 24 now, up to 4
-    runs)."""
+    a busy vLLM sometimes answers /metrics only after most of a second, when the requests have moved on."""
     from kvviz.calc.arch import architecture_from_source
 
     ep = server.endpoint()
-    prompts = synthetic(28, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
+    prompts = synthetic(16, 16, load_tokenizer(REPO / "assets" / "tiny"), seed=4)
     # the same load once unwatched first: a fresh vLLM on a CPU is slow the first time it runs a batch size
-    run(ep, Load(concurrency=4, requests=4, output_tokens=240), prompts[24:])
+    run(ep, Load(concurrency=4, requests=4, output_tokens=240), prompts[12:])
     seen, steady = [], []
-    for _ in range(4):  # on a busy machine a whole run's scrapes can all be slow: run it again, up to 4 times
+    for _ in range(3):  # on a busy machine a whole run's scrapes can all be slow: run it again, up to 3 times
         watcher = Watcher(ep, interval_s=0.02, arch=architecture_from_source(REPO / "assets" / "tiny"))
-        result = run(ep, Load(concurrency=4, requests=24, output_tokens=240), prompts[:24], watcher=watcher)
+        result = run(ep, Load(concurrency=4, requests=12, output_tokens=240), prompts[:12], watcher=watcher)
         assert result.metrics_error is None  # 1 GiB of tiny: 1,024 B a token in bf16, 2,048 in fp32
         assert watcher.cache.capacity_tokens == (524_288 if cpu_fp32() else 1_048_576)
         steady = [s for s in result.samples if s.running == s.in_flight == 4 and s.scrape_s < 0.1]
         seen += [(s.running, s.in_flight, round(s.scrape_s, 3)) for s in result.samples]
         if steady:
             break
-    assert steady, f"no quick sample caught 4 requests running in 4 runs: {seen}"
+    assert steady, f"no quick sample caught 4 requests running in 3 runs: {seen}"
     pool = (4096 if cpu_fp32() else 8192) - 1  # the blocks of 1 GiB by hand, less vLLM's null block
     for s in steady:
         assert 4 <= round(s.predicted_kv_usage * pool) <= 8
