@@ -363,8 +363,8 @@ def engine_rows(measured: Measured, result: SimResult, rows: Rows, kinds: tuple[
     first token's up to its last's, against its mean decode time (request_decode_time: last token less first). Both
     are the engine core's timestamps, taken as the steps end, before the API server reads them, so a front end that
     fell behind does not move them. Weight 1/steps², as a TTFT row: one step's mean; per_request: that times the
-    requests it is the mean of, as many TTFT rows would weigh (prefill_rows). kinds: the rows wanted. The replay is
-    run with detail (first_scheduled)."""
+    requests it is the mean of, as many TTFT rows would weigh (fit_runs' prefill clock). kinds: the rows wanted.
+    The replay is run with detail (first_scheduled)."""
     view = measured.server
     cum = _cumulative(result.trace)
     prefill, decode = [], []
