@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -113,9 +115,12 @@ def test_vllms_own_steps_add_up_to_the_loads_tokens(server):
     assert (got["context_tokens"], got["generation_tokens"]) == (144, 114), got
     assert max(s.generation_requests + s.context_requests for s in steps) <= 3
     assert got["elapsed_s"] < result.stats.duration_s and got["decode_median_s"] > 0
-    # the step's time holds the forward pass (tiny's whole step, fitted by its calibrations: 3.5-6 ms on 2-core
-    # EPYCs); with the worker forced into the engine core (the sampling timed alone) this median read 0.38 ms
-    assert got["decode_median_s"] > 1.5e-3, got
+    # the step's time holds the forward pass, so it is most of the gap the client sees between two tokens of a
+    # request: 0.56-0.89 of that gap over four such loads on a 2-core AMX Xeon (decode steps 1.3-2.3 ms); with the
+    # worker forced into the engine core (the sampling timed alone) 0.07 (0.15 ms of 2.0-2.3). A ratio, not a time:
+    # a fixed 1.5 ms failed on that Xeon, whose whole step is shorter than the EPYCs' 3.5-6 ms
+    gaps = [b - a for r in result.records for a, b in pairwise(r.arrivals_s)]
+    assert got["decode_median_s"] > 0.3 * statistics.median(gaps), (got, statistics.median(gaps))
 
 
 def test_chat_on_vllm_skips_the_role_chunk(server):
