@@ -292,8 +292,9 @@ def _token_steps(result: SimResult) -> list[list[int]]:
 
 def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
     """Row i: the features (steps, prefill tokens, decode sequences, attention pairs) of steps 0..i-1 summed."""
-    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.attention_pairs) for s in trace], dtype=float)
-    return np.vstack([np.zeros((1, 4)), np.cumsum(x, axis=0)])
+    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.attention_pairs, s.prefill_tokens ** 2) for s in trace],
+                 dtype=float).reshape(-1, K)
+    return np.vstack([np.zeros((1, K)), np.cumsum(x, axis=0)])
 
 
 @dataclass
@@ -317,6 +318,7 @@ GAP, TTFT = "gap", "ttft"
 PREFILL, DECODE = "prefill", "decode"  # the rows by vLLM's own clock (engine_rows)
 
 
+K = len(step_time.NAMES)  # the step's coefficients; the fit's rows have one column more, the request overhead
 FIRST_GUESS = LinearStepTime(1e-3, 1e-6, 1e-5, 1e-8)  # the first replay's step time: any positive model
 # The handoffs tried (seconds): none, and 0.5-4 ms, the span in which vLLM's front end on tiny handed a wave over
 # (about 1.5 ms a request, read from its per-step log); the fits of the calibration loads differ little inside it.
@@ -538,7 +540,7 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
     (or FIT_ROUNDS). A load in by_engine gives engine_rows (vLLM's own clock), the others the client's gaps and
     TTFTs (load_rows); with prefill_clock, the client's gaps and vLLM's mean prefill time (fit_runs)."""
     model, found, back = FIRST_GUESS, None, front or 0.0
-    unknowns = 4 if front is not None else 5  # with the overhead given, the four coefficients
+    unknowns = K if front is not None else K + 1  # with the overhead given, the step's coefficients
     closed = [(m, *engine_order(m)) for m in runs if m.point.closed]  # read off the measurement: once, not per round
     rounds = FIT_ROUNDS if handoff_s or back or front is None else 1  # else the steps do not depend on their times
     for _ in range(rounds):
@@ -556,22 +558,22 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
                 if by_prefill:
                     engine_rows(m, result, rows, kinds=(PREFILL,), per_request=True)
             spans.append((m, before, len(rows.y)))
-        x, y = np.array(rows.x).reshape(-1, 5), np.array(rows.y)
+        x, y = np.array(rows.x).reshape(-1, K + 1), np.array(rows.y)
         if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:
             raise InputError("sim.fit_rows", rows=len(y))
         w = np.array(rows.w)
         if front is None:
             coef, keep = staged_fit(x, y, w)
         else:
-            coef, keep = staged_fit(x[:, :4], y - front * x[:, 4], w)
+            coef, keep = staged_fit(x[:, :K], y - front * x[:, K], w)
             coef = np.append(coef, front)
         coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
         error = float(np.sum(w[keep] * (y[keep] - x[keep] @ coef) ** 2))
         found = _Fit(handoff_s, rows, spans, coef, keep, error)
-        fitted = LinearStepTime(*map(float, coef[:4]))
-        if fitted == model and float(coef[4]) == back:
+        fitted = LinearStepTime(*map(float, coef[:K]))
+        if fitted == model and float(coef[K]) == back:
             break
-        model, back = fitted, float(coef[4])
+        model, back = fitted, float(coef[K])
     return found
 
 
@@ -605,7 +607,7 @@ def _by_load(best: _Fit, residuals: np.ndarray, by_engine: list[Measured]) -> di
 
 def _summary(best: _Fit) -> tuple[FitSummary, np.ndarray]:
     """The fit's rows kept, its residuals over them and R², and every row's residual (measured - fitted)."""
-    x, y, keep = np.array(best.rows.x).reshape(-1, 5), np.array(best.rows.y), best.keep
+    x, y, keep = np.array(best.rows.x).reshape(-1, K + 1), np.array(best.rows.y), best.keep
     residuals = y - x @ best.coef
     kept_y, kept_r = y[keep], residuals[keep]
     spread = float(np.sum((kept_y - kept_y.mean()) ** 2))
@@ -671,7 +673,7 @@ def fit_runs(runs: list[Measured], engine: Engine, measured_front_end: bool = Tr
     for m in left_out:
         by_load[m.point.label] = {"front_end_paced": True, "joined_share": joined_share(m)}
     clock = (CLIENT_CLOCK if not by_engine else ENGINE_CLOCK if not paced and not kept_anyway else MIXED_CLOCK)
-    return Fitted(LinearStepTime(*map(float, best.coef[:4])), summary, float(best.coef[4]), by_load, best.handoff_s,
+    return Fitted(LinearStepTime(*map(float, best.coef[:K])), summary, float(best.coef[K]), by_load, best.handoff_s,
                   clock, alone)
 
 

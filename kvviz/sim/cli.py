@@ -4,7 +4,7 @@
             FILE.csv: rows of prompt_tokens, output_tokens, arrival_s, sent at their arrivals or, with
             --concurrency, in a closed loop) on a KV cache of --num-blocks blocks (or
             those kvviz's memory model gives --model DIR in --kv-space-gib GiB, as vLLM's CPU build makes them), with a
-            step-time model from --calibration FILE or --coefficients a,b,c,d; prints the run's statistics, or
+            step-time model from --calibration FILE or --coefficients a,b,c,d[,e]; prints the run's statistics, or
             --json; --trace FILE.csv writes the step trace
   fit       a step-time calibration from a CSV of measured steps (prefill_tokens, decode_seqs, attention_pairs,
             seconds), written as JSON, with its residuals
@@ -78,7 +78,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-prefix-caching", action="store_true")
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--calibration", type=Path, help="a step-time calibration (JSON, from `calibrate` or `fit`)")
-    model.add_argument("--coefficients", help="a,b,c,d: t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs s")
+    model.add_argument("--coefficients", help="a,b,c,d[,e]: t = a + b*prefill_tokens + c*decode_seqs"
+                       " + d*attention_pairs + e*prefill_tokens² s (e 0 when left out)")
     p.add_argument("--slo-ttft", type=float, default=Slo().ttft_s, help="goodput's TTFT limit, seconds")
     p.add_argument("--slo-tpot", type=float, default=Slo().tpot_s, help="goodput's TPOT limit, seconds")
     p.add_argument("--max-wall-s", type=float, default=Limits().max_wall_s, help="real seconds at most")
@@ -157,9 +158,9 @@ def _ms(seconds: float | None) -> str:
 
 def report_lines(result: SimResult, coefficients: tuple[float, ...], lang: str = "en") -> list[str]:
     s, trace = result.stats, result.trace
-    a, b, c, d = coefficients
+    a, b, c, d, e = coefficients
     lines = [t("sim_cli.header", lang, completed=s.completed, requests=s.requests, duration=s.duration_s,
-               steps=len(trace), a=a, b=b, c=c, d=d),
+               steps=len(trace), a=a, b=b, c=c, d=d, e=e),
              t("sim_cli.throughput", lang, tokens_per_s=s.output_tokens_per_s, requests_per_s=s.requests_per_s,
                goodput=s.goodput_requests_per_s, slo_ttft=s.slo.ttft_s, slo_tpot=s.slo.tpot_s)]
     for name, dist in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
@@ -240,7 +241,7 @@ def fit(args: argparse.Namespace) -> None:
         print(json.dumps(step_time.fit_record(calibration, args.out), indent=2))
         return
     s, f = calibration.step, calibration.fit
-    print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
+    print(t("sim_cli.fit", args.lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, e=s.e, rms=f.residual_rms_s,
             max=f.residual_max_s))
     print(t("sim_cli.saved", args.lang, path=args.out))
 
@@ -274,7 +275,7 @@ def fit_lines(fitted, lang: str) -> list[str]:
     from kvviz.sim import calibrate
 
     s, f = fitted.step, fitted.fit
-    lines = [t("sim_cli.fit", lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, rms=f.residual_rms_s,
+    lines = [t("sim_cli.fit", lang, rows=f.rows, a=s.a, b=s.b, c=s.c, d=s.d, e=s.e, rms=f.residual_rms_s,
                max=f.residual_max_s)]
     if f.set_aside:
         lines.append(t("sim_cli.set_aside", lang, n=f.set_aside, ratio=calibrate.STALL_RATIO))

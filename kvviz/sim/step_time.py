@@ -4,9 +4,17 @@ A step holds decode sequences (requests computing one token past their prompt), 
 computed: prompt chunks, and a preempted request's recompute) and attention pairs (each token a scheduled request
 computes attends over the tokens before it and itself: a decode at context n, n pairs, the KV tokens it reads; a
 chunk of k tokens after s computed, k*s + k(k+1)/2, prefill's attention growing with the square of the prompt).
-The one model here is linear, t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs seconds, its
-coefficients given (a file or the command line) or fitted by least squares from rows of (step contents, measured
-seconds), with the residuals stated. Until format 2 (2026-12-03) d was per KV token read, a chunk's context counted
+The one model here is linear in five terms, t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs +
+e*prefill_tokens² seconds, its coefficients given (a file or the command line) or fitted by least squares from rows
+of (step contents, measured seconds), with the residuals stated. e prices a step's prompt tokens together, all its
+requests' chunks: on vLLM's CPU build the steps of a wave of prompts cost more than the same prompts each alone
+(SmolLM2 on a 2-core Xeon: +57 and +113 ms over a fit of lone prompts on a loop of six 384-token prompts), which d,
+the attention within each request, cannot take. A lone prompt's P² is 2*pairs - P, so only steps of several
+prompts tell e from d: e comes from a calibration's closed loops (kvviz.sim.calibrate), and the rows of `fit` (one
+request a step) give it 0. Without e a calibration's waves raised b instead, and priced the small prompts of an
+open loop high (docs/simulator.md, "A step's prompt tokens together"). Format 3 (2026-12-06) added e; a format-2
+file is read with e = 0, the model it was fitted as.
+Until format 2 (2026-12-03) d was per KV token read, a chunk's context counted
 once however many tokens it computed; refitted on five measured sets, attention pairs brought the held-out TPOT
 MAPE from 21.3% to 16.8% on their mean, and E2E from 19.5% to 17.3% (docs/simulator.md, "Attention pairs"). Knows
 no scheduler and no engine.
@@ -24,8 +32,10 @@ import numpy as np
 
 from kvviz.base.errors import InputError
 
-NAMES = ("a", "b", "c", "d")  # intercept, per prefill token, per decode sequence, per attention pair
-FORMAT = "kvviz.sim.step_time/2"
+NAMES = ("a", "b", "c", "d", "e")  # intercept, per prefill token, per decode sequence, per attention pair, per
+# prefill token squared (a step's prompt tokens, all its requests together)
+FORMAT = "kvviz.sim.step_time/3"
+FOUR_TERMS = "kvviz.sim.step_time/2"  # a, b, c, d: read with e = 0
 OLD_FORMATS = ("kvviz.sim.step_time/1",)  # d per KV token read: refused, with what to do
 
 
@@ -40,8 +50,9 @@ class StepContents:
     attention_pairs: float  # whole pairs, or their mean over KV groups of different windows
     spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # a message shows the sums, not 1,024 pairs
 
-    def features(self) -> tuple[float, float, float, float]:
-        return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.attention_pairs))
+    def features(self) -> tuple[float, float, float, float, float]:
+        return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.attention_pairs),
+                float(self.prefill_tokens) ** 2)
 
 
 class StepTimeModel(Protocol):
@@ -51,18 +62,19 @@ class StepTimeModel(Protocol):
 
 @dataclass(frozen=True)
 class LinearStepTime:
-    """t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs, in seconds."""
+    """t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs + e*prefill_tokens², in seconds."""
 
     a: float
     b: float
     c: float
     d: float
+    e: float = 0.0
 
     def seconds(self, step: StepContents) -> float:
         return sum(k * x for k, x in zip(self.coefficients(), step.features(), strict=True))
 
-    def coefficients(self) -> tuple[float, float, float, float]:
-        return (self.a, self.b, self.c, self.d)
+    def coefficients(self) -> tuple[float, float, float, float, float]:
+        return (self.a, self.b, self.c, self.d, self.e)
 
 
 @dataclass(frozen=True)
@@ -88,21 +100,23 @@ class Calibration:
 
 
 def parse_coefficients(text: str) -> LinearStepTime:
-    """"a,b,c,d" in seconds (the command line's --coefficients): four finite numbers, none negative."""
+    """"a,b,c,d[,e]" in seconds (the command line's --coefficients): four or five finite numbers, none negative
+    (e 0 when left out)."""
     parts = [p.strip() for p in text.split(",")]
     try:
         values = [float(p) for p in parts]
     except ValueError:
         values = []
-    if len(values) != 4 or not all(math.isfinite(v) and v >= 0 for v in values):
+    if len(values) not in (4, 5) or not all(math.isfinite(v) and v >= 0 for v in values):
         raise InputError("sim.coefficients", value=text)
     return LinearStepTime(*values)
 
 
 def fit(rows: list[tuple[StepContents, float]]) -> Calibration:
-    """The coefficients that minimise the squared error over the rows, and its residuals. The rows must vary
-    enough to tell the four coefficients apart (a rank-4 design)."""
-    x = np.array([contents.features() for contents, _ in rows], dtype=float).reshape(-1, 4)
+    """The coefficients a-d that minimise the squared error over the rows, and its residuals; e is 0 (rows of one
+    request a step cannot tell it from d: the module's docstring). The rows must vary enough to tell the four
+    apart (a rank-4 design)."""
+    x = np.array([contents.features()[:4] for contents, _ in rows], dtype=float).reshape(-1, 4)
     y = np.array([seconds for _, seconds in rows], dtype=float)
     if len(rows) < 4 or np.linalg.matrix_rank(x) < 4:
         raise InputError("sim.fit_rows", rows=len(rows))
@@ -139,12 +153,13 @@ def load(path: Path, model: str | None = None, device: str | None = None) -> Cal
         raise InputError("sim.calibration_bad", path=str(path), why=type(exc).__name__) from None
     if isinstance(data, dict) and data.get("format") in OLD_FORMATS:
         raise InputError("sim.calibration_old", path=str(path), format=data["format"])
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in (FORMAT, FOUR_TERMS):
         raise InputError("sim.calibration_bad", path=str(path), why="format")
     coefficients = data.get("coefficients")
-    values = [coefficients.get(n) for n in NAMES] if isinstance(coefficients, dict) else []
-    if len(values) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                                   for v in values):
+    names = NAMES if data["format"] == FORMAT else NAMES[:4]
+    values = [coefficients.get(n) for n in names] if isinstance(coefficients, dict) else []
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                             for v in values):
         raise InputError("sim.calibration_bad", path=str(path), why="coefficients")
     for what, asked in (("model", model), ("device", device)):
         if asked is not None and data.get(what) not in (None, asked):

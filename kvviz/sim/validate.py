@@ -43,6 +43,7 @@ from kvviz.sim.calibrate import (
 )
 from kvviz.sim.scheduler import FULL_ATTENTION, KvGroupSpec
 from kvviz.sim.simulate import Limits, SimResult, simulate
+from kvviz.sim.step_time import NAMES
 from kvviz.sim.workload import closed_loop
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def summary(results: list[ModelResult]) -> dict:
                                            "blocks": r.sweep_engine.num_blocks if r.sweep_engine else None,
                                            "predicted_as_full_attention": r.onset_as_full}
                                  for r in results if r.sweep_engine},
-            "calibration": {r.model: {"coefficients": dict(zip("abcd", r.fitted.step.coefficients(), strict=True)),
+            "calibration": {r.model: {"coefficients": dict(zip(NAMES, r.fitted.step.coefficients(), strict=True)),
                                       "request_overhead_s": r.fitted.request_overhead_s,
                                       "front_alone_s": r.fitted.front_alone_s,
                                       "handoff_s": r.fitted.handoff_s, "clock": r.fitted.clock,

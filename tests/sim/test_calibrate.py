@@ -43,6 +43,17 @@ def test_the_fit_gives_back_the_step_time_that_made_the_gaps():
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-6)
 
 
+def test_the_fit_gives_back_a_cost_of_a_steps_prompt_tokens_squared():
+    """Steps timed with e = 3e-8 s per prompt token squared: a full step of 256 prompt tokens (the engine's budget)
+    2 ms over the same tokens at b alone, the loop of three 300-token prompts splitting them over steps of one and
+    two prompts. The fit gives all five back, where four terms would have to put the 2 ms in b or d."""
+    bent = replace(TRUE, e=3e-8)
+    fitted = fit_runs([_measured(p, bent, 0.012) for p in LOADS], ENGINE)
+    for got, true in zip(fitted.step.coefficients(), bent.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    assert fitted.fit.residual_max_s < 1e-9
+
+
 def test_the_fit_finds_the_handoff_that_spread_a_wave_and_the_step_time_with_it():
     """Gaps made by TRUE's step time with waves reaching the engine 2 ms apart (steps of 3-15 ms: the first step
     of a wave holds one request, the next some of the rest): the fit's handoff is 2 ms and the step time comes

@@ -29,6 +29,15 @@ def test_seconds_is_the_linear_sum():
     assert TRUE.seconds(StepContents(100, 8, 10_000)) == pytest.approx(0.0129, rel=1e-12)
 
 
+def test_e_prices_the_steps_prompt_tokens_squared():
+    """e = 1e-9 s per prefill token squared: a step of 100 prompt tokens adds 1e-9 * 100² = 1e-5 s, 0.01291 in all;
+    the same 100 tokens as two steps of 50 add 2 * 1e-9 * 2,500 = 5e-6 (the attention pairs split as given)."""
+    model = LinearStepTime(a=0.004, b=2.5e-5, c=3e-4, d=4e-7, e=1e-9)
+    assert model.seconds(StepContents(100, 8, 10_000)) == pytest.approx(0.01291, rel=1e-12)
+    halves = model.seconds(StepContents(50, 4, 5_000)) + model.seconds(StepContents(50, 4, 5_000))
+    assert halves == pytest.approx(0.004 * 2 + 0.0025 + 0.0024 + 0.004 + 5e-6, rel=1e-12)
+
+
 def test_the_fit_recovers_known_coefficients_exactly_without_noise():
     fitted = step_time.fit(_rows(40, 0.0))
     for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
@@ -40,7 +49,8 @@ def test_the_fit_with_noise_states_residuals_near_the_noise():
     """With 0.5 ms of noise on 2,000 rows, each coefficient lands within a few standard errors and the residuals'
     rms is the noise's (the estimate of sigma from n - 4 degrees of freedom)."""
     fitted = step_time.fit(_rows(2000, 5e-4))
-    a, b, c, d = fitted.step.coefficients()
+    a, b, c, d, e = fitted.step.coefficients()
+    assert e == 0.0  # rows' fit knows four terms (a step of one request cannot tell e from d)
     assert a == pytest.approx(TRUE.a, abs=2e-4) and b == pytest.approx(TRUE.b, rel=0.02)
     assert c == pytest.approx(TRUE.c, rel=0.05) and d == pytest.approx(TRUE.d, rel=0.02)
     assert fitted.fit.residual_rms_s == pytest.approx(5e-4, rel=0.1)
@@ -74,6 +84,7 @@ def test_a_calibration_file_round_trips_and_refuses_another_model(tmp_path):
     ('{"format": "other"}', "format"),
     ('{"format": "kvviz.sim.step_time/2", "coefficients": {"a": 1, "b": 2, "c": 3}}', "coefficients"),
     ('{"format": "kvviz.sim.step_time/2", "coefficients": {"a": 1, "b": 2, "c": 3, "d": true}}', "coefficients"),
+    ('{"format": "kvviz.sim.step_time/3", "coefficients": {"a": 1, "b": 2, "c": 3, "d": 4}}', "coefficients"),
 ])
 def test_a_bad_calibration_file_is_refused_in_one_line(tmp_path, content, why):
     path = tmp_path / "cal.json"
@@ -95,13 +106,22 @@ def test_a_calibration_of_the_old_format_is_refused_with_what_to_do(tmp_path):
                                  "make it again with `python -m kvviz.sim calibrate`")
 
 
+def test_a_calibration_of_four_terms_is_read_with_e_zero(tmp_path):
+    """Format 2 had no e: its file predicts as it was fitted, e = 0; format 3 keeps e."""
+    path = tmp_path / "cal.json"
+    path.write_text('{"format": "kvviz.sim.step_time/2", "coefficients": {"a": 1, "b": 2, "c": 3, "d": 4}}')
+    assert step_time.load(path).step == LinearStepTime(1, 2, 3, 4, 0)
+    path.write_text('{"format": "kvviz.sim.step_time/3", "coefficients": {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}}')
+    assert step_time.load(path).step == LinearStepTime(1, 2, 3, 4, 5)
+
+
 def test_a_missing_calibration_file(tmp_path):
     with pytest.raises(InputError, match="no calibration file"):
         step_time.load(tmp_path / "none.json")
 
 
-@pytest.mark.parametrize("text", ["1,2,3", "1,2,3,x", "1,2,3,-1", "1,2,3,nan", ""])
-def test_coefficients_on_the_command_line_are_four_numbers(text):
+@pytest.mark.parametrize("text", ["1,2,3", "1,2,3,x", "1,2,3,-1", "1,2,3,nan", "", "1,2,3,4,-5", "1,2,3,4,5,6"])
+def test_coefficients_on_the_command_line_are_four_or_five_numbers(text):
     with pytest.raises(InputError) as caught:
         step_time.parse_coefficients(text)
     assert caught.value.key == "sim.coefficients"
@@ -109,3 +129,4 @@ def test_coefficients_on_the_command_line_are_four_numbers(text):
 
 def test_coefficients_parse():
     assert step_time.parse_coefficients("0.004, 2.5e-5,3e-4,4e-7") == TRUE
+    assert step_time.parse_coefficients("0.004,2.5e-5,3e-4,4e-7,1e-9").e == 1e-9
