@@ -51,7 +51,7 @@ EN = {
     "sim_cli.error": "error: {message}",
     "sim_cli.header": "predicted by the simulated vLLM V1 scheduler: {completed}/{requests} requests in {duration:.3f} "
                       "s simulated, {steps:,} steps; step time t = {a:.4g} + {b:.4g} × prefill_tokens + "
-                      "{c:.4g} × decode_seqs + {d:.4g} × attention_pairs + {e:.4g} × prefill_tokens² s",
+                      "{c:.4g} × decode_seqs + {d:.4g} × attention_pairs + {e:.4g} × prompt_cross s",
     "sim_cli.throughput": "output {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} req/s  goodput {goodput:.2f} req/s "
                           "(TTFT <= {slo_ttft:g} s, TPOT <= {slo_tpot:g} s)",
     "sim_cli.latency": "{name:<4} mean {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",
@@ -63,8 +63,8 @@ EN = {
                   "{cached:,} tokens; at most {running} running and {waiting} waiting",
     "sim_cli.stopped": "stopped early: {why}",
     "sim_cli.fit": "fitted on {rows} rows: a = {a:.6g} s, b = {b:.6g} s per prefill token, c = {c:.6g} s per decode "
-                   "sequence, d = {d:.6g} s per attention pair, e = {e:.6g} s per prefill token squared (a step's); "
-                   "residuals rms {rms:.3g} s, max {max:.3g} s",
+                   "sequence, d = {d:.6g} s per attention pair, e = {e:.6g} s per pair of prompt tokens of two "
+                   "requests in a step; residuals rms {rms:.3g} s, max {max:.3g} s",
     "sim_cli.saved": "calibration written to {path}",
     "sim_cli.trace": "per-step trace written to {path}",
     # Capacity under an SLO (kvviz/sim/plan.py, plan_cli.py: `python -m kvviz.sim plan`).
@@ -210,7 +210,7 @@ ZH = {
     "sim_cli.error": "错误：{message}",
     "sim_cli.header": "模拟的 vLLM V1 调度器预测：{requests} 个请求完成 {completed} 个，模拟时长 {duration:.3f} 秒，"
                       "共 {steps:,} 步；步时 t = {a:.4g} + {b:.4g} × 预填充token + {c:.4g} × 解码序列 + "
-                      "{d:.4g} × 注意力对 + {e:.4g} × 预填充token² 秒",
+                      "{d:.4g} × 注意力对 + {e:.4g} × 跨请求预填充token对 秒",
     "sim_cli.throughput": "输出吞吐 {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} 请求/秒  有效吞吐（goodput）"
                           "{goodput:.2f} 请求/秒（首 token 延迟 <= {slo_ttft:g} 秒，每 token 延迟 <= {slo_tpot:g} 秒）",
     "sim_cli.latency": "{name:<4} 均值 {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",
@@ -221,7 +221,7 @@ ZH = {
                   "最多 {running} 个运行、{waiting} 个等待",
     "sim_cli.stopped": "提前停止：{why}",
     "sim_cli.fit": "用 {rows} 行拟合：a = {a:.6g} 秒，b = 每个预填充 token {b:.6g} 秒，c = 每个解码序列 {c:.6g} 秒，"
-                   "d = 每个注意力对 {d:.6g} 秒，e = 每个预填充 token 的平方（一步之内）{e:.6g} 秒；"
+                   "d = 每个注意力对 {d:.6g} 秒，e = 同一步内两个请求的预填充 token 每对 {e:.6g} 秒；"
                    "残差均方根 {rms:.3g} 秒，最大 {max:.3g} 秒",
     "sim_cli.saved": "校准已写入 {path}",
     "sim_cli.trace": "逐步轨迹已写入 {path}",

@@ -292,7 +292,7 @@ def _token_steps(result: SimResult) -> list[list[int]]:
 
 def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
     """Row i: the features (steps, prefill tokens, decode sequences, attention pairs) of steps 0..i-1 summed."""
-    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.attention_pairs, s.prefill_tokens ** 2) for s in trace],
+    x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.attention_pairs, s.prompt_cross) for s in trace],
                  dtype=float).reshape(-1, K)
     return np.vstack([np.zeros((1, K)), np.cumsum(x, axis=0)])
 
@@ -300,7 +300,7 @@ def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
 @dataclass
 class Rows:
     """The fit's rows: features (steps, prefill tokens, decode sequences, attention pairs, and 1 on a TTFT row for
-    the request overhead), the measured seconds, the weights, and each row's kind (GAP or TTFT)."""
+    the request overhead), the measured seconds, the weights, and each row's kind (GAP, TTFT or SPAN)."""
 
     x: list = field(default_factory=list)
     y: list = field(default_factory=list)
@@ -314,8 +314,9 @@ class Rows:
         self.kind.append(kind)
 
 
-GAP, TTFT = "gap", "ttft"
+GAP, TTFT, SPAN = "gap", "ttft", "span"  # SPAN: a request's whole decode (span_row)
 PREFILL, DECODE = "prefill", "decode"  # the rows by vLLM's own clock (engine_rows)
+LONE_PREFILL = "lone prefill"  # a loop of one request at a time's mean prefill time: one step, its prompt alone
 
 
 K = len(step_time.NAMES)  # the step's coefficients; the fit's rows have one column more, the request overhead
@@ -336,14 +337,18 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
     overhead's 1), weight 1/steps²: divided by its k steps the row is one step's mean, as a gap row is one step's
     time. Weighted 1, a TTFT row of k steps counted k² times a gap row (hundreds of milliseconds on SmolLM2 against
     one step's tens), and the fit traded the gaps of small batches for the TTFTs of large ones (SmolLM2: the loop of
-    one's gaps under-fitted by 19-28 ms of 53-60; docs/simulator.md)."""
+    one's gaps under-fitted by 19-28 ms of 53-60; docs/simulator.md). A request whose stream had fewer chunks than
+    tokens gives one row of its whole decode instead (span_row)."""
     cum = _cumulative(result.trace)
     starts = np.array([s.start_s for s in result.trace])
     running = np.array([max(s.running, 1) for s in result.trace], dtype=float)
     for sim, steps, i in zip(result.records, _token_steps(result), order, strict=True):
         rec = measured.records[i]
-        if not rec.ok or len(rec.arrivals_s) != len(steps) or not steps:
-            continue  # a request the server cut short, or whose chunks were read joined: no row
+        if not rec.ok or not steps or len(rec.arrivals_s) > len(steps):
+            continue  # a request the server cut short: no row
+        if len(rec.arrivals_s) < len(steps):  # vLLM sent some of its tokens two to a chunk
+            span_row(rec, steps, cum, running, rows)
+            continue
         first = int(np.searchsorted(starts, sim.sent_s - 1e-12))
         if ttft and first <= steps[0]:
             span = cum[steps[0] + 1] - cum[first]
@@ -357,15 +362,32 @@ def load_rows(measured: Measured, result: SimResult, order: list[int], rows: Row
                      1.0 / running[hi], GAP)
 
 
+def span_row(rec: RequestRecord, steps: list[int], cum: np.ndarray, running: np.ndarray, rows: Rows) -> None:
+    """The row of a request whose stream carried some tokens two (or more) to a chunk (vLLM's API server, behind
+    its engine, sends what a request has made since its last chunk): its chunks cannot be matched to its tokens'
+    steps, but its first chunk holds the first token and its last the last, so its decode, last chunk less first,
+    is the steps from its first token's to its last's: one row, weighted as that many gap rows of its mean
+    (1/steps of them, each 1/requests in the step as a gap's). Dropped, such requests took whole loads with them:
+    every request of a calibration's loop of 12 on tiny (a 2-core Xeon, 2026-12-06), and its decode cost c came
+    out 119 µs a sequence where the other calibrations gave 31-54 (docs/simulator.md, "Tokens two to a chunk")."""
+    if len(rec.arrivals_s) < 2 or len(steps) < 2:
+        return
+    lo, hi = steps[0] + 1, steps[-1]
+    span = cum[hi + 1] - cum[lo]
+    rows.add(np.append(span, 0.0), rec.arrivals_s[-1] - rec.arrivals_s[0],
+             float(np.mean(1.0 / running[lo:hi + 1])) / max(span[0], 1.0), SPAN)
+
+
 def engine_rows(measured: Measured, result: SimResult, rows: Rows, kinds: tuple[str, ...] = (PREFILL, DECODE),
-                per_request: bool = False) -> None:
+                per_request: bool = False, prefill_kind: str = PREFILL) -> None:
     """One load's rows by vLLM's own clock, for a load whose client times are the front end's: the mean over its
     requests of the features of the steps from the one that took a request in to the one that gave its first token,
     against vLLM's mean prefill time (request_prefill_time: first token less scheduled); and of the steps after its
     first token's up to its last's, against its mean decode time (request_decode_time: last token less first). Both
     are the engine core's timestamps, taken as the steps end, before the API server reads them, so a front end that
     fell behind does not move them. Weight 1/steps², as a TTFT row: one step's mean; per_request: that times the
-    requests it is the mean of, as many TTFT rows would weigh (fit_runs' prefill clock). kinds: the rows wanted.
+    requests it is the mean of, as many TTFT rows would weigh (fit_runs' prefill clock). kinds: the rows wanted;
+    prefill_kind: the prefill row's kind (LONE_PREFILL for a loop of one, whose rows staged_fit fits b and d on).
     The replay is run with detail (first_scheduled)."""
     view = measured.server
     cum = _cumulative(result.trace)
@@ -381,7 +403,7 @@ def engine_rows(measured: Measured, result: SimResult, rows: Rows, kinds: tuple[
         if spans and seconds is not None and kind in kinds:
             mean = np.mean(spans, axis=0)
             rows.add(np.append(mean, 0.0), seconds, (len(spans) if per_request else 1) / max(mean[0], 1.0) ** 2,
-                     kind)
+                     prefill_kind if kind == PREFILL else kind)
 
 
 def engine_clocked(runs: list[Measured]) -> bool:
@@ -439,33 +461,55 @@ def fit_setting_aside(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.n
 
 STAGE_ROUNDS = 8  # staged_fit's alternations at most; they settle within a few (the coefficients stop moving)
 DECODE_COLS = (0, 2)  # the step's fixed cost and its per-decode cost: what decode-only rows tell
+LONE_COLS = (1, 3)  # a prompt's cost per token and per attention pair: what prompts computed alone tell
+CROSS = 4  # e's column: rows whose steps never held two requests' prompts tell nothing of it, and leave it 0
 
 
-def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _fit_cols(x: np.ndarray, y: np.ndarray, w: np.ndarray, rows: np.ndarray, cols: list[int],
+              known: np.ndarray) -> np.ndarray:
+    """The coefficients of columns `cols`, none below 0, fitted on the rows masked by `rows` to what the coefficients
+    `known` (zero in cols) leave of their seconds."""
+    sw = np.sqrt(w[rows])
+    return nonnegative_lstsq(x[rows][:, cols] * sw[:, None], (y[rows] - x[rows] @ known) * sw)
+
+
+def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
+               lone: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """fit_setting_aside, then in stages: a step's fixed cost and per-decode cost (a, c) from the rows whose steps
     computed no prompt token (a decode gap: its steps' attention pairs at the current d), the prompt's costs (b, d,
-    and the overhead when it is a column) from every row kept with a and c so fixed; in turns until they settle.
+    e, and the overhead when it is a column) from every row kept with a and c so fixed; in turns until they settle.
     Fitted at once, least squares weigh a row by its seconds squared, and the long prompt steps (0.4-3 s on
     SmolLM2) moved a and c to fit themselves: one calibration put SmolLM2's lone decode step at 39 ms where it took
     43.5-44.5, and tiny's (its c at 0) at 6.2 ms where it took 4.5-5. Refitting seven saved calibrations, scored on
     the loads measured after each (docs/simulator.md, "A staged fit"): held-out tput / TPOT / TTFT / E2E p50 MAPE
     7.0 / 12.0 / 9.5 / 9.1% at once, 6.2 / 10.5 / 10.0 / 7.5% staged. The joint fit stands where the decode rows
-    cannot tell a from c (too few, or one batch size only). Returns the coefficients and the rows kept."""
+    cannot tell a from c (too few, or one batch size only). Returns the coefficients and the rows kept.
+
+    lone: the rows of prompts computed alone (LONE_PREFILL: a loop of one's mean prefill time by vLLM's clock, one
+    step a prompt). Where they tell b from d (two prompt lengths or more), b and d come from them alone and e (with
+    the overhead when a column) from the other rows: a wave's prefill times move with the race of its requests to
+    the engine's first steps (on tiny a loop of 6 at 384/8 took 32 ms in one start and 61 in another), and fitted on
+    every row b, d and e traded places from one start to the next (tiny: b 9.5-19.8 µs a token over six
+    calibrations; docs/simulator.md, "A wave's prompts together")."""
     coef, keep = fit_setting_aside(x, y, w)
     decode = keep & (x[:, 1] == 0)
     cols = list(DECODE_COLS)
     if decode.sum() < len(cols) or np.linalg.matrix_rank(x[decode][:, cols]) < len(cols):
         return coef, keep
-    rest = [j for j in range(x.shape[1]) if j not in cols]
+    rest = [j for j in range(x.shape[1]) if j not in cols and (j != CROSS or x[keep, j].any())]
     if np.linalg.matrix_rank(x[keep][:, rest]) < len(rest):
         return coef, keep
+    alone = keep & lone if lone is not None else np.zeros(len(y), dtype=bool)
+    by_lone = np.linalg.matrix_rank(x[alone][:, list(LONE_COLS)]) == len(LONE_COLS)
     for _ in range(STAGE_ROUNDS):
-        sw = np.sqrt(w[decode])
-        fixed = nonnegative_lstsq(x[decode][:, cols] * sw[:, None], (y[decode] - coef[3] * x[decode, 3]) * sw)
-        sw = np.sqrt(w[keep])
-        free = nonnegative_lstsq(x[keep][:, rest] * sw[:, None], (y[keep] - x[keep][:, cols] @ fixed) * sw)
         found = np.zeros(x.shape[1])
-        found[cols], found[rest] = fixed, free
+        found[cols] = _fit_cols(x, y, w, decode, cols, np.where(np.arange(x.shape[1]) == 3, coef, 0.0))
+        if by_lone:
+            found[list(LONE_COLS)] = _fit_cols(x, y, w, alone, list(LONE_COLS), found)
+            others = [j for j in rest if j not in LONE_COLS]
+            found[others] = _fit_cols(x, y, w, keep & ~alone, others, found)
+        else:
+            found[rest] = _fit_cols(x, y, w, keep, rest, found)
         if np.allclose(found, coef, rtol=1e-9, atol=0.0):
             break
         coef = found
@@ -556,16 +600,18 @@ def _fit_at(runs: list[Measured], engine: Engine, front: float | None, handoff_s
                 by_prefill = prefill_clock and engine_clocked([m])
                 load_rows(m, result, order, rows, ttft=not by_prefill)
                 if by_prefill:
-                    engine_rows(m, result, rows, kinds=(PREFILL,), per_request=True)
+                    engine_rows(m, result, rows, kinds=(PREFILL,), per_request=True,
+                                prefill_kind=LONE_PREFILL if m.point.concurrency == 1 else PREFILL)
             spans.append((m, before, len(rows.y)))
         x, y = np.array(rows.x).reshape(-1, K + 1), np.array(rows.y)
-        if len(y) < unknowns or np.linalg.matrix_rank(x[:, :unknowns]) < unknowns:
+        told = [j for j in range(unknowns) if j != CROSS or x[:, j].any()]  # e: only where two prompts met
+        if len(y) < len(told) or np.linalg.matrix_rank(x[:, told]) < len(told):
             raise InputError("sim.fit_rows", rows=len(y))
         w = np.array(rows.w)
         if front is None:
             coef, keep = staged_fit(x, y, w)
         else:
-            coef, keep = staged_fit(x[:, :K], y - front * x[:, K], w)
+            coef, keep = staged_fit(x[:, :K], y - front * x[:, K], w, np.array(rows.kind) == LONE_PREFILL)
             coef = np.append(coef, front)
         coef[0] = max(coef[0], 1e-6)  # the simulator needs every step to take time
         error = float(np.sum(w[keep] * (y[keep] - x[keep] @ coef) ** 2))
@@ -587,12 +633,13 @@ def _by_load(best: _Fit, residuals: np.ndarray, by_engine: list[Measured]) -> di
         r, ttft, gap = residuals[lo:hi], (kinds[lo:hi] == TTFT) & kept, (kinds[lo:hi] == GAP) & kept
         by_load[m.point.label] = {
             "gap_rows": int(gap.sum()), "ttft_rows": int(ttft.sum()), "set_aside": int((~kept).sum()),
+            "span_rows": int(((kinds[lo:hi] == SPAN) & kept).sum()),
             "mean_gap_s": float(np.mean(y[lo:hi][gap])) if gap.any() else None,
             "gap_residual_mean_s": float(np.mean(r[gap])) if gap.any() else None,
             "gap_residual_rms_s": float(np.sqrt(np.mean(r[gap] ** 2))) if gap.any() else None,
             "ttft_residual_mean_s": float(np.mean(r[ttft])) if ttft.any() else None,
             "joined_share": joined_share(m)}
-        prefill = (kinds[lo:hi] == PREFILL) & kept
+        prefill = np.isin(kinds[lo:hi], (PREFILL, LONE_PREFILL)) & kept
         if prefill.any():  # vLLM's mean prefill time beside the client's gaps (fit_runs' prefill_clock)
             by_load[m.point.label] |= {"prefill_s": float(y[lo:hi][prefill][0]),
                                        "prefill_residual_s": float(r[prefill][0])}
@@ -853,10 +900,13 @@ def warm_up(served: Served) -> None:
 # those decoding beside them) and of 960 at one (a prompt's attention pairs grow with its square: 6.25 times
 # 384's; with prompts of 64 and 384 alone the fit left that term to extrapolation, and tiny's held-out loads of
 # 768-token prompts came out 8-37% fast in throughput, docs/simulator.md): enough spread to tell the four
-# coefficients and the request overhead apart.
+# coefficients and the request overhead apart. Then prompts of 128, 384 and 960 tokens alone, one request at a time,
+# three each: with the loop of one at 64, the rows a prompt's own costs b and d are fitted on (staged_fit's lone),
+# the waves above telling e, what their prompts cost together.
 CALIBRATION = (LoadPoint(Mix(64, 32), 4, concurrency=1), LoadPoint(Mix(64, 32), 8, concurrency=4),
                LoadPoint(Mix(64, 32), 24, concurrency=12), LoadPoint(Mix(384, 8), 6, concurrency=2),
-               LoadPoint(Mix(384, 8), 12, concurrency=6), LoadPoint(Mix(960, 8), 6, concurrency=3))
+               LoadPoint(Mix(384, 8), 12, concurrency=6), LoadPoint(Mix(960, 8), 6, concurrency=3),
+               *(LoadPoint(Mix(p, 8), 3, concurrency=1) for p in (128, 384, 960)))
 QUICK_CALIBRATION = (LoadPoint(Mix(32, 32), 4, concurrency=1), LoadPoint(Mix(32, 32), 12, concurrency=6),
                      LoadPoint(Mix(256, 8), 8, concurrency=4))
 

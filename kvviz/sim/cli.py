@@ -79,7 +79,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--calibration", type=Path, help="a step-time calibration (JSON, from `calibrate` or `fit`)")
     model.add_argument("--coefficients", help="a,b,c,d[,e]: t = a + b*prefill_tokens + c*decode_seqs"
-                       " + d*attention_pairs + e*prefill_tokens² s (e 0 when left out)")
+                       " + d*attention_pairs + e*prompt_cross s (e 0 when left out)")
     p.add_argument("--slo-ttft", type=float, default=Slo().ttft_s, help="goodput's TTFT limit, seconds")
     p.add_argument("--slo-tpot", type=float, default=Slo().tpot_s, help="goodput's TPOT limit, seconds")
     p.add_argument("--max-wall-s", type=float, default=Limits().max_wall_s, help="real seconds at most")

@@ -71,6 +71,7 @@ class StepTrace:
     attention_pairs: int
     cached_tokens: int
     preempted_tokens: int
+    prompt_cross: int = 0  # StepContents.prompt_cross
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,14 @@ def contents(plan: StepPlan, groups: tuple[KvGroupSpec, ...] = FULL_ATTENTION) -
     most its window. With several KV-cache groups, the mean over the groups (each spans as many layers)."""
     decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
     prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
+    chunks = [s.tokens for s in plan.scheduled if not (s.tokens == 1 and s.start >= s.request.prompt_tokens)]
     windows = [g.window if g.kind == SLIDING else None for g in groups]
     pairs = sum(causal_pairs(s.start + s.tokens, w) - causal_pairs(s.start, w)
                 for s in plan.scheduled for w in windows) / len(windows)
     if len(set(windows)) == 1:
         pairs = round(pairs)  # whole pairs when every group attends alike
-    return StepContents(prefill, len(decodes), pairs, tuple((s.start, s.tokens) for s in plan.scheduled))
+    return StepContents(prefill, len(decodes), pairs, tuple((s.start, s.tokens) for s in plan.scheduled),
+                        prefill ** 2 - sum(k * k for k in chunks))
 
 
 def check(workload: Workload, config: SchedulerConfig) -> None:
@@ -236,7 +239,7 @@ class _Run:
         self.trace.append(StepTrace(
             len(self.trace), start, seconds, len(self.scheduler.running) + len(done), len(self.scheduler.waiting),
             used, plan.preempted, sum(s.tokens for s in plan.scheduled), held.prefill_tokens, held.decode_seqs,
-            held.attention_pairs, plan.cached_tokens, plan.preempted_tokens))
+            held.attention_pairs, plan.cached_tokens, plan.preempted_tokens, held.prompt_cross))
         if seen is not None:
             self.details.append(replace(seen, finished=tuple(r.index for r in done)))
         for _ in done:

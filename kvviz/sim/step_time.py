@@ -5,15 +5,14 @@ computed: prompt chunks, and a preempted request's recompute) and attention pair
 computes attends over the tokens before it and itself: a decode at context n, n pairs, the KV tokens it reads; a
 chunk of k tokens after s computed, k*s + k(k+1)/2, prefill's attention growing with the square of the prompt).
 The one model here is linear in five terms, t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs +
-e*prefill_tokens² seconds, its coefficients given (a file or the command line) or fitted by least squares from rows
-of (step contents, measured seconds), with the residuals stated. e prices a step's prompt tokens together, all its
-requests' chunks: on vLLM's CPU build the steps of a wave of prompts cost more than the same prompts each alone
-(SmolLM2 on a 2-core Xeon: +57 and +113 ms over a fit of lone prompts on a loop of six 384-token prompts), which d,
-the attention within each request, cannot take. A lone prompt's P² is 2*pairs - P, so only steps of several
-prompts tell e from d: e comes from a calibration's closed loops (kvviz.sim.calibrate), and the rows of `fit` (one
-request a step) give it 0. Without e a calibration's waves raised b instead, and priced the small prompts of an
-open loop high (docs/simulator.md, "A step's prompt tokens together"). Format 3 (2026-12-06) added e; a format-2
-file is read with e = 0, the model it was fitted as.
+e*prompt_cross seconds, its coefficients given (a file or the command line) or fitted by least squares from rows of
+(step contents, measured seconds), with the residuals stated. prompt_cross counts the pairs of prompt tokens of two
+different requests in one step (a step's prompt tokens squared, less each request's chunk squared): 0 for a prompt
+alone, so e is what a wave of prompts costs beyond each of its prompts computed alone. On vLLM's CPU build that is
+not nothing (SmolLM2 on a 2-core Xeon: +57 and +113 ms over a fit of lone prompts on a loop of six 384-token
+prompts); without e a calibration's waves raised b, and priced the small prompts of an open loop high
+(docs/simulator.md, "A wave's prompts together"). The rows of `fit` (one request a step) give e = 0. Format 3
+(2026-12-06) added e; a format-2 file is read with e = 0, the model it was fitted as.
 Until format 2 (2026-12-03) d was per KV token read, a chunk's context counted
 once however many tokens it computed; refitted on five measured sets, attention pairs brought the held-out TPOT
 MAPE from 21.3% to 16.8% on their mean, and E2E from 19.5% to 17.3% (docs/simulator.md, "Attention pairs"). Knows
@@ -33,7 +32,7 @@ import numpy as np
 from kvviz.base.errors import InputError
 
 NAMES = ("a", "b", "c", "d", "e")  # intercept, per prefill token, per decode sequence, per attention pair, per
-# prefill token squared (a step's prompt tokens, all its requests together)
+# pair of prompt tokens of two requests in one step (StepContents.prompt_cross)
 FORMAT = "kvviz.sim.step_time/3"
 FOUR_TERMS = "kvviz.sim.step_time/2"  # a, b, c, d: read with e = 0
 OLD_FORMATS = ("kvviz.sim.step_time/1",)  # d per KV token read: refused, with what to do
@@ -49,10 +48,11 @@ class StepContents:
     decode_seqs: int
     attention_pairs: float  # whole pairs, or their mean over KV groups of different windows
     spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # a message shows the sums, not 1,024 pairs
+    prompt_cross: int = 0  # pairs of prefill tokens of two requests: P² less each request's chunk squared
 
     def features(self) -> tuple[float, float, float, float, float]:
         return (1.0, float(self.prefill_tokens), float(self.decode_seqs), float(self.attention_pairs),
-                float(self.prefill_tokens) ** 2)
+                float(self.prompt_cross))
 
 
 class StepTimeModel(Protocol):
@@ -62,7 +62,7 @@ class StepTimeModel(Protocol):
 
 @dataclass(frozen=True)
 class LinearStepTime:
-    """t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs + e*prefill_tokens², in seconds."""
+    """t = a + b*prefill_tokens + c*decode_seqs + d*attention_pairs + e*prompt_cross, in seconds."""
 
     a: float
     b: float

@@ -43,10 +43,11 @@ def test_the_fit_gives_back_the_step_time_that_made_the_gaps():
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-6)
 
 
-def test_the_fit_gives_back_a_cost_of_a_steps_prompt_tokens_squared():
-    """Steps timed with e = 3e-8 s per prompt token squared: a full step of 256 prompt tokens (the engine's budget)
-    2 ms over the same tokens at b alone, the loop of three 300-token prompts splitting them over steps of one and
-    two prompts. The fit gives all five back, where four terms would have to put the 2 ms in b or d."""
+def test_the_fit_gives_back_the_cost_of_a_waves_prompts_together():
+    """Steps timed with e = 3e-8 s per pair of prompt tokens of two requests: a wave of four 40-token prompts in one
+    step 160² - 4 × 40² = 19,200 pairs, 0.58 ms; the loop of three 300-token prompts' second step 44 of one and 212
+    of the next, 2 × 44 × 212 = 18,656. The fit gives all five back, where four terms would have to put that time
+    in b or d."""
     bent = replace(TRUE, e=3e-8)
     fitted = fit_runs([_measured(p, bent, 0.012) for p in LOADS], ENGINE)
     for got, true in zip(fitted.step.coefficients(), bent.coefficients(), strict=True):
@@ -378,14 +379,15 @@ def test_a_paced_load_is_kept_when_the_others_alone_cannot_be_fitted():
     assert fitted.request_overhead_s == pytest.approx(0.012, rel=1e-9)
 
 
-def _engine_clock(point: LoadPoint, front_s: float, return_s: float | None = None) -> Measured:
-    """The load replayed on TRUE, with vLLM's own figures as its /metrics would give them: each request's prefill
-    time (its first token's time less the start of the first step it ran in: a prompt of 300 that the budget of
-    256 held back waits steps before it), its decode time (last token less first), its TTFT; and the client's
+def _engine_clock(point: LoadPoint, front_s: float, return_s: float | None = None,
+                  model: LinearStepTime = TRUE) -> Measured:
+    """The load replayed on `model` (TRUE), with vLLM's own figures as its /metrics would give them: each request's
+    prefill time (its first token's time less the start of the first step it ran in: a prompt of 300 that the
+    budget of 256 held back waits steps before it), its decode time (last token less first), its TTFT; and the client's
     TTFTs front_s later; a closed loop's next request reaching the engine return_s after one ends (front_s if
     None)."""
     return_s = front_s if return_s is None else return_s
-    sim = replay(point, ENGINE, TRUE, detail=True, return_s=return_s)
+    sim = replay(point, ENGINE, model, detail=True, return_s=return_s)
     starts = {}
     for step, detail in enumerate(sim.details):
         for seq in detail.running:
@@ -393,7 +395,7 @@ def _engine_clock(point: LoadPoint, front_s: float, return_s: float | None = Non
     done = [(i, r) for i, r in enumerate(sim.records) if r.ok]
     prefill = sum(r.sent_s + r.ttft_s - starts[i] for i, r in done) / len(done)
     decode = sum(r.arrivals_s[-1] - r.arrivals_s[0] for _, r in done) / len(done)
-    m = _measured(point, TRUE, front_s, return_s=return_s)
+    m = _measured(point, model, front_s, return_s=return_s)
     return replace(m, server=ServerView(len(done), m.stats.ttft.mean - front_s, 0.0, prefill, decode,
                                         None, None, None, None, None, None, None))
 
@@ -529,3 +531,42 @@ def test_a_front_end_that_queues_under_load_leaves_the_prompts_cost_to_vllms_clo
     by_client = fit_runs([replace(m, server=replace(m.server, prefill_mean_s=None)) for m in runs], ENGINE)
     assert by_client.front_alone_s is None
     assert by_client.step.b > 1.5 * TRUE.b
+
+
+def test_prompts_alone_set_b_and_d_and_the_waves_their_cost_together():
+    """Prompts of 100 and 300 tokens computed alone (loops of one, vLLM's prefill time their steps'), beside loads
+    made with e = 3e-8 s a pair of two requests' prompt tokens: the fit gives all five back. Then vLLM's mean
+    prefill time of the loop of 3 at 300/8 half as long again as its steps (a wave's race to the engine's first
+    steps, as tiny's loop of 6 at 384/8 took 32 ms in one start and 61 in another): a, b, c and d still come back,
+    from the decode gaps and the prompts alone, the wave's extra time going to e; fitted without the prompts alone,
+    b or d moves off by more than a tenth."""
+    bent = replace(TRUE, e=3e-8)
+    runs = [_engine_clock(p, 0.012, model=bent) for p in LOADS]
+    alone = [_engine_clock(LoadPoint(Mix(p, 8), 3, concurrency=1), 0.012, model=bent) for p in (100, 300)]
+    fitted = fit_runs(runs + alone, ENGINE)
+    for got, true in zip(fitted.step.coefficients(), bent.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    slow = replace(runs[2].server, prefill_mean_s=1.5 * runs[2].server.prefill_mean_s)
+    raced = [*runs[:2], replace(runs[2], server=slow), *runs[3:]]
+    fitted = fit_runs(raced + alone, ENGINE)
+    for name in "abcd":
+        assert getattr(fitted.step, name) == pytest.approx(getattr(bent, name), rel=1e-6), name
+    assert fitted.step.e > bent.e
+    every_row = fit_runs(raced, ENGINE).step
+    assert abs(every_row.b / bent.b - 1) > 0.1 or abs(every_row.d / bent.d - 1) > 0.1
+
+
+def test_a_request_whose_tokens_came_two_to_a_chunk_gives_one_row_of_its_decode():
+    """Every request of the loop of 8 with its 6th and 7th tokens in one chunk (19 chunks for 20 tokens, the
+    chunk at the 7th's time): its chunks cannot be matched to its steps one by one, but its decode, last chunk less
+    first, is all its steps after the first token's: one row each (16), the fit exact as before; dropped, they took
+    the whole load's gaps with them."""
+    runs = [_measured(p, TRUE, 0.012) for p in LOADS]
+    merged = tuple(replace(r, arrivals_s=r.arrivals_s[:5] + r.arrivals_s[6:]) for r in runs[3].records)
+    runs[3] = replace(runs[3], records=merged)
+    fitted = fit_runs(runs, ENGINE)
+    for got, true in zip(fitted.step.coefficients(), TRUE.coefficients(), strict=True):
+        assert got == pytest.approx(true, rel=1e-6)
+    row = fitted.residuals_by_load[LOADS[3].label]
+    assert (row["span_rows"], row["gap_rows"]) == (16, 0)
+    assert fitted.fit.residual_max_s < 1e-9

@@ -32,7 +32,8 @@ def test_a_token_budget_is_split_between_decodes_and_a_prefill_chunk():
     Step 1: A takes its 3 tokens, B a chunk of the 7 left; A ends its prompt and samples its first token.
     Step 2: running first: A decodes 1, B takes min(20 - 7, 9) = 9 (at 7). Contents: 9 prefill tokens, 1 decode,
     attention pairs: A's token over 3 + 1 = 4; B's 9 tokens over 8, 9, ..., 16 = 9 × 7 + (1 + ... + 9) = 108; 112.
-    Blocks: A ceil(4/4) = 1, B ceil(16/4) = 4: 5 in use.
+    Blocks: A ceil(4/4) = 1, B ceil(16/4) = 4: 5 in use. Prompt tokens of two requests paired in one step: step 1
+    3 × 7 each way, 42 (10² less 3² and 7²); step 2 none (A's token is a decode, not a prompt's).
     Step 3: A decodes 1, B its last 4 tokens (at 16) and samples its first token; blocks ceil(5/4) + 20/4 = 7."""
     scheduler = Scheduler(_config(max_num_batched_tokens=10))
     a, b = SimRequest(0, 0.0, 3, 5), SimRequest(1, 0.0, 20, 2)
@@ -44,9 +45,11 @@ def test_a_token_budget_is_split_between_decodes_and_a_prefill_chunk():
         plan = scheduler.schedule()
         assert _shares(plan) == shares, f"step {step}"
         assert scheduler.pool.used == blocks, f"step {step}: blocks in use"
+        if step == 1:
+            assert contents(plan).prompt_cross == 42
         if step == 2:
             held = contents(plan)
-            assert (held.prefill_tokens, held.decode_seqs, held.attention_pairs) == (9, 1, 112)
+            assert (held.prefill_tokens, held.decode_seqs, held.attention_pairs, held.prompt_cross) == (9, 1, 112, 0)
         scheduler.finish_step(plan, float(step))
     assert (a.generated, b.generated) == (3, 1)
     assert a.token_times_s == [1.0, 2.0, 3.0] and b.token_times_s == [3.0]

@@ -29,13 +29,11 @@ def test_seconds_is_the_linear_sum():
     assert TRUE.seconds(StepContents(100, 8, 10_000)) == pytest.approx(0.0129, rel=1e-12)
 
 
-def test_e_prices_the_steps_prompt_tokens_squared():
-    """e = 1e-9 s per prefill token squared: a step of 100 prompt tokens adds 1e-9 * 100² = 1e-5 s, 0.01291 in all;
-    the same 100 tokens as two steps of 50 add 2 * 1e-9 * 2,500 = 5e-6 (the attention pairs split as given)."""
+def test_e_prices_the_pairs_of_two_requests_prompt_tokens():
+    """e = 1e-9 s a pair: 5,000 pairs of prompt tokens of two requests in the step add 5e-6 s, 0.012905 in all."""
     model = LinearStepTime(a=0.004, b=2.5e-5, c=3e-4, d=4e-7, e=1e-9)
-    assert model.seconds(StepContents(100, 8, 10_000)) == pytest.approx(0.01291, rel=1e-12)
-    halves = model.seconds(StepContents(50, 4, 5_000)) + model.seconds(StepContents(50, 4, 5_000))
-    assert halves == pytest.approx(0.004 * 2 + 0.0025 + 0.0024 + 0.004 + 5e-6, rel=1e-12)
+    assert model.seconds(StepContents(100, 8, 10_000, prompt_cross=5_000)) == pytest.approx(0.012905, rel=1e-12)
+    assert model.seconds(StepContents(100, 8, 10_000)) == pytest.approx(0.0129, rel=1e-12)
 
 
 def test_the_fit_recovers_known_coefficients_exactly_without_noise():

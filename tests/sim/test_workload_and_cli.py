@@ -173,7 +173,8 @@ def test_the_cli_refuses_bad_input_in_one_line_in_either_language(capsys):
     assert main(_predict("--rate", "0", "--lang", "en")) == 2
     assert capsys.readouterr().err == "error: rate must be in (0, 1e+09], got 0.0\n"
     assert main(["predict", "--num-blocks", "64", "--concurrency", "1", "--coefficients", "1,2", "--lang", "zh"]) == 2
-    assert capsys.readouterr().err == "错误：--coefficients 须为四个或五个数 a,b,c,d[,e]（单位秒，不得为负），收到 '1,2'\n"
+    assert capsys.readouterr().err == ("错误：--coefficients 须为四个或五个数 a,b,c,d[,e]（单位秒，不得为负），"
+                                       "收到 '1,2'\n")
 
 
 def test_python_dash_m_runs():
