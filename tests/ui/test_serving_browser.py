@@ -63,6 +63,21 @@ def _set(page: Page, slider: str, value: str) -> None:
     box.press("Enter")
 
 
+def _vllm_serving_tiny(page: Page) -> None:
+    """vLLM serving tiny on one rank, started from the Serving tab where the tests before did not leave it running
+    (a test run alone, `-k`): the tests that need it start it themselves, and in the module's order find it up."""
+    page.get_by_role("tab", name="Serving").click()
+    status = page.locator("#serve-engine-status")
+    if "vLLM serves tiny" in status.inner_text():
+        return
+    page.locator("#serve-tp input").fill("1")
+    page.locator("#serve-tp input").press("Tab")
+    page.locator("#serve-local-model input").fill("tiny")
+    page.locator("#serve-local-model input").press("Enter")
+    page.locator("#serve-start-vllm").click()
+    expect(status).to_contain_text("vLLM serves tiny", timeout=START_S)
+
+
 def test_a_model_too_big_for_the_machine_is_refused_on_the_page_at_once(page: Page, shots: Path):
     """The engineer who asks for a twin of DeepSeek-V3 on 2 tensor-parallel ranks: 671 B parameters (its technical
     report), 1,342,052,808,704 counted from its config, at 2 bytes: 1,342.053 GB of weights, and 1 GiB of KV space
@@ -99,6 +114,7 @@ def test_start_vllm_from_the_page_and_see_its_capacity(page: Page):
 
 def test_one_load_draws_live_and_ends_with_its_figures(page: Page, shots: Path):
     """4 in flight, 8 requests of 16 tokens: 8 of 8 complete, the server's view and kvviz's KV prediction shown."""
+    _vllm_serving_tiny(page)
     _set(page, "serve-concurrency", "4")
     _set(page, "serve-requests", "8")
     _set(page, "serve-output-tokens", "16")
@@ -149,6 +165,7 @@ def test_the_plan_tabs_check_runs_on_this_vllm(page: Page, shots: Path):
     highest rate with every step 10% slower and faster); its check runs 2, 4 and 8 requests/s (half, the load,
     twice) on the vLLM started above, 8 requests each, and lists 3 loads × 5 figures with their errors; the
     measured points are drawn over the lines."""
+    _vllm_serving_tiny(page)
     page.get_by_role("tab", name="Plan").click()
     page.get_by_text("this machine, calibrated (the local vLLM)").click()
     for box, value in (("plan-rate", "4"), ("plan-prompt-tokens", "64"), ("plan-output-tokens", "16"),
