@@ -291,7 +291,8 @@ def _token_steps(result: SimResult) -> list[list[int]]:
 
 
 def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
-    """Row i: the features (steps, prefill tokens, decode sequences, attention pairs) of steps 0..i-1 summed."""
+    """Row i: the features (steps, prefill tokens, decode sequences, attention pairs, prompt_cross) of steps 0..i-1
+    summed."""
     x = np.array([(1.0, s.prefill_tokens, s.decode_seqs, s.attention_pairs, s.prompt_cross) for s in trace],
                  dtype=float).reshape(-1, K)
     return np.vstack([np.zeros((1, K)), np.cumsum(x, axis=0)])
@@ -299,8 +300,8 @@ def _cumulative(trace: tuple[StepTrace, ...]) -> np.ndarray:
 
 @dataclass
 class Rows:
-    """The fit's rows: features (steps, prefill tokens, decode sequences, attention pairs, and 1 on a TTFT row for
-    the request overhead), the measured seconds, the weights, and each row's kind (GAP, TTFT or SPAN)."""
+    """The fit's rows: features (steps, prefill tokens, decode sequences, attention pairs, prompt_cross, and 1 on a
+    TTFT row for the request overhead), the measured seconds, the weights, and each row's kind (GAP, TTFT or SPAN)."""
 
     x: list = field(default_factory=list)
     y: list = field(default_factory=list)
@@ -369,7 +370,7 @@ def span_row(rec: RequestRecord, steps: list[int], cum: np.ndarray, running: np.
     is the steps from its first token's to its last's: one row, weighted as that many gap rows of its mean
     (1/steps of them, each 1/requests in the step as a gap's). Dropped, such requests took whole loads with them:
     every request of a calibration's loop of 12 on tiny (a 2-core Xeon, 2026-12-06), and its decode cost c came
-    out 119 µs a sequence where the other calibrations gave 31-54 (docs/simulator.md, "Tokens two to a chunk")."""
+    out 119 µs a sequence where the other calibrations gave 30-77 (docs/simulator.md, "Tokens two to a chunk")."""
     if len(rec.arrivals_s) < 2 or len(steps) < 2:
         return
     lo, hi = steps[0] + 1, steps[-1]

@@ -119,7 +119,9 @@ def contents(plan: StepPlan, groups: tuple[KvGroupSpec, ...] = FULL_ATTENTION) -
     """A decode computes one token past the prompt; every other scheduled token is prefill (recompute included).
     Each token computed attends over those before it and itself: k tokens after s computed make k*s + k(k+1)/2
     attention pairs (a decode at context s + 1, s + 1: the KV tokens it reads); in a sliding-window layer over at
-    most its window. With several KV-cache groups, the mean over the groups (each spans as many layers)."""
+    most its window. With several KV-cache groups, the mean over the groups (each spans as many layers). The pairs
+    of prompt tokens of two requests (prompt_cross): the step's prompt tokens squared less each request's chunk
+    squared."""
     decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
     prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
     chunks = [s.tokens for s in plan.scheduled if not (s.tokens == 1 and s.start >= s.request.prompt_tokens)]
