@@ -122,15 +122,19 @@ def contents(plan: StepPlan, groups: tuple[KvGroupSpec, ...] = FULL_ATTENTION) -
     most its window. With several KV-cache groups, the mean over the groups (each spans as many layers). The pairs
     of prompt tokens of two requests (prompt_cross): the step's prompt tokens squared less each request's chunk
     squared."""
-    decodes = [s for s in plan.scheduled if s.tokens == 1 and s.start >= s.request.prompt_tokens]
-    prefill = sum(s.tokens for s in plan.scheduled) - len(decodes)
-    chunks = [s.tokens for s in plan.scheduled if not (s.tokens == 1 and s.start >= s.request.prompt_tokens)]
+    decodes, chunks = 0, []  # prompt chunks (recompute included): their token counts
+    for s in plan.scheduled:
+        if s.tokens == 1 and s.start >= s.request.prompt_tokens:
+            decodes += 1
+        else:
+            chunks.append(s.tokens)
+    prefill = sum(chunks)
     windows = [g.window if g.kind == SLIDING else None for g in groups]
     pairs = sum(causal_pairs(s.start + s.tokens, w) - causal_pairs(s.start, w)
                 for s in plan.scheduled for w in windows) / len(windows)
     if len(set(windows)) == 1:
         pairs = round(pairs)  # whole pairs when every group attends alike
-    return StepContents(prefill, len(decodes), pairs, tuple((s.start, s.tokens) for s in plan.scheduled),
+    return StepContents(prefill, decodes, pairs, tuple((s.start, s.tokens) for s in plan.scheduled),
                         prefill ** 2 - sum(k * k for k in chunks))
 
 
