@@ -461,9 +461,11 @@ def fit_setting_aside(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.n
 
 
 STAGE_ROUNDS = 8  # staged_fit's alternations at most; they settle within a few (the coefficients stop moving)
-DECODE_COLS = (0, 2)  # the step's fixed cost and its per-decode cost: what decode-only rows tell
-LONE_COLS = (1, 3)  # a prompt's cost per token and per attention pair: what prompts computed alone tell
-CROSS = 4  # e's column: rows whose steps never held two requests' prompts tell nothing of it, and leave it 0
+# the coefficients' columns in the fit's rows
+COL_A, COL_B, COL_C, COL_D, CROSS = (step_time.NAMES.index(n) for n in "abcde")
+DECODE_COLS = (COL_A, COL_C)  # the step's fixed cost and its per-decode cost: what decode-only rows tell
+LONE_COLS = (COL_B, COL_D)  # a prompt's cost per token and per attention pair: what prompts computed alone tell
+# CROSS, e's column: rows whose steps never held two requests' prompts tell nothing of it, and leave it 0
 
 
 def _fit_cols(x: np.ndarray, y: np.ndarray, w: np.ndarray, rows: np.ndarray, cols: list[int],
@@ -493,7 +495,7 @@ def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
     every row b, d and e traded places from one start to the next (tiny: b 9.5-19.8 µs a token over six
     calibrations; docs/simulator.md, "A wave's prompts together")."""
     coef, keep = fit_setting_aside(x, y, w)
-    decode = keep & (x[:, 1] == 0)
+    decode = keep & (x[:, COL_B] == 0)
     cols = list(DECODE_COLS)
     if decode.sum() < len(cols) or np.linalg.matrix_rank(x[decode][:, cols]) < len(cols):
         return coef, keep
@@ -504,7 +506,7 @@ def staged_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
     by_lone = np.linalg.matrix_rank(x[alone][:, list(LONE_COLS)]) == len(LONE_COLS)
     for _ in range(STAGE_ROUNDS):
         found = np.zeros(x.shape[1])
-        found[cols] = _fit_cols(x, y, w, decode, cols, np.where(np.arange(x.shape[1]) == 3, coef, 0.0))
+        found[cols] = _fit_cols(x, y, w, decode, cols, np.where(np.arange(x.shape[1]) == COL_D, coef, 0.0))
         if by_lone:
             found[list(LONE_COLS)] = _fit_cols(x, y, w, alone, list(LONE_COLS), found)
             others = [j for j in rest if j not in LONE_COLS]
