@@ -217,7 +217,9 @@ def sweep_frame(model: str, device: str, dtype: str, arch: Architecture, accel: 
         })
     # None (never compute-bound) becomes NaN: the column stays numeric in memory and in a CSV read back.
     frame = pd.DataFrame(rows, columns=list(COLUMNS)).astype({"compute_bound_batch": "float64"})
-    frame.attrs["stop_reason"] = stop_reason  # also for a sweep that measured nothing
+    # Also for a sweep that measured nothing; and kept as said (a keyed text, kvviz.i18n.Said), which a pandas 3
+    # string column turns into its plain English, so that the explanation renders them in the reader's language.
+    frame.attrs["stop_reason"], frame.attrs["accelerator"] = stop_reason, limits.accelerator
     return frame
 
 
@@ -248,10 +250,10 @@ def summarize_sweep(frame: pd.DataFrame) -> dict:
         "kv_exact": bool((f["kv_bytes"] == f["kv_bytes_predicted"]).all()),
         "weights_bytes": int(first["weights_bytes"]), "ridge_point": float(first["ridge_point"]),
         "bandwidth": float(first["bandwidth"]), "peak_flops": float(first["peak_flops"]),
-        "accelerator": str(first["accelerator"]),
+        "accelerator": frame.attrs.get("accelerator", str(first["accelerator"])),
         "compute_bound_batch": None if pd.isna(cb) else int(cb),
         "memory_limit_batch": int(first["memory_limit_batch"]), "kv_budget_bytes": int(first["kv_budget_bytes"]),
-        "stop_reason": str(first["stop_reason"]),
+        "stop_reason": frame.attrs.get("stop_reason", str(first["stop_reason"])),
     }
 
 

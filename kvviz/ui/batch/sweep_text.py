@@ -213,7 +213,7 @@ def kv_text(s: dict, frame: pd.DataFrame, lang: str = "en") -> str:
              t("batch.sweep.kv_differ", lang, batches=", ".join(str(int(b)) for b in wrong["batch"])))
     per_seq = z["kv_bytes"] / z["batch"]
     return t("batch.sweep.kv", lang, kv=mb(z["kv_bytes"]), b=z["batch"], agree=agree, per_seq=mb(per_seq),
-             budget=f"{s['kv_budget_bytes'] / GIB:,.2f}", accelerator=s["accelerator"],
+             budget=f"{s['kv_budget_bytes'] / GIB:,.2f}", accelerator=translate(s["accelerator"], lang),
              limit=f"{s['memory_limit_batch']:,}", tokens=s["prompt_tokens"] + s["new_tokens"])
 
 
