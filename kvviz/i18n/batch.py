@@ -318,7 +318,7 @@ ZH = {
     "batch.sweep.cheap": "，所以更大的批次每步几乎不增加开销。",
     "batch.sweep.not_cheap": "。",
     "batch.sweep.stop.max_batch": "扫描停在所要求的最大批次（B={b}）。",
-    "batch.sweep.stop.memory": "扫描停在 B={b}：按计算器估算，下一个批次放不下（B={limit} 之后显存耗尽）。",
+    "batch.sweep.stop.memory": "扫描停在 B={b}：按计算器估算，下一个批次放不下（B={limit} 之后内存耗尽）。",
     "batch.sweep.stop.cancelled": "扫描在 B={b} 之后被停止。",
     "batch.sweep.stop.other": "扫描在 B={b} 之后停止：{reason}。",
     "batch.sweep.ridge": "本设备的屋顶线拐点（ridge point，{ridge} FLOP/B = {peak} GFLOP/s / {bandwidth} GB/s）",
@@ -370,8 +370,8 @@ ZH = {
     "batch.sweep.kv_equal": "在每个批次都与显存模型的预测相等，精确到字节",
     "batch.sweep.kv_differ": "在 B={batches} 时与显存模型的预测不同",
     "batch.sweep.kv": "最后一步之后，B={b} 的 KV Cache 占 {kv}，{agree}：B × 每条序列 {per_seq}，随批大小线性增长。"
-                      "计算器给出的 KV 预算为 {budget} GiB（{accelerator}：显存 × mem_util − 权重 − 预留），所以在 "
-                      "B={limit} 条 {tokens} token 的序列之后显存耗尽。",
+                      "计算器给出的 KV 预算为 {budget} GiB（{accelerator}：内存 × mem_util − 权重 − 预留），所以在 "
+                      "B={limit} 条 {tokens} token 的序列之后内存耗尽。",
     "batch.table.header": "| B | 解码步 | 屋顶线 | 实测 / 屋顶线 | 瓶颈（屋顶线） | 总 tokens/s | 每条序列 tokens/s | "
                           "TTFT（预填充） | KV 实测 | = 预测 |",
     "batch.table.yes": "是",
@@ -401,10 +401,10 @@ ZH = {
     "batch.trace.kv_predicted": "KV 预测（显存模型）",
     "batch.trace.kv_measured": "KV 实测（缓存张量）",
     "batch.trace.kv_budget": "KV 预算（计算器）：{gib} GiB",
-    "batch.trace.memory_rule": "B={b} 之后显存耗尽 ",
-    "batch.trace.memory_rule_name": "显存耗尽的批次（计算器）",
+    "batch.trace.memory_rule": "B={b} 之后内存耗尽 ",
+    "batch.trace.memory_rule_name": "内存耗尽的批次（计算器）",
     "batch.note.never_compute": "始终不会计算受限（屋顶线）",
     "batch.note.compute_beyond": "从 B={b} 起计算受限（屋顶线），超出扫描范围",
-    "batch.note.memory": "B={b} 之后显存耗尽（计算器）",
+    "batch.note.memory": "B={b} 之后内存耗尽（计算器）",
 }
 register(EN, ZH)

@@ -121,7 +121,7 @@ def test_chinese_titles_axes_and_legend():
     short = bf.step_time(hand_frame(batches=(1, 2, 4, 8)), lang="zh")
     assert short["layout"]["title"]["text"] == "解码步耗时<br><sup>从 B=22 起计算受限（屋顶线），超出扫描范围</sup>"
     kv = bf.kv_bytes(f, lang="zh")
-    assert kv["layout"]["title"]["text"] == "最后一步之后的 KV Cache<br><sup>B=208,595 之后显存耗尽（计算器）</sup>"
+    assert kv["layout"]["title"]["text"] == "最后一步之后的 KV Cache<br><sup>B=208,595 之后内存耗尽（计算器）</sup>"
     assert [t["name"] for t in kv["data"]] == ["KV 预测（显存模型）", "KV 实测（缓存张量）",
                                               "KV 预算（计算器）：19.1 GiB"]
     assert {t["name"] for t in bf.throughput(f, lang="zh")["data"]} == {

@@ -129,7 +129,7 @@ def test_the_sweep_in_chinese_keeps_the_runs_numbers():
     assert "从 B=22 起屋顶线模型判为计算受限（compute-bound）" in text
     assert "屋顶线模型判定预填充在 B=1 时为访存受限，从 B=2 起为计算受限" in text
     assert "在每个批次都与显存模型的预测相等，精确到字节" in text
-    assert "所以在 B=208,595 条 48 token 的序列之后显存耗尽。" in text
+    assert "所以在 B=208,595 条 48 token 的序列之后内存耗尽。" in text
     for english in ("the decode step", "roofline", "measured", "sequence", "memory"):
         assert english not in text, f"{english!r} left untranslated"
 

@@ -2,7 +2,7 @@
 """Could an open loop in the calibration teach the fit what a prompt costs when it joins a running batch? Offline, on
 the starts of spread.pkl (five) and hot-lab.pkl (three), with kvviz/sim/calibrate.py patched (openfit.patch): each
 start's calibration with one of its Poisson loads (128/16 at 110 or 130 requests/s) added, replayed as an open
-loop (in the order sent; no TTFT rows of its own... its TTFT rows kept, as load_rows gives them), fitted two ways:
+loop (in the order sent, with its gap and TTFT rows as load_rows gives them), fitted two ways:
   open:   b, d (with a lone offset o that the simulator does not charge) on the lone prompts' rows and the open
           loop's rows that hold prompt tokens, a and c from decode rows, e from the rest
   rest:   the staged fit as kept, the open loop's rows among the other rows (e only)
