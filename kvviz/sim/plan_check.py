@@ -156,16 +156,37 @@ def _fitted_from_steps(served, out: Path, folder: Path) -> Path:
     return out / "cal.json"
 
 
-def _calibrated(served, out: Path) -> Path:
-    """The calibration `python -m kvviz.sim calibrate` makes, on this server: cal.json in `out`."""
+def _calibrated(served, out: Path, name: str = "cal.json") -> Path:
+    """The calibration `python -m kvviz.sim calibrate` makes, on this server: `name` in `out`."""
     from kvviz.serving.vllm import VENV
     from kvviz.sim import calibrate
     from kvviz.sim.cli import progress
 
     calibrate.warm_up(served)
     fitted, runs = calibrate.calibrate(served, say=progress("en"))
-    calibrate.save(out / "cal.json", fitted, served.engine, runs, VENV)
-    return out / "cal.json"
+    calibrate.save(out / name, fitted, served.engine, runs, VENV)
+    return out / name
+
+
+def bracket(before: float, after: float, measured_rate: float) -> dict:
+    """The highest rate predicted from the calibration made after the search (`after`) over the measured one, and
+    whether the measured rate lies between the two predictions, before and after: if so, the machine's speed moved
+    during the check by as much as its miss."""
+    low, high = sorted((before, after))
+    return {"max_rate": after, "ratio_to_measured": after / measured_rate if measured_rate else None,
+            "measured_between": bool(measured_rate) and low <= measured_rate <= high}
+
+
+def calibrated_again(served, out: Path, folder: Path, slo: SloLimits, shape: Shape, before: float,
+                     measured_rate: float) -> dict:
+    """The calibration made again on the same server once the search is done (cal-after.json in `out`), and the
+    plan's highest rate under the same SLO with it, against the measured rate (bracket). On two shared cores a
+    calibration's prompt price moved by a third between vLLM starts half an hour apart (docs/simulator.md, "Where the
+    Poisson TPOT bias sits"): this says how far it moved within the check."""
+    path = _calibrated(served, out, "cal-after.json")
+    engine = calibrated_engine(path, folder, config={"max_model_len": 1024})
+    found = bracket(before, plan(engine, slo, shape).max_rate, measured_rate)
+    return {"fit": step_time.fit_record(step_time.load(path), path), **found}
 
 
 FITS = ("steps", "calibrate")
@@ -173,7 +194,7 @@ FITS = ("steps", "calibrate")
 
 def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, output_tokens: int = 16,
                   requests: int = 60, points: int = 6, factor: float = 1.25, ttft_steps: float = 3.0,
-                  tpot_steps: float = 1.5, fit: str = "steps") -> dict:
+                  tpot_steps: float = 1.5, fit: str = "steps", again: bool = False) -> dict:
     """One vLLM start on a bundled model: a calibration made on it (`fit`: FITS), the plan's highest rate predicted
     with it, then the bounded real search from the prediction, each rate with prompts of its own, a probe (Probe)
     before it and after each rate. The SLO, set from the calibration so that it binds below the knee: TTFT p90 <=
@@ -181,14 +202,14 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
     has one), TPOT p90 <= tpot_steps × the predicted mean decode step of one request alone (lone). Writes cal.json
     (and steps.csv for `steps`) and check.json (the prediction with plan's default band, DEFAULT_BAND; then the
     measurement, whether it fell in the band, the probes and the plan again on the steps as they probed (as_probed),
-    and the machine's record: kvviz.calc.machine) to `out`; returns what check.json holds."""
+    and the machine's record: kvviz.calc.machine) to `out`; returns what check.json holds. again (with `calibrate`):
+    the calibration made again after the search, and the prediction from it (calibrated_again)."""
     from kvviz.serving.models import has_weights, model_folder
     from kvviz.sim.calibrate import serving
 
     if fit not in FITS:
         raise ValueError(f"fit: one of {FITS}, not {fit!r}")
-    bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # 1,500 s for 60; checked here,
-    # before vLLM starts and a calibration runs for minutes
+    bounds = Search(resolution=0.1, max_points=points, max_wall_s=25.0 * requests)  # checked before vLLM starts
     out.mkdir(parents=True, exist_ok=True)
     asked = Path(model).expanduser()
     dummy = (asked / "config.json").is_file() and not has_weights(asked)  # a config alone: served with random weights
@@ -220,6 +241,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
         low, high, searcher = real_max_rate(
             ep, slo, shape, lambda: synthetic(requests, prompt_tokens, served.tokenizer, served.seed()),
             predicted.max_rate, bounds, factor, after=probed)
+        later = calibrated_again(served, out, folder, slo, shape, predicted.max_rate, low) if again else None
     result |= {"measured": {"max_rate": low, "next_rate": high, "points": [asdict(p) for p in searcher.points],
                             "stopped": str(searcher.stopped) if searcher.stopped else None},
                "ratio_predicted_to_measured": predicted.max_rate / low if low else None,
@@ -227,6 +249,7 @@ def check_on_vllm(out: Path, model: str = "tiny", prompt_tokens: int = 128, outp
                "probes": [asdict(p) | {"step_ratio": p.step_ratio} for p in probes],
                "as_probed": as_probed(engine, slo, shape, probes, low),
                "load_average_1m": round(os.getloadavg()[0], 2), "machine": machine()}
+    result |= {"calibrated_after": later} if later else {}
     (out / "check.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
@@ -253,7 +276,7 @@ def _count(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> dict:
     """python -m kvviz.sim.plan_check DIR [TTFT_STEPS TPOT_STEPS [MODEL [steps|calibrate [PROMPT OUTPUT]]]]
-    [--requests N] [--points N]: check_on_vllm, its result printed as JSON."""
+    [--requests N] [--points N] [--again]: check_on_vllm, its result printed as JSON."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m kvviz.sim.plan_check",
@@ -268,7 +291,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("output_tokens", nargs="?", type=int, default=16)
     parser.add_argument("--requests", type=_count, default=60, help="requests each rate sends, predicted and measured")
     parser.add_argument("--points", type=_count, default=6, help="rates the real search runs at most")
+    parser.add_argument("--again", action="store_true",
+                        help="with calibrate: calibrate again once the search is done, and predict from that too")
     args = parser.parse_args(argv)
+    if args.again and args.fit != "calibrate":
+        parser.error("--again: with calibrate only (a calibration made again after the search)")
     try:
         result = check_on_vllm(**vars(args))
     except InputError as error:  # e.g. fewer rates than a search needs: one line, not a traceback

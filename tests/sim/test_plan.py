@@ -395,7 +395,8 @@ def test_the_real_checks_command_line_names_its_requests_and_refuses_a_bad_count
     assert plan_check.main([str(tmp_path), "6", "2", "smollm2-135m-instruct", "calibrate", "--requests", "120"]) == {
         "ok": True}
     assert asked == [{"out": tmp_path, "ttft_steps": 6.0, "tpot_steps": 2.0, "model": "smollm2-135m-instruct",
-                      "fit": "calibrate", "prompt_tokens": 128, "output_tokens": 16, "requests": 120, "points": 6}]
+                      "fit": "calibrate", "prompt_tokens": 128, "output_tokens": 16, "requests": 120, "points": 6,
+                      "again": False}]
     for bad in ("0", "many"):
         with pytest.raises(SystemExit) as caught:
             plan_check.main([str(tmp_path), "--points", bad])
@@ -403,6 +404,37 @@ def test_the_real_checks_command_line_names_its_requests_and_refuses_a_bad_count
         assert capsys.readouterr().err.splitlines()[-1] == (
             f"python -m kvviz.sim.plan_check: error: argument --points: a whole number from 1, not '{bad}'")
     assert len(asked) == 1
+
+
+def test_calibrating_again_is_asked_with_calibrate_and_refused_with_steps(monkeypatch, capsys, tmp_path):
+    """`--again`: the check calibrates again after its search (check_on_vllm's again); with `steps`, which makes
+    no calibration to make again, refused in one line before any vLLM starts."""
+    from kvviz.sim import plan_check
+
+    asked = []
+    monkeypatch.setattr(plan_check, "check_on_vllm", lambda **kwargs: asked.append(kwargs) or {"ok": True})
+    plan_check.main([str(tmp_path), "6", "2", "tiny", "calibrate", "--again"])
+    assert asked[-1]["again"] is True and asked[-1]["fit"] == "calibrate"
+    with pytest.raises(SystemExit) as caught:
+        plan_check.main([str(tmp_path), "6", "2", "tiny", "steps", "--again"])
+    assert caught.value.code == 2 and len(asked) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m kvviz.sim.plan_check: error: --again: with calibrate only (a calibration made again after the "
+        "search)")
+
+
+def test_the_prediction_made_again_after_the_search_brackets_the_measured_rate_or_not():
+    """bracket, by hand: predicted 100/s before the search and 130/s after it, measured 120/s: 130 / 120 = 1.083, and
+    120 lies between the two (the machine moved by as much as the miss); after 110/s it does not (110 / 120 =
+    0.917); the two the other way round bracket alike; nothing measured held: no ratio, nothing bracketed."""
+    from kvviz.sim.plan_check import bracket
+
+    assert bracket(100.0, 130.0, 120.0) == {"max_rate": 130.0, "ratio_to_measured": pytest.approx(13 / 12),
+                                            "measured_between": True}
+    assert bracket(100.0, 110.0, 120.0) == {"max_rate": 110.0, "ratio_to_measured": pytest.approx(11 / 12),
+                                            "measured_between": False}
+    assert bracket(130.0, 100.0, 120.0)["measured_between"] is True
+    assert bracket(100.0, 130.0, 0.0) == {"max_rate": 130.0, "ratio_to_measured": None, "measured_between": False}
 
 
 def test_too_few_real_rates_are_refused_in_one_line_before_vllm_starts(monkeypatch, capsys, tmp_path):
