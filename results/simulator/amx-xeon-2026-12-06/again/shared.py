@@ -35,5 +35,5 @@ for check in sorted(Path(".").glob("plan-check-*/check.json")):
     for fixed in ((0.0, 5e-4, 1e-3) if c["model"] == "tiny" else (0.0, 5e-3, 1e-2)):
         model = Shared(engine.model, fixed, fixed / shape.prompt_tokens)
         rate = plan(replace(engine, model=model), slo, shape).max_rate
-        line += f" F {1e3 * fixed:g} ms: {rate:.3g} /s ({rate / measured:.2f});"
+        line += f" F {1e3 * fixed:g} ms: {rate:.4g} /s ({rate / measured:.3f});"
     print(line, flush=True)
