@@ -1,12 +1,14 @@
-# ruff: noqa: S301  (a scratch analysis of the pickle lab.py wrote, kept as run)
-"""window.py's regression on lab.py's starts, each fitted as kvviz fits it (the calibration's loads as measured, lone
-prompts cold): python window_lab.py, from this folder with PYTHONPATH set to the repository root."""
+# ruff: noqa: S301  (a scratch analysis of the pickles lab.py and lab2.py wrote, kept as run)
+"""window.py's regression on the starts of lab.py (hot-lab.pkl) or lab2.py (open-lab.pkl), each fitted as kvviz
+fits it (the calibration's loads as measured, lone prompts cold): python window_lab.py PKL, from this folder with
+PYTHONPATH set to the repository root."""
 
 import pickle
+import sys
 
 ns: dict = {}
 exec(open("window.py").read().split("with open(sys.argv[1]")[0], ns)  # noqa: S102  (window.py's functions)
-with open("hot-lab.pkl", "rb") as handle:
+with open(sys.argv[1], "rb") as handle:
     starts = pickle.load(handle)
 for i, s in enumerate(starts):
     f = ns["fit_runs"](s["cal"], s["engine"])
