@@ -1,4 +1,4 @@
-# ruff: noqa: S301  (a scratch analysis of committed pickles, kept as run)
+
 """Decodes beside a prompt: vLLM's per-step log of tiny under Poisson load (2026-12-05, tiny-steps/ana.txt) has the
 steps that compute one 128-token prompt take 4.08, 4.10 and 3.86 ms with 0-3, 4-7 and 8-11 decodes beside it, where
 the decode-only steps take 1.35, 2.01 and 2.45 ms: a decode costs the step next to nothing where the step computes a
@@ -10,13 +10,12 @@ a step that computes prompts, a decode is one more token of the batch: the colum
 the saved starts' Poisson loads (128/16 at 110 and 130 requests/s) and the validation's held-out loads.
 python beside.py, from this folder with PYTHONPATH set to the repository root."""
 
-import pickle
 from dataclasses import dataclass
 
 import numpy as np
+from score import score
 
 from kvviz.sim import calibrate as cal
-from kvviz.sim.validate import _predicted
 
 KEPT = {"K": cal.K, "cumulative": cal._cumulative, "linear": cal.LinearStepTime}
 
@@ -62,42 +61,4 @@ def say(f) -> str:
             " us")
 
 
-MODES = ("kept", "free", "fitted", "token")
-errors = {name: [] for name in MODES}
-for path in ("../../amx-xeon-2026-12-05/spread/spread.pkl", "hot-lab.pkl", "open-lab.pkl"):
-    with open(path, "rb") as handle:
-        starts = pickle.load(handle)
-    for i, s in enumerate(starts):
-        runs = s["cal"] + s.get("lone", [])
-        for name in MODES:
-            use(name)
-            f = cal.fit_runs(runs, s["engine"])
-            line = f"{path.split('/')[-1]} {i} {name:6s}: {say(f)};"
-            for m in s["held"]:
-                p = _predicted(m.point, s["engine"], f)[0]
-                e = (p.tpot.p50 / m.stats.tpot.p50 - 1, p.tpot.p90 / m.stats.tpot.p90 - 1)
-                errors[name].append(e)
-                line += f" {m.point.rate:g}/s TPOT {e[0]:+.0%} {e[1]:+.0%};"
-            print(line, flush=True)
-use("kept")
-for name, e in errors.items():
-    a = np.array(e)
-    print(f"{name}: Poisson TPOT p50 / p90 mean |error| {np.abs(a[:, 0]).mean():.1%} / {np.abs(a[:, 1]).mean():.1%}, "
-          f"signed {a[:, 0].mean():+.1%} / {a[:, 1].mean():+.1%}, worst p90 {np.abs(a[:, 1]).max():.1%}", flush=True)
-
-with open("../../amx-xeon-2026-12-05/check-start/validation-loads.pkl", "rb") as handle:
-    validation = pickle.load(handle)
-for model, d in validation.items():
-    for name in MODES:
-        use(name)
-        f = cal.fit_runs(d["cal"], d["engine"])
-        mape = []
-        for m in d["held"]:
-            p = _predicted(m.point, d["engine"], f)[0]
-            mape.append([abs(p.output_tokens_per_s / m.stats.output_tokens_per_s - 1),
-                         abs(p.tpot.p50 / m.stats.tpot.p50 - 1), abs(p.ttft.p50 / m.stats.ttft.p50 - 1),
-                         abs(p.e2e.p50 / m.stats.e2e.p50 - 1)])
-        a = 100 * np.mean(mape, axis=0)
-        print(f"validation {model} {name:6s}: {say(f)}; held-out MAPE tput / TPOT / TTFT / E2E p50 "
-              f"{a[0]:.1f} / {a[1]:.1f} / {a[2]:.1f} / {a[3]:.1f}%", flush=True)
-use("kept")
+score(("kept", "free", "fitted", "token"), use, say, 6)

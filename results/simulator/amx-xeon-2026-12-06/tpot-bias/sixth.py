@@ -1,4 +1,4 @@
-# ruff: noqa: S301  (a scratch analysis of committed pickles, kept as run)
+
 """A prototype of the sixth term docs/simulator.md points at, fitted, not set by hand: f, a fixed cost of a step that
 computes prompt tokens, paid once however many prompts the step holds. kvviz.sim.calibrate patched here, not in the
 package: the rows get a sixth column (1 for each step with prompt tokens), the step time is
@@ -6,18 +6,23 @@ a + b·P + c·D + d·pairs + e·cross + f·[P > 0], and the staged fit keeps f (
 and d on the lone prompts (lone row: a + f + b·p + d·pairs), alternating until they settle. Scored on the saved
 starts' Poisson loads (128/16 at 110 and 130 requests/s: spread.pkl, hot-lab.pkl, open-lab.pkl) and on the
 validation's held-out loads of check-start/validation-loads.pkl (tiny and SmolLM2, calibrations without lone
-prompts), kept against sixth. python sixth.py, from this folder with PYTHONPATH set to the repository root."""
+prompts), kept against sixth. python sixth.py, from this folder with PYTHONPATH set to the repository root (sixth.txt).
 
-import pickle
+python sixth.py lone (sixth_lone.txt, 2026-12-06 06:28 UTC): f fitted where the prompts alone can tell it, the lone
+rows fitting b, d and f together when they tell three apart (four rows or more: the loop of one at 64 and the lone
+prompts of 128, 384 and 960), e (and the overhead) from the other rows with those kept."""
+
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+from score import score
 
 from kvviz.sim import calibrate as cal
-from kvviz.sim.validate import _predicted
 
 KEPT = {"K": cal.K, "cumulative": cal._cumulative, "staged": cal.staged_fit, "linear": cal.LinearStepTime}
 F = 5  # the sixth column
+LONE = sys.argv[1:] == ["lone"]  # f fitted with b and d on the lone rows
 
 
 @dataclass(frozen=True)
@@ -50,14 +55,17 @@ def staged(x, y, w, lone=None):
     rest = [j for j in range(x.shape[1]) if j not in cols and x[keep, j].any()]
     alone = keep & lone if lone is not None else np.zeros(len(y), dtype=bool)
     by_lone = np.linalg.matrix_rank(x[alone][:, list(cal.LONE_COLS)]) == len(cal.LONE_COLS)
-    others = [j for j in rest if j not in cal.LONE_COLS]
+    lone_cols = [*cal.LONE_COLS, F]
+    three = LONE and np.linalg.matrix_rank(x[alone][:, lone_cols]) == 3 and alone.sum() > 3
+    lone_cols = lone_cols if three else list(cal.LONE_COLS)
+    others = [j for j in rest if j not in lone_cols]
     for _ in range(4 * cal.STAGE_ROUNDS):
         found = np.zeros(x.shape[1])
         found[cols] = cal._fit_cols(x, y, w, decode, cols, np.where(np.arange(x.shape[1]) == cal.COL_D, coef, 0.0))
         if by_lone:
             known = found.copy()
             known[others] = coef[others]
-            found[list(cal.LONE_COLS)] = cal._fit_cols(x, y, w, alone, list(cal.LONE_COLS), known)
+            found[lone_cols] = cal._fit_cols(x, y, w, alone, lone_cols, known)
             found[others] = cal._fit_cols(x, y, w, keep & ~alone, others, found)
         else:
             found[rest] = cal._fit_cols(x, y, w, keep, rest, found)
@@ -80,41 +88,4 @@ def say(f) -> str:
             f"e {1e12 * st.e:.0f} ps, f {1e3 * getattr(st, 'f', 0.0):.2f} ms")
 
 
-errors = {"kept": [], "sixth": []}
-for path in ("../../amx-xeon-2026-12-05/spread/spread.pkl", "hot-lab.pkl", "open-lab.pkl"):
-    with open(path, "rb") as handle:
-        starts = pickle.load(handle)
-    for i, s in enumerate(starts):
-        runs = s["cal"] + s.get("lone", [])
-        for name in errors:
-            use(name == "sixth")
-            f = cal.fit_runs(runs, s["engine"])
-            line = f"{path.split('/')[-1]} {i} {name:5s}: {say(f)};"
-            for m in s["held"]:
-                p = _predicted(m.point, s["engine"], f)[0]
-                e = (p.tpot.p50 / m.stats.tpot.p50 - 1, p.tpot.p90 / m.stats.tpot.p90 - 1)
-                errors[name].append(e)
-                line += f" {m.point.rate:g}/s TPOT {e[0]:+.0%} {e[1]:+.0%};"
-            print(line, flush=True)
-use(False)
-for name, e in errors.items():
-    a = np.array(e)
-    print(f"{name}: Poisson TPOT p50 / p90 mean |error| {np.abs(a[:, 0]).mean():.1%} / {np.abs(a[:, 1]).mean():.1%}, "
-          f"signed {a[:, 0].mean():+.1%} / {a[:, 1].mean():+.1%}, worst p90 {np.abs(a[:, 1]).max():.1%}", flush=True)
-
-with open("../../amx-xeon-2026-12-05/check-start/validation-loads.pkl", "rb") as handle:
-    validation = pickle.load(handle)
-for model, d in validation.items():
-    for name in ("kept", "sixth"):
-        use(name == "sixth")
-        f = cal.fit_runs(d["cal"], d["engine"])
-        mape = []
-        for m in d["held"]:
-            p = _predicted(m.point, d["engine"], f)[0]
-            mape.append([abs(p.output_tokens_per_s / m.stats.output_tokens_per_s - 1),
-                         abs(p.tpot.p50 / m.stats.tpot.p50 - 1), abs(p.ttft.p50 / m.stats.ttft.p50 - 1),
-                         abs(p.e2e.p50 / m.stats.e2e.p50 - 1)])
-        a = 100 * np.mean(mape, axis=0)
-        print(f"validation {model} {name:5s}: {say(f)}; held-out MAPE tput / TPOT / TTFT / E2E p50 "
-              f"{a[0]:.1f} / {a[1]:.1f} / {a[2]:.1f} / {a[3]:.1f}%", flush=True)
-use(False)
+score(("kept", "sixth"), lambda name: use(name == "sixth"), say, 5)
