@@ -233,13 +233,13 @@ ZH = {
     "plan.answer.band": "每一步慢 {pct}% 时：{slower} 请求/秒；快 {pct}% 时：{faster} 请求/秒"
                         "（SLO 不变：这台机器偏离其校准时答案会移动多少；共享机器的速度几分钟内就会这样变化）",
     "plan.answer.replicas": "要达到 **{target} 请求/秒**：**{replicas} 个副本** × {per} {unit} = **{gpus} {unit}**",
-    "plan.answer.cost": "成本：一个副本在其最高速率下，**每百万输出 token {cost}**（每{hour} {price}）",
+    "plan.answer.cost": "成本：一个副本在其最高速率下，**每百万输出 token {cost}**（{hour} {price}）",
     "plan.answer.cost_target": "在目标速率下：**每百万输出 token {cost}**，共 {gpus} {unit}",
     "plan.answer.stopped": "搜索提前停止了：{why}",
     "plan.unit.gpus": "块 GPU",
     "plan.unit.machines": "台机器",
-    "plan.unit.gpu_hour": "GPU 小时",
-    "plan.unit.machine_hour": "机器小时",
+    "plan.unit.gpu_hour": "每 GPU 小时",  # the price's unit, as the answer's cost line gives it
+    "plan.unit.machine_hour": "每机器小时",
     "plan.metric.tput": "输出 token/秒",
     "plan.metric.ttft_p50": "TTFT p50（毫秒）",
     "plan.metric.ttft_p99": "TTFT p99（毫秒）",

@@ -209,8 +209,8 @@ ZH = {
     "sim.unfinished": "未完成：模拟在此请求结束前停止",
     "sim_cli.error": "错误：{message}",
     "sim_cli.header": "模拟的 vLLM V1 调度器预测：{requests} 个请求完成 {completed} 个，模拟时长 {duration:.3f} 秒，"
-                      "共 {steps:,} 步；步时 t = {a:.4g} + {b:.4g} × 预填充token + {c:.4g} × 解码序列 + "
-                      "{d:.4g} × 注意力对 + {e:.4g} × 跨请求预填充token对 秒",
+                      "共 {steps:,} 步；步时 t = {a:.4g} + {b:.4g} × 预填充 token + {c:.4g} × 解码序列 + "
+                      "{d:.4g} × 注意力对 + {e:.4g} × 跨请求预填充 token 对 秒",
     "sim_cli.throughput": "输出吞吐 {tokens_per_s:,.1f} tok/s  {requests_per_s:.2f} 请求/秒  有效吞吐（goodput）"
                           "{goodput:.2f} 请求/秒（首 token 延迟 <= {slo_ttft:g} 秒，每 token 延迟 <= {slo_tpot:g} 秒）",
     "sim_cli.latency": "{name:<4} 均值 {mean} ms  p50 {p50} ms  p90 {p90} ms  p99 {p99} ms",

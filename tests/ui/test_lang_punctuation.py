@@ -39,3 +39,26 @@ def test_no_chinese_text_has_ascii_question_marks_or_commas_inside_chinese():
     """Every Chinese text of every catalogue (the page's, the CLI's, the errors'): no ASCII ? or , inside Chinese."""
     bad = {key: half_width_in_chinese(text) for key, text in CATALOG["zh"].items() if half_width_in_chinese(text)}
     assert not bad, f"ASCII ? or , inside Chinese (use ？ and ，): {bad}"
+
+
+# A Chinese character written against a Latin letter, with no space between ("预填充token"): the catalogue spaces
+# them everywhere else ("预填充 token", "每 GPU 小时").
+UNSPACED = re.compile(r"[\u4e00-\u9fff][A-Za-z]|[A-Za-z][\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("× 预填充token +", True),
+    ("token对", True),
+    ("× 预填充 token +", False),
+    ("（每 GPU 小时 2.5）", False),
+    ("每{hour} {price}", False),  # a placeholder is checked where it is filled (tests/ui/test_plan_view.py)
+])
+def test_the_check_finds_chinese_against_latin_letters(text, found):
+    assert bool(UNSPACED.search(text)) is found, text
+
+
+def test_no_chinese_text_writes_a_chinese_character_against_a_latin_letter():
+    """Every Chinese text of every catalogue: a space between a Chinese character and a Latin letter (the CLI's
+    step-time formula once read "预填充token" and "预填充token对")."""
+    bad = {key: UNSPACED.findall(text) for key, text in CATALOG["zh"].items() if UNSPACED.search(text)}
+    assert not bad, f"a Chinese character against a Latin letter (put a space between): {bad}"

@@ -172,6 +172,9 @@ def test_a_rate_held_and_the_next_print_apart():
 def test_the_answer_in_chinese_and_when_nothing_holds():
     zh = text.answer_markdown(ANSWER, "zh")
     assert "**满足 SLO 的最高速率：40 请求/秒**" in zh and "**3 个副本** × 2 块 GPU = **6 块 GPU**" in zh
+    assert "**每百万输出 token 0.2713**（每 GPU 小时 2.5）" in zh  # a space between 每 and GPU, as elsewhere
+    here = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "how": "calibrated"}), "zh")
+    assert "（每机器小时 2.5）" in here
     none = text.answer_markdown(text.Answer(**{**ANSWER.__dict__, "max_rate": 0.0, "next_rate": 0.1}))
     assert "**no rate meets the SLO**" in none
 
