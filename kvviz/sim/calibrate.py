@@ -801,7 +801,10 @@ def _seconds(path: Path, key: str) -> float:
 
 
 def check_model_config(path: Path, model_dir: Path) -> None:
-    """Refuse a calibration made on a model of the same name but another config.json."""
+    """Refuse a calibration made on a model of the same name but another config.json, and a model_dir that is no
+    model folder (a bundled model's name, `--model tiny`, once gave a traceback here)."""
+    if not (Path(model_dir) / "config.json").is_file():
+        raise InputError("sim.no_model", path=str(model_dir))
     theirs = json.loads(Path(path).read_text(encoding="utf-8")).get("model_info", {}).get("config_sha256")
     mine = config_sha256(model_dir)
     if theirs is not None and theirs != mine:

@@ -296,6 +296,18 @@ def test_a_calibration_of_another_config_of_the_same_name_is_refused(tmp_path, c
     assert err.startswith(f"error: {cal} was calibrated for model config abababababab, not ") and err.count("\n") == 1
 
 
+def test_a_model_that_is_no_folder_beside_a_calibration_of_its_name_is_refused_in_one_line(tmp_path, capsys,
+                                                                                           monkeypatch):
+    """`--model tiny` (a name, not a folder) with a calibration made for tiny on this device: the file's own checks
+    pass (its model is named tiny), and the model's config is then looked for in a folder that is not there: one
+    line saying so, not a traceback."""
+    cal = _calibration(tmp_path, calibrate.device_id(), calibrate.config_sha256(REPO / "assets" / "tiny"))
+    monkeypatch.chdir(tmp_path)
+    args = [a if a != str(REPO / "assets" / "tiny") else "tiny" for a in PREDICT]
+    assert main([*args, "--calibration", cal]) == 2
+    assert capsys.readouterr().err == "error: tiny is not a model folder (no config.json in it)\n"
+
+
 def test_predict_adds_the_calibrations_request_overhead(tmp_path, capsys):
     """Steps of 0.5 s: the first token after one step (0.5 s), three tokens by 1.5 s; the file's 0.25 s of
     request overhead makes TTFT 0.75 s and E2E 1.75 s, and leaves TPOT at 0.5 s."""
